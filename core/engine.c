@@ -1,0 +1,330 @@
+/* The forward operator on one rank, DESIGN.md §1, §3, §4: plan, accumulate keys, apply.
+ * Causal is chunkwise (GEMMs over C-token chunks); heads and superblocks of chunks are
+ * spread over OpenMP threads in two passes (superblock totals, then outputs from their
+ * prefixes). Denominators ride along as an extra column of ones in V (S|z in one GEMM). */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "engine_internal.h"
+#include "la_blas.h"
+
+#define LA_DEFAULT_CHUNK 64
+
+extern void openblas_set_num_threads(int) __attribute__((weak));
+void la_blas_single_thread(void) {
+  if (openblas_set_num_threads) openblas_set_num_threads(1);
+}
+
+static void *xalloc(size_t bytes) {
+  void *p = NULL;
+  if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) return NULL;
+  return p;
+}
+
+static void work_free(la_work *w) {
+  free(w->phiq); free(w->phik); free(w->vp); free(w->A); free(w->o); free(w->sf);
+  free(w->tmp); free(w->aq); free(w->ak);
+  la_den_stats_free(&w->stats);
+}
+
+la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype dt, int dv,
+                           la_engine *out) {
+  *out = NULL;
+  if ((dt != LA_F32 && dt != LA_F64) || dv < 1 || dv > LA_DIM_MAX) return LA_ERR_ARG;
+  la_engine e = calloc(1, sizeof *e);
+  if (!e) return LA_ERR_NOMEM;
+  e->cfg = *cfg;
+  e->fm = fm;
+  e->dt = dt;
+  e->H = fm->heads;
+  e->dk = fm->dk;
+  e->r = fm->r;
+  e->dv = dv;
+  e->C = cfg->chunk > 0 ? cfg->chunk : LA_DEFAULT_CHUNK;
+#ifdef _OPENMP
+  e->T = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
+#else
+  e->T = 1;
+#endif
+  e->stabilized = la_map_is_stabilized(fm->kind);
+  la_blas_single_thread();
+  size_t es = la_dtype_size(dt), C = (size_t)e->C, r = (size_t)e->r, dv1 = (size_t)dv + 1;
+  e->work = calloc((size_t)e->T, sizeof(la_work));
+  if (!e->work) goto nomem;
+  for (int t = 0; t < e->T; t++) {
+    la_work *w = &e->work[t];
+    w->phiq = xalloc(es * C * r);
+    w->phik = xalloc(es * C * r);
+    w->vp = xalloc(es * C * dv1);
+    w->A = xalloc(es * C * C);
+    w->o = xalloc(es * C * dv1);
+    w->sf = xalloc(es * r * dv1);
+    w->tmp = xalloc(es * r * dv1);
+    w->aq = xalloc(sizeof(double) * C);
+    w->ak = xalloc(sizeof(double) * C);
+    if (!w->phiq || !w->phik || !w->vp || !w->A || !w->o || !w->sf || !w->tmp || !w->aq ||
+        !w->ak || la_den_stats_init(&w->stats) != LA_OK)
+      goto nomem;
+  }
+  e->Bmax = e->H >= e->T ? 1 : (e->T + e->H - 1) / e->H;
+  if (la_state_init(&e->part, e->H * e->Bmax, e->r, dv) != LA_OK) goto nomem;
+  e->scratch = malloc(sizeof(double) * r * dv1);
+  if (!e->scratch) goto nomem;
+  *out = e;
+  return LA_OK;
+nomem:
+  la_engine_destroy(&e);
+  return LA_ERR_NOMEM;
+}
+
+void la_engine_destroy(la_engine *pe) {
+  if (!pe || !*pe) return;
+  la_engine e = *pe;
+  if (e->work)
+    for (int t = 0; t < e->T; t++) work_free(&e->work[t]);
+  free(e->work);
+  la_state_free(&e->part);
+  free(e->scratch);
+  free(e);
+  *pe = NULL;
+}
+
+int la_engine_chunk(const la_engine e) { return e->C; }
+void la_engine_shape(const la_engine e, int *heads, int *r, int *dv) {
+  *heads = e->H;
+  *r = e->r;
+  *dv = e->dv;
+}
+la_mode la_engine_mode(const la_engine e) { return e->cfg.mode; }
+int la_engine_threads(const la_engine e) { return e->T; }
+
+/* Row finalization: the denominator policy of §1 on the true scale. o_row = [num_s | den_s]
+ * with true (num, den) = e^lsc (num_s, den_s); lsc = log-scale of query + keys. */
+static inline void den_note(la_den_stats *st, double den_s, double lsc) {
+  st->rows++;
+  if (!isfinite(den_s) || isnan(lsc)) {
+    st->count_nonfinite++;
+    return;
+  }
+  if (den_s <= 0) {
+    st->count_nonpositive++;
+    if (den_s == 0) { if (st->min > 0) st->min = 0; if (st->max < 0) st->max = 0; return; }
+    double d = den_s * exp(lsc);
+    if (d < st->min) st->min = d;
+    if (d > st->max) st->max = d;
+    return;
+  }
+  double d = den_s * exp(lsc);
+  if (d < st->min) st->min = d;
+  if (d > st->max) st->max = d;
+  double l2 = log2(den_s) + lsc / M_LN2; /* log2 of the true den, overflow-free */
+  long bin = lround(floor(l2 * LA_DEN_HIST_PER_OCTAVE)) + (LA_DEN_HIST_BINS / 2);
+  if (bin < 0) bin = 0;
+  if (bin >= LA_DEN_HIST_BINS) bin = LA_DEN_HIST_BINS - 1;
+  st->hist[bin]++;
+}
+
+static inline void den_violation(la_den_stats *st, int64_t tok, int h) {
+  st->violations++;
+  if (st->first_bad_token < 0 || tok < st->first_bad_token ||
+      (tok == st->first_bad_token && h < st->first_bad_head)) {
+    st->first_bad_token = tok;
+    st->first_bad_head = h;
+  }
+}
+
+static inline void overflow_note(la_den_stats *st, int64_t tok, int h) {
+  st->overflows++;
+  if (st->first_overflow_token < 0 || tok < st->first_overflow_token ||
+      (tok == st->first_overflow_token && h < st->first_overflow_head)) {
+    st->first_overflow_token = tok;
+    st->first_overflow_head = h;
+  }
+}
+
+/* Returns the divisor for a normalized row, or 0 when the row's output is exactly 0
+ * (zero-empty) or the row violates the policy (then noted). */
+static inline double den_divisor(const la_config *cfg, la_den_stats *st, double den_s,
+                                 double lsc, int64_t tok, int h, int *zero) {
+  *zero = 0;
+  switch (cfg->den_policy) {
+  case LA_DEN_ERROR:
+    if (!(den_s > 0) || !isfinite(den_s)) break;
+    return den_s;
+  case LA_DEN_ZERO_EMPTY:
+    if (den_s == 0) { *zero = 1; return 0; }
+    if (!(den_s > 0) || !isfinite(den_s)) break;
+    return den_s;
+  case LA_DEN_ADD: { /* num / (den + E)  ==  num_s / (den_s + E e^{-lsc}) */
+    double d = den_s + cfg->den_eps * exp(-lsc);
+    if (d == 0 || isnan(d)) break;
+    return d;
+  }
+  case LA_DEN_CLAMP: { /* num / max(den, E) */
+    double d = fmax(den_s, cfg->den_eps * exp(-lsc));
+    if (!(d > 0) || isnan(d)) break;
+    return d;
+  }
+  }
+  den_violation(st, tok, h);
+  *zero = 1;
+  return 0;
+}
+
+#define LA_REAL float
+#define LA_SFX f32
+#define LA_GEMM cblas_sgemm
+#define LA_EXPR expf
+#include "engine_impl.h"
+#define LA_REAL double
+#define LA_SFX f64
+#define LA_GEMM cblas_dgemm
+#define LA_EXPR exp
+#include "engine_impl.h"
+
+static int thread_id(void) {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+static void merge_stats(la_engine e, la_den_stats *stats) {
+  for (int t = 0; t < e->T; t++) {
+    if (stats) la_den_stats_merge(stats, &e->work[t].stats);
+    la_den_stats_free(&e->work[t].stats);
+    la_den_stats_init(&e->work[t].stats);
+  }
+}
+
+/* Superblock bounds: b of B, chunk-aligned. */
+static void superblock(int64_t n, int C, int B, int b, int64_t *lo, int64_t *hi) {
+  int64_t nch = (n + C - 1) / C;
+  *lo = (nch * b / B) * C;
+  *hi = (nch * (b + 1) / B) * C;
+  if (*lo > n) *lo = n;
+  if (*hi > n) *hi = n;
+}
+
+static void accum_range(la_engine e, la_work *w, int h, int64_t lo, int64_t hi, const void *k,
+                        const void *v, double *sz, double *m) {
+  if (e->dt == LA_F32) accum_range_f32(e, w, h, lo, hi, k, v, sz, m);
+  else accum_range_f64(e, w, h, lo, hi, k, v, sz, m);
+}
+
+la_status la_engine_accumulate(la_engine e, int64_t n, const void *k, const void *v,
+                               la_state *state) {
+  if (n < 0 || !state || state->heads != e->H || state->r != e->r || state->dv != e->dv)
+    return LA_ERR_ARG;
+  if (n == 0) return LA_OK;
+  const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  la_state_reset(&e->part);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int it = 0; it < H * B; it++) {
+    int h = it / B, b = it % B;
+    int64_t lo, hi;
+    superblock(n, e->C, B, b, &lo, &hi);
+    accum_range(e, &e->work[thread_id()], h, lo, hi, k, v, e->part.sz + (size_t)it * rsz,
+                e->part.m + it);
+  }
+  for (int h = 0; h < H; h++)
+    for (int b = 0; b < B; b++)
+      la_state_combine_head(state->sz + (size_t)h * rsz, state->m + h, state->f + h,
+                            e->part.sz + (size_t)(h * B + b) * rsz, e->part.m + h * B + b,
+                            e->part.f + h * B + b, rsz);
+  return LA_OK;
+}
+
+la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q, const void *k,
+                          const void *v, la_state *state, void *out, la_den_stats *stats) {
+  if (n < 0 || !state || state->heads != e->H || state->r != e->r || state->dv != e->dv)
+    return LA_ERR_ARG;
+  if (n == 0) return LA_OK;
+  const int H = e->H;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  if (e->cfg.mode == LA_BIDIRECTIONAL) {
+    int B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+    for (int it = 0; it < H * B; it++) {
+      int h = it / B, b = it % B;
+      int64_t lo, hi;
+      superblock(n, e->C, B, b, &lo, &hi);
+      la_work *w = &e->work[thread_id()];
+      if (e->dt == LA_F32)
+        apply_bidir_f32(e, w, h, token0, lo, hi, q, state->sz + h * rsz, state->m[h], out);
+      else
+        apply_bidir_f64(e, w, h, token0, lo, hi, q, state->sz + h * rsz, state->m[h], out);
+    }
+    merge_stats(e, stats);
+    return LA_OK;
+  }
+  /* Causal, two passes when heads alone cannot occupy the threads (§4). */
+  const int B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
+  la_state_reset(&e->part);
+  if (B > 1) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+    for (int it = 0; it < H * B; it++) {
+      int h = it / B, b = it % B;
+      if (b == B - 1) continue; /* the last superblock's total is not needed */
+      int64_t lo, hi;
+      superblock(n, e->C, B, b, &lo, &hi);
+      accum_range(e, &e->work[thread_id()], h, lo, hi, k, v, e->part.sz + (size_t)it * rsz,
+                  e->part.m + it);
+    }
+  }
+  /* Exclusive prefix over superblocks, in place: part[h,b] <- state_h (+) tot_0..tot_{b-1};
+   * state_h is the running prefix, e->scratch holds one total while it is swapped out. */
+  for (int h = 0; h < H; h++) {
+    double *run = state->sz + (size_t)h * rsz;
+    for (int b = 0; b < B; b++) {
+      size_t idx = (size_t)h * B + b;
+      double *p = e->part.sz + idx * rsz, tot_m = e->part.m[idx];
+      int tot_f = e->part.f[idx];
+      memcpy(e->scratch, p, sizeof(double) * rsz);
+      memcpy(p, run, sizeof(double) * rsz);
+      e->part.m[idx] = state->m[h];
+      e->part.f[idx] = state->f[h];
+      if (b < B - 1)
+        la_state_combine_head(run, state->m + h, state->f + h, e->scratch, &tot_m, &tot_f, rsz);
+    }
+  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int it = 0; it < H * B; it++) {
+    int h = it / B, b = it % B;
+    int64_t lo, hi;
+    superblock(n, e->C, B, b, &lo, &hi);
+    la_work *w = &e->work[thread_id()];
+    if (e->dt == LA_F32)
+      apply_causal_f32(e, w, h, token0, lo, hi, q, k, v, e->part.sz + (size_t)it * rsz,
+                       e->part.m + it, out);
+    else
+      apply_causal_f64(e, w, h, token0, lo, hi, q, k, v, e->part.sz + (size_t)it * rsz,
+                       e->part.m + it, out);
+  }
+  /* The last superblock's state now covers the whole block. */
+  for (int h = 0; h < H; h++) {
+    size_t idx = (size_t)h * B + (B - 1);
+    memcpy(state->sz + (size_t)h * rsz, e->part.sz + idx * rsz, sizeof(double) * rsz);
+    state->m[h] = e->part.m[idx];
+    state->f[h] = e->part.f[idx];
+  }
+  merge_stats(e, stats);
+  return LA_OK;
+}
+
+la_status la_forward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
+                     void *out, la_den_stats *stats) {
+  la_state st;
+  la_status s = la_state_init(&st, e->H, e->r, e->dv);
+  if (s != LA_OK) return s;
+  if (e->cfg.mode == LA_BIDIRECTIONAL) s = la_engine_accumulate(e, n, k, v, &st);
+  if (s == LA_OK) s = la_engine_apply(e, 0, n, q, k, v, &st, out, stats);
+  la_state_free(&st);
+  return s;
+}

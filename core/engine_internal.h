@@ -1,0 +1,32 @@
+/* Private layout of la_engine (core only). */
+#ifndef LINATTN_ENGINE_INTERNAL_H
+#define LINATTN_ENGINE_INTERNAL_H
+#include "featmap_internal.h"
+#include "linattn/core.h"
+
+/* One thread's scratch, §4: O(C (r + dv) + C^2 + r dv) elements, independent of N. */
+typedef struct {
+  void *phiq, *phik; /* C x r */
+  void *vp;          /* C x (dv+1): [V | 1] */
+  void *A;           /* C x C */
+  void *o;           /* C x (dv+1): [num | den] */
+  void *sf;          /* r x (dv+1): state in the working precision */
+  void *tmp;         /* r x (dv+1) */
+  double *aq, *ak;   /* C log-scales */
+  la_den_stats stats;
+  char pad[64];      /* keep neighbouring workspaces off one cache line */
+} la_work;
+
+struct la_engine_s {
+  la_config cfg;
+  la_featmap fm;
+  la_dtype dt;
+  int H, dk, r, dv, C, T;
+  int stabilized;
+  la_work *work; /* [T] */
+  int Bmax;      /* superblocks per head for the causal two-pass split */
+  la_state part;   /* H*Bmax partial states (heads dimension = H*Bmax) */
+  double *scratch; /* r x (dv+1) */
+};
+
+#endif

@@ -1,0 +1,162 @@
+/* Feature maps, DESIGN.md §2. Every map returns phi = phi_s * e^a with a per-row log-scale
+ * a (a = 0 for elu1, relu, identity, precomputed), so callers can stabilize:
+ * queries keep their own a (it cancels in normalized mode), keys are rescaled to one
+ * constant per head and block (§4 log-scale). */
+#include <lapacke.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "featmap_internal.h"
+#include "la_blas.h"
+
+/* Stream tags keep projection draws disjoint from data draws. */
+#define LA_STREAM_PROJ (1ULL << 62)
+#define LA_STREAM_NORM (1ULL << 61)
+
+static void refresh_scaled(la_featmap fm) {
+  size_t n = (size_t)fm->heads * fm->m * fm->dk;
+  double rs = sqrt(fm->s);
+  for (size_t i = 0; i < n; i++) {
+    fm->omega_s[i] = rs * fm->omega[i];
+    fm->omega_f[i] = (float)fm->omega_s[i];
+  }
+}
+
+/* favor+orf: blocks of dk orthonormal rows (QR of a Gaussian matrix, signs fixed by diag R so
+ * the block is Haar), each row rescaled to the norm of an independent N(0, I_dk) vector
+ * (chi(dk) distributed). Keyed by (seed, head, row) like the iid draw. */
+static la_status draw_orf(la_featmap fm, uint64_t seed, int h) {
+  int dk = fm->dk, m = fm->m;
+  double *g = malloc(sizeof(double) * dk * dk), *tau = malloc(sizeof(double) * dk);
+  if (!g || !tau) {
+    free(g);
+    free(tau);
+    return LA_ERR_NOMEM;
+  }
+  la_status st = LA_OK;
+  for (int b0 = 0; b0 < m; b0 += dk) {
+    /* g row-major: row i = draw for projection row b0+i */
+    for (int i = 0; i < dk; i++)
+      for (int j = 0; j < dk; j++)
+        g[i * dk + j] = la_rng_normal(seed, LA_STREAM_PROJ | (uint64_t)h, (uint64_t)(b0 + i), (uint64_t)j);
+    /* QR of g^T (column-major view of row-major g is g^T): g^T = Q R, Q's columns orthonormal.
+     * Rows of the result = columns of Q. */
+    if (LAPACKE_dgeqrf(LAPACK_COL_MAJOR, dk, dk, g, dk, tau) != 0) { st = LA_ERR_INTERNAL; break; }
+    double *sgn = malloc(sizeof(double) * dk);
+    if (!sgn) { st = LA_ERR_NOMEM; break; }
+    for (int i = 0; i < dk; i++) sgn[i] = g[i * dk + i] < 0 ? -1.0 : 1.0;
+    if (LAPACKE_dorgqr(LAPACK_COL_MAJOR, dk, dk, dk, g, dk, tau) != 0) { free(sgn); st = LA_ERR_INTERNAL; break; }
+    for (int i = 0; i < dk && b0 + i < m; i++) {
+      double nrm = 0.0;
+      for (int j = 0; j < dk; j++) {
+        double x = la_rng_normal(seed, LA_STREAM_NORM | (uint64_t)h, (uint64_t)(b0 + i), (uint64_t)j);
+        nrm += x * x;
+      }
+      nrm = sqrt(nrm);
+      double *row = fm->omega + ((size_t)h * m + b0 + i) * dk;
+      for (int j = 0; j < dk; j++) row[j] = nrm * sgn[i] * g[i * dk + j]; /* column i of Q */
+    }
+    free(sgn);
+  }
+  free(g);
+  free(tau);
+  return st;
+}
+
+la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap *out) {
+  *out = NULL;
+  if (heads < 1 || dk < 1 || dk > LA_DIM_MAX) return LA_ERR_ARG;
+  la_featmap fm = calloc(1, sizeof *fm);
+  if (!fm) return LA_ERR_NOMEM;
+  fm->kind = cfg->map;
+  fm->heads = heads;
+  fm->dk = dk;
+  fm->s = cfg->scale > 0 ? cfg->scale : 1.0 / sqrt((double)dk);
+  if (la_map_is_random(cfg->map)) {
+    if (cfg->features < 1 || cfg->features > LA_FEATURES_MAX) {
+      free(fm);
+      return LA_ERR_ARG;
+    }
+    fm->m = cfg->features;
+    fm->r = (cfg->map == LA_MAP_FAVOR_HYP || cfg->map == LA_MAP_TRIG) ? 2 * fm->m : fm->m;
+    size_t n = (size_t)heads * fm->m * dk;
+    fm->omega = malloc(sizeof(double) * n);
+    fm->omega_s = malloc(sizeof(double) * n);
+    fm->omega_f = malloc(sizeof(float) * n);
+    if (!fm->omega || !fm->omega_s || !fm->omega_f) {
+      la_featmap_destroy(&fm);
+      return LA_ERR_NOMEM;
+    }
+    for (int h = 0; h < heads; h++) {
+      if (cfg->map == LA_MAP_FAVOR_ORF) {
+        la_status st = draw_orf(fm, cfg->seed, h);
+        if (st != LA_OK) {
+          la_featmap_destroy(&fm);
+          return st;
+        }
+      } else {
+        for (int i = 0; i < fm->m; i++)
+          for (int j = 0; j < dk; j++)
+            fm->omega[((size_t)h * fm->m + i) * dk + j] =
+                la_rng_normal(cfg->seed, LA_STREAM_PROJ | (uint64_t)h, (uint64_t)i, (uint64_t)j);
+      }
+    }
+    refresh_scaled(fm);
+  } else {
+    fm->r = dk;
+  }
+  *out = fm;
+  return LA_OK;
+}
+
+void la_featmap_destroy(la_featmap *fm) {
+  if (!fm || !*fm) return;
+  free((*fm)->omega);
+  free((*fm)->omega_s);
+  free((*fm)->omega_f);
+  free(*fm);
+  *fm = NULL;
+}
+
+int la_featmap_width(const la_featmap fm) { return fm->r; }
+int la_featmap_heads(const la_featmap fm) { return fm->heads; }
+int la_featmap_input_dim(const la_featmap fm) { return fm->dk; }
+
+const double *la_featmap_projection(const la_featmap fm, int *m) {
+  if (m) *m = fm->m;
+  return fm->omega;
+}
+
+la_status la_featmap_set_projection(la_featmap fm, const double *omega, int m, int shared) {
+  if (!la_map_is_random(fm->kind) || m != fm->m) return LA_ERR_SHAPE;
+  size_t per = (size_t)m * fm->dk;
+  for (int h = 0; h < fm->heads; h++)
+    memcpy(fm->omega + h * per, omega + (shared ? 0 : h * per), sizeof(double) * per);
+  for (size_t i = 0; i < per * fm->heads; i++)
+    if (!isfinite(fm->omega[i])) return LA_ERR_NONFINITE;
+  refresh_scaled(fm);
+  return LA_OK;
+}
+
+/* The two precisions share one body (featmap_impl.h). */
+#define LA_REAL float
+#define LA_SFX f32
+#define LA_GEMM cblas_sgemm
+#define LA_EXP expf
+#define LA_OMEGA omega_f
+#include "featmap_impl.h"
+#define LA_REAL double
+#define LA_SFX f64
+#define LA_GEMM cblas_dgemm
+#define LA_EXP exp
+#define LA_OMEGA omega_s
+#include "featmap_impl.h"
+
+la_status la_featmap_eval(const la_featmap fm, la_dtype dt, int h, int64_t n, const void *x,
+                          int64_t ld, void *phi_s, double *a) {
+  if (h < 0 || h >= fm->heads || n < 0) return LA_ERR_ARG;
+  if (dt == LA_F32) la_featmap_eval_f32(fm, h, n, x, ld, phi_s, a);
+  else if (dt == LA_F64) la_featmap_eval_f64(fm, h, n, x, ld, phi_s, a);
+  else return LA_ERR_ARG;
+  return LA_OK;
+}

@@ -1,0 +1,87 @@
+/* Body of the feature-map evaluation for one precision; included by featmap.c with
+ * LA_REAL, LA_SFX, LA_GEMM, LA_EXP, LA_OMEGA defined. Formulas: DESIGN.md §2 table.
+ * Domain: finite x. The exp arguments are shifted by the row maximum a, so phi_s <= 1
+ * elementwise for the exponential maps (no overflow); e^a is returned separately. */
+#define LA_CAT2(a, b) a##_##b
+#define LA_CAT(a, b) LA_CAT2(a, b)
+
+void LA_CAT(la_featmap_eval, LA_SFX)(const la_featmap fm, int h, int64_t n,
+                                             const LA_REAL *x, int64_t ld, LA_REAL *phi,
+                                             double *a) {
+  const int dk = fm->dk, r = fm->r, m = fm->m;
+  if (n == 0) return;
+  switch (fm->kind) {
+  case LA_MAP_ELU1:
+    for (int64_t i = 0; i < n; i++) {
+      const LA_REAL *xi = x + i * ld;
+      LA_REAL *pi = phi + i * r;
+      for (int j = 0; j < dk; j++) pi[j] = xi[j] > 0 ? xi[j] + (LA_REAL)1 : LA_EXP(xi[j]);
+      a[i] = 0.0;
+    }
+    return;
+  case LA_MAP_RELU:
+    for (int64_t i = 0; i < n; i++) {
+      const LA_REAL *xi = x + i * ld;
+      LA_REAL *pi = phi + i * r;
+      for (int j = 0; j < dk; j++) pi[j] = xi[j] > 0 ? xi[j] : (LA_REAL)0;
+      a[i] = 0.0;
+    }
+    return;
+  case LA_MAP_IDENTITY:
+  case LA_MAP_PRECOMPUTED:
+    for (int64_t i = 0; i < n; i++) {
+      memcpy(phi + i * r, x + i * ld, sizeof(LA_REAL) * dk);
+      a[i] = 0.0;
+    }
+    return;
+  default:
+    break;
+  }
+  /* Random maps: u = X~ Omega^T into the first m columns of phi (row stride r). */
+  const LA_REAL *om = fm->LA_OMEGA + (size_t)h * m * dk;
+  LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, m, dk, (LA_REAL)1, x, (int)ld, om,
+          dk, (LA_REAL)0, phi, r);
+  for (int64_t i = 0; i < n; i++) {
+    const LA_REAL *xi = x + i * ld;
+    LA_REAL *pi = phi + i * r;
+    double nrm2 = 0.0;
+    for (int j = 0; j < dk; j++) nrm2 += (double)xi[j] * (double)xi[j];
+    const double half = 0.5 * fm->s * nrm2; /* |x~|^2 / 2 */
+    if (fm->kind == LA_MAP_TRIG) {
+      /* m^-1/2 e^{|x~|^2/2} [cos u, sin u]: a = |x~|^2/2, signed. */
+      const LA_REAL c = (LA_REAL)(1.0 / sqrt((double)m));
+      for (int j = 0; j < m; j++) {
+        double u = (double)pi[j];
+        pi[j] = c * (LA_REAL)cos(u);
+        pi[m + j] = c * (LA_REAL)sin(u);
+      }
+      a[i] = half;
+    } else if (fm->kind == LA_MAP_FAVOR_HYP) {
+      /* (2m)^-1/2 e^{-|x~|^2/2} [e^u, e^-u]: a = max|u| - |x~|^2/2. */
+      LA_REAL umax = 0;
+      for (int j = 0; j < m; j++) umax = fabs((double)pi[j]) > umax ? (LA_REAL)fabs((double)pi[j]) : umax;
+      const LA_REAL c = (LA_REAL)(1.0 / sqrt(2.0 * m));
+      for (int j = 0; j < m; j++) {
+        LA_REAL u = pi[j];
+        pi[j] = c * LA_EXP(u - umax);
+        pi[m + j] = c * LA_EXP(-u - umax);
+      }
+      a[i] = (double)umax - half;
+    } else {
+      /* favor+, favor+orf: m^-1/2 e^{u - |x~|^2/2}: a = max u - |x~|^2/2. */
+      LA_REAL umax = pi[0];
+      for (int j = 1; j < m; j++) umax = pi[j] > umax ? pi[j] : umax;
+      const LA_REAL c = (LA_REAL)(1.0 / sqrt((double)m));
+      for (int j = 0; j < m; j++) pi[j] = c * LA_EXP(pi[j] - umax);
+      a[i] = (double)umax - half;
+    }
+  }
+}
+
+#undef LA_CAT
+#undef LA_CAT2
+#undef LA_REAL
+#undef LA_SFX
+#undef LA_GEMM
+#undef LA_EXP
+#undef LA_OMEGA

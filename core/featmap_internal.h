@@ -1,0 +1,21 @@
+/* Private layout of la_featmap (core only). */
+#ifndef LINATTN_FEATMAP_INTERNAL_H
+#define LINATTN_FEATMAP_INTERNAL_H
+#include "linattn/core.h"
+
+struct la_featmap_s {
+  la_map_kind kind;
+  int heads, dk, m, r;
+  double s;        /* similarity scale */
+  double *omega;   /* [H, m, dk] float64 (random maps) */
+  double *omega_s; /* sqrt(s) * omega, float64 copy for GEMM */
+  float *omega_f;  /* sqrt(s) * omega, float32 copy for GEMM */
+};
+
+/* Precision-specific bodies of la_featmap_eval (featmap_impl.h). */
+void la_featmap_eval_f32(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
+                         float *phi, double *a);
+void la_featmap_eval_f64(const la_featmap fm, int h, int64_t n, const double *x, int64_t ld,
+                         double *phi, double *a);
+
+#endif

@@ -1,0 +1,109 @@
+/* JSON report (CONTRACT.md "Report"), written atomically. Non-finite numbers become null. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "linattn/report.h"
+#include "linattn/version.h"
+
+double la_useful_flops(const la_config *cfg, int64_t n, int heads, int dk, int dv, int r) {
+  double nh = (double)n * heads;
+  double f = nh * (4.0 * r * dv + 4.0 * r);
+  if (la_map_is_random(cfg->map)) f += 2.0 * (2.0 * nh * dk * r);
+  return f;
+}
+
+static void num(FILE *f, const char *key, double x, const char *sep) {
+  if (isfinite(x)) fprintf(f, "\"%s\": %.17g%s", key, x, sep);
+  else fprintf(f, "\"%s\": null%s", key, sep);
+}
+
+static const char *policy_name(la_den_policy p) {
+  switch (p) {
+  case LA_DEN_ERROR: return "error";
+  case LA_DEN_ADD: return "add";
+  case LA_DEN_CLAMP: return "clamp";
+  case LA_DEN_ZERO_EMPTY: return "zero-empty";
+  }
+  return "?";
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+    else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+    else fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+la_status la_report_write(const char *path, const la_report *p, int force, char *err,
+                          size_t errlen) {
+  if (!force && access(path, F_OK) == 0) {
+    snprintf(err, errlen, "%s: exists (use --force to overwrite)", path);
+    return LA_ERR_EXISTS;
+  }
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    snprintf(err, errlen, "%s: cannot write report: %s", path, strerror(errno));
+    return LA_ERR_IO;
+  }
+  const la_config *c = &p->cfg;
+  fprintf(f, "{\n  \"version\": \"%s\",\n  \"subcommand\": ", LA_VERSION_STRING);
+  json_str(f, p->subcommand);
+  fprintf(f, ",\n  \"mode\": \"%s\",\n  \"feature_map\": \"%s\",\n  \"features\": %d,\n",
+          c->mode == LA_CAUSAL ? "causal" : "bidirectional", la_map_name(c->map), p->r);
+  fprintf(f, "  \"projection_rows\": %d,\n", la_map_is_random(c->map) ? c->features : 0);
+  fprintf(f, "  \"normalize\": %s,\n  \"denominator_policy\": ", c->normalize ? "true" : "false");
+  json_str(f, p->den_policy_string ? p->den_policy_string : policy_name(c->den_policy));
+  fprintf(f, ",\n  \"denominator_epsilon\": ");
+  if (c->den_policy == LA_DEN_ADD || c->den_policy == LA_DEN_CLAMP) fprintf(f, "%.17g", c->den_eps);
+  else fprintf(f, "null");
+  fprintf(f, ",\n  \"allow_signed\": %s,\n  \"dtype\": \"%s\",\n", c->allow_signed ? "true" : "false",
+          la_dtype_name(p->dtype));
+  fprintf(f, "  \"n\": %lld,\n  \"heads\": %d,\n  \"dk\": %d,\n  \"dv\": %d,\n", (long long)p->n,
+          p->heads, p->dk, p->dv);
+  fprintf(f, "  \"scale\": %.17g,\n  \"seed\": %llu,\n  \"chunk\": %d,\n", p->scale,
+          (unsigned long long)c->seed, p->chunk);
+  fprintf(f, "  \"segments\": %lld,\n  \"window\": ", (long long)p->segments);
+  if (p->window > 0) fprintf(f, "%lld", (long long)p->window);
+  else fprintf(f, "null");
+  fprintf(f, ",\n  \"ranks\": %d,\n  \"threads\": %d,\n  \"input\": ", p->ranks, p->threads);
+  json_str(f, p->input ? p->input : "synthetic");
+  fprintf(f, ",\n  \"output\": ");
+  if (p->output) json_str(f, p->output);
+  else fprintf(f, "null");
+  fprintf(f, ",\n  \"seconds\": {");
+  num(f, "total", p->t_total, ", ");
+  num(f, "read", p->t_read, ", ");
+  num(f, "compute", p->t_compute, ", ");
+  num(f, "comm", p->t_comm, ", ");
+  num(f, "write", p->t_write, "},\n  ");
+  num(f, "gflops", p->gflops, ",\n  ");
+  num(f, "tokens_per_second", p->tokens_per_second, ",\n");
+  fprintf(f, "  \"denominator\": {");
+  num(f, "min", p->den.rows ? p->den.min : NAN, ", ");
+  num(f, "max", p->den.rows ? p->den.max : NAN, ", ");
+  num(f, "median", p->den.hist ? la_den_stats_median(&p->den) : NAN, ", ");
+  fprintf(f, "\"count_nonpositive\": %lld, \"count_nonfinite\": %lld, \"count_small\": %lld, "
+             "\"violations\": %lld, \"median_resolution_octaves\": %.6g},\n",
+          (long long)p->den.count_nonpositive, (long long)p->den.count_nonfinite,
+          (long long)(p->den.hist ? la_den_stats_count_small(&p->den) : 0),
+          (long long)p->den.violations, 1.0 / LA_DEN_HIST_PER_OCTAVE);
+  fprintf(f, "  \"peak_rss_bytes_max_rank\": %lld,\n  \"comm_bytes_per_rank\": %lld\n}\n",
+          (long long)p->peak_rss_bytes_max_rank, (long long)p->comm_bytes_per_rank);
+  int bad = ferror(f);
+  bad |= fflush(f) != 0;
+  bad |= fsync(fileno(f)) != 0;
+  bad |= fclose(f) != 0;
+  if (bad || rename(tmp, path) != 0) {
+    snprintf(err, errlen, "%s: cannot write report: %s", path, strerror(errno));
+    unlink(tmp);
+    return LA_ERR_IO;
+  }
+  return LA_OK;
+}

@@ -1,0 +1,69 @@
+/* Scan element (S, z, m, f) and its non-commutative operator, DESIGN.md §4.
+ * (S|z) is stored as r x (dv+1) float64; the true summary is e^m (S|z).
+ * Identity: (0, 0, -inf, 0). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "linattn/core.h"
+
+la_status la_state_init(la_state *s, int heads, int r, int dv) {
+  memset(s, 0, sizeof *s);
+  if (heads < 1 || r < 1 || dv < 1) return LA_ERR_ARG;
+  s->heads = heads;
+  s->r = r;
+  s->dv = dv;
+  s->sz = malloc(sizeof(double) * (size_t)heads * (size_t)r * (size_t)(dv + 1));
+  s->m = malloc(sizeof(double) * (size_t)heads);
+  s->f = malloc(sizeof(int) * (size_t)heads);
+  if (!s->sz || !s->m || !s->f) {
+    la_state_free(s);
+    return LA_ERR_NOMEM;
+  }
+  la_state_reset(s);
+  return LA_OK;
+}
+
+void la_state_reset(la_state *s) {
+  memset(s->sz, 0, sizeof(double) * (size_t)s->heads * (size_t)s->r * (size_t)(s->dv + 1));
+  for (int h = 0; h < s->heads; h++) {
+    s->m[h] = -INFINITY;
+    s->f[h] = 0;
+  }
+}
+
+void la_state_free(la_state *s) {
+  free(s->sz);
+  free(s->m);
+  free(s->f);
+  memset(s, 0, sizeof *s);
+}
+
+/* e^{x - M}, with e^{-inf - M} = 0 and M = -inf only when both are -inf (then unused). */
+static inline double scale_to(double x, double M) { return x == -INFINITY ? 0.0 : exp(x - M); }
+
+void la_state_combine_head(double *a_sz, double *a_m, int *a_f, const double *b_sz,
+                           const double *b_m, const int *b_f, size_t rsz) {
+  if (*b_f) { /* b starts a segment: a is not visible after it */
+    memcpy(a_sz, b_sz, sizeof(double) * rsz);
+    *a_m = *b_m;
+    *a_f = 1;
+    return;
+  }
+  if (*b_m == -INFINITY) return; /* b is empty: a (+) 0 = a */
+  if (*a_m == -INFINITY) {       /* a is empty */
+    memcpy(a_sz, b_sz, sizeof(double) * rsz);
+    *a_m = *b_m;
+    return;
+  }
+  double M = fmax(*a_m, *b_m);
+  double sa = scale_to(*a_m, M), sb = scale_to(*b_m, M);
+  for (size_t i = 0; i < rsz; i++) a_sz[i] = a_sz[i] * sa + b_sz[i] * sb;
+  *a_m = M;
+}
+
+void la_state_combine(la_state *a, const la_state *b) {
+  size_t rsz = (size_t)a->r * (size_t)(a->dv + 1);
+  for (int h = 0; h < a->heads; h++)
+    la_state_combine_head(a->sz + h * rsz, a->m + h, a->f + h, b->sz + h * rsz, b->m + h,
+                          b->f + h, rsz);
+}

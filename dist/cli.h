@@ -1,0 +1,27 @@
+/* Command-line options of `linattn run` (CONTRACT.md). Not Collective. */
+#ifndef LINATTN_CLI_H
+#define LINATTN_CLI_H
+#include <stdint.h>
+#include "linattn/core.h"
+
+typedef struct {
+  la_config cfg;
+  const char *q, *k, *v, *out, *report, *projection, *save_projection, *segments;
+  const char *checkpoint;
+  const char *den_string; /* --denominator as given */
+  int64_t n;              /* synthetic */
+  int heads, dk, dv;
+  double input_scale;
+  int dtype_set;
+  la_dtype dtype;
+  int64_t window;
+  int force, progress, reproducible, help;
+  int64_t block; /* --block-tokens: streaming block per rank */
+} la_cli;
+
+/* Parse argv[first..argc). Returns LA_OK, or LA_ERR_ARG with a one-line reason naming the
+ * option. */
+la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, size_t errlen);
+void la_cli_help(const char *subcommand);
+
+#endif

@@ -1,0 +1,193 @@
+/* Communicator ownership, error agreement and the summary collectives (DESIGN.md §4).
+ * A scan element per head is packed as [S|z (r*(dv+1)), m, f] doubles. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "linattn/dist.h"
+
+struct la_dist_s {
+  MPI_Comm comm;
+  int rank, size;
+  int64_t bytes;
+  double comm_seconds;
+};
+
+void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *row0) {
+  int64_t q = N / P, rem = N % P;
+  *n_local = q + (rank < rem ? 1 : 0);
+  *row0 = q * rank + (rank < rem ? rank : rem);
+}
+
+la_status la_dist_create(MPI_Comm comm, la_dist *out) {
+  *out = NULL;
+  la_dist d = calloc(1, sizeof *d);
+  if (!d) return LA_ERR_NOMEM;
+  if (MPI_Comm_dup(comm, &d->comm) != MPI_SUCCESS) {
+    free(d);
+    return LA_ERR_MPI;
+  }
+  MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(d->comm, &d->rank);
+  MPI_Comm_size(d->comm, &d->size);
+  *out = d;
+  return LA_OK;
+}
+
+void la_dist_destroy(la_dist *d) {
+  if (!d || !*d) return;
+  MPI_Comm_free(&(*d)->comm);
+  free(*d);
+  *d = NULL;
+}
+
+MPI_Comm la_dist_comm(const la_dist d) { return d->comm; }
+int la_dist_rank(const la_dist d) { return d->rank; }
+int la_dist_size(const la_dist d) { return d->size; }
+int64_t la_dist_comm_bytes(const la_dist d) { return d->bytes; }
+double la_dist_comm_seconds(const la_dist d) { return d->comm_seconds; }
+
+la_status la_dist_agree(la_dist d, la_status st, char *msg, size_t msglen) {
+  int mine = st != LA_OK ? d->rank : d->size, first = d->size;
+  if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm) != MPI_SUCCESS) return LA_ERR_MPI;
+  if (first == d->size) return LA_OK;
+  char buf[1024];
+  int code = (int)st;
+  memset(buf, 0, sizeof buf);
+  if (d->rank == first && msg) strncpy(buf, msg, sizeof buf - 1);
+  MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, first, d->comm);
+  MPI_Bcast(&code, 1, MPI_INT, first, d->comm);
+  if (msg && msglen) {
+    strncpy(msg, buf, msglen - 1);
+    msg[msglen - 1] = 0;
+  }
+  return (la_status)code;
+}
+
+/* MPI user operator: inout <- in (+) inout, in from the lower ranks (a before b). */
+static void scan_op(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  int bytes;
+  MPI_Type_size(*dt, &bytes);
+  size_t per = (size_t)bytes / sizeof(double), rsz = per - 2;
+  double *a = in, *b = inout;
+  double *tmp = malloc(sizeof(double) * per);
+  if (!tmp) abort(); /* no way to report from inside an MPI operator */
+  for (int h = 0; h < *len; h++) {
+    double *ah = a + h * per, *bh = b + h * per;
+    memcpy(tmp, ah, sizeof(double) * per);
+    int af = tmp[rsz + 1] != 0, bf = bh[rsz + 1] != 0;
+    la_state_combine_head(tmp, tmp + rsz, &af, bh, bh + rsz, &bf, rsz);
+    tmp[rsz + 1] = af;
+    memcpy(bh, tmp, sizeof(double) * per);
+  }
+  free(tmp);
+}
+
+static void pack(const la_state *s, double *buf) {
+  size_t rsz = (size_t)s->r * (s->dv + 1), per = rsz + 2;
+  for (int h = 0; h < s->heads; h++) {
+    memcpy(buf + h * per, s->sz + h * rsz, sizeof(double) * rsz);
+    buf[h * per + rsz] = s->m[h];
+    buf[h * per + rsz + 1] = s->f[h];
+  }
+}
+
+static void unpack(la_state *s, const double *buf) {
+  size_t rsz = (size_t)s->r * (s->dv + 1), per = rsz + 2;
+  for (int h = 0; h < s->heads; h++) {
+    memcpy(s->sz + h * rsz, buf + h * per, sizeof(double) * rsz);
+    s->m[h] = buf[h * per + rsz];
+    s->f[h] = buf[h * per + rsz + 1] != 0;
+  }
+}
+
+static la_status combine(la_dist d, la_state *s, int exclusive) {
+  size_t per = (size_t)s->r * (s->dv + 1) + 2, total = per * s->heads;
+  double *in = malloc(sizeof(double) * total), *out = malloc(sizeof(double) * total);
+  if (!in || !out) {
+    free(in);
+    free(out);
+    return LA_ERR_NOMEM;
+  }
+  pack(s, in);
+  MPI_Datatype el;
+  MPI_Op op;
+  MPI_Type_contiguous((int)per, MPI_DOUBLE, &el);
+  MPI_Type_commit(&el);
+  MPI_Op_create(scan_op, 0 /* not commutative */, &op);
+  double t0 = MPI_Wtime();
+  int rc = exclusive ? MPI_Exscan(in, out, s->heads, el, op, d->comm)
+                     : MPI_Allreduce(in, out, s->heads, el, op, d->comm);
+  d->comm_seconds += MPI_Wtime() - t0;
+  d->bytes += (int64_t)(sizeof(double) * total);
+  MPI_Op_free(&op);
+  MPI_Type_free(&el);
+  if (rc == MPI_SUCCESS) {
+    if (exclusive && d->rank == 0) la_state_reset(s); /* Exscan leaves rank 0 undefined */
+    else unpack(s, out);
+  }
+  free(in);
+  free(out);
+  return rc == MPI_SUCCESS ? LA_OK : LA_ERR_MPI;
+}
+
+la_status la_dist_exscan(la_dist d, la_state *s) { return combine(d, s, 1); }
+la_status la_dist_allreduce(la_dist d, la_state *s) { return combine(d, s, 0); }
+
+/* Denominator statistics merged over ranks (sums, min/max, first offender). */
+la_status la_dist_reduce_stats(la_dist d, la_den_stats *st) {
+  double mm[2] = {st->min, -st->max}, gmm[2];
+  int64_t cnt[5] = {st->rows, st->count_nonpositive, st->count_nonfinite, st->violations,
+                    st->overflows}, gcnt[5];
+  /* first offenders as (token, head) pairs ordered lexicographically via MINLOC-free encoding */
+  int64_t first[4] = {st->first_bad_token < 0 ? INT64_MAX : st->first_bad_token,
+                      st->first_bad_head,
+                      st->first_overflow_token < 0 ? INT64_MAX : st->first_overflow_token,
+                      st->first_overflow_head}, gfirst[4];
+  double t0 = MPI_Wtime();
+  int rc = MPI_Allreduce(mm, gmm, 2, MPI_DOUBLE, MPI_MIN, d->comm);
+  if (rc == MPI_SUCCESS) rc = MPI_Allreduce(cnt, gcnt, 5, MPI_INT64_T, MPI_SUM, d->comm);
+  if (rc == MPI_SUCCESS) rc = MPI_Allreduce(first, gfirst, 4, MPI_INT64_T, MPI_MIN, d->comm);
+  /* tokens are unique to a rank, so the rank holding the min token also holds its head */
+  if (rc == MPI_SUCCESS) {
+    int64_t hb[2] = {first[0] == gfirst[0] ? first[1] : INT64_MAX,
+                     first[2] == gfirst[2] ? first[3] : INT64_MAX};
+    rc = MPI_Allreduce(MPI_IN_PLACE, hb, 2, MPI_INT64_T, MPI_MIN, d->comm);
+    gfirst[1] = hb[0];
+    gfirst[3] = hb[1];
+  }
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Allreduce(MPI_IN_PLACE, st->hist, LA_DEN_HIST_BINS, MPI_UINT64_T, MPI_SUM, d->comm);
+  d->comm_seconds += MPI_Wtime() - t0;
+  if (rc != MPI_SUCCESS) return LA_ERR_MPI;
+  st->min = gmm[0];
+  st->max = -gmm[1];
+  st->rows = gcnt[0];
+  st->count_nonpositive = gcnt[1];
+  st->count_nonfinite = gcnt[2];
+  st->violations = gcnt[3];
+  st->overflows = gcnt[4];
+  st->first_bad_token = gfirst[0] == INT64_MAX ? -1 : gfirst[0];
+  st->first_bad_head = (int)(gfirst[0] == INT64_MAX ? 0 : gfirst[1]);
+  st->first_overflow_token = gfirst[2] == INT64_MAX ? -1 : gfirst[2];
+  st->first_overflow_head = (int)(gfirst[2] == INT64_MAX ? 0 : gfirst[3]);
+  return LA_OK;
+}
+
+la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
+                          const void *q, const void *k, const void *v, void *out,
+                          la_den_stats *stats) {
+  int H, r, dv;
+  la_engine_shape(eng, &H, &r, &dv);
+  la_state st;
+  la_status s = la_state_init(&st, H, r, dv);
+  if (s != LA_OK) return s;
+  const int bidir = la_engine_mode(eng) == LA_BIDIRECTIONAL;
+  /* Local summary: the rank total (causal, exscanned) or the rank's share (bidirectional). */
+  if (bidir || d->size > 1) s = la_engine_accumulate(eng, n_local, k, v, &st);
+  if (s == LA_OK && d->size > 1) s = bidir ? la_dist_allreduce(d, &st) : la_dist_exscan(d, &st);
+  if (s == LA_OK) s = la_engine_apply(eng, row0, n_local, q, k, v, &st, out, stats);
+  la_state_free(&st);
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
+  return s;
+}

@@ -1,0 +1,173 @@
+/* linattn local (MPI-free) API: configuration, feature maps, scan state, forward operator.
+ * Everything here is Not Collective. DESIGN.md sections are cited as §N. */
+#ifndef LINATTN_CORE_H
+#define LINATTN_CORE_H
+#include <stdint.h>
+#include <stddef.h>
+#include "linattn/status.h"
+#include "linattn/types.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { LA_CAUSAL = 0, LA_BIDIRECTIONAL = 1 } la_mode;
+
+/* §2. Order matters: it indexes la_map_names. */
+typedef enum {
+  LA_MAP_ELU1 = 0,
+  LA_MAP_RELU,
+  LA_MAP_IDENTITY,
+  LA_MAP_FAVOR,     /* favor+ */
+  LA_MAP_FAVOR_ORF, /* favor+orf */
+  LA_MAP_FAVOR_HYP, /* favor-hyp */
+  LA_MAP_TRIG,
+  LA_MAP_PRECOMPUTED,
+  LA_MAP_COUNT
+} la_map_kind;
+
+/* §1 denominator policies. */
+typedef enum { LA_DEN_ERROR = 0, LA_DEN_ADD, LA_DEN_CLAMP, LA_DEN_ZERO_EMPTY } la_den_policy;
+
+/* Every tunable is one field, with the CLI flag of the same name (CONTRACT.md). */
+typedef struct {
+  la_mode mode;             /* --mode */
+  la_map_kind map;          /* --feature-map */
+  int features;             /* --features m (random maps); r = m or 2m */
+  double scale;             /* --scale s; <= 0 means 1/sqrt(dk) */
+  uint64_t seed;            /* --seed */
+  int normalize;            /* --normalize on|off */
+  la_den_policy den_policy; /* --denominator */
+  double den_eps;           /* E of add:E / clamp:E, > 0 */
+  int allow_signed;         /* --allow-signed */
+  int chunk;                /* --chunk C; 0 = tuned default */
+  int threads;              /* --threads; 0 = OpenMP default */
+} la_config;
+
+/* Bounds of the tunables. */
+#define LA_FEATURES_MAX (1 << 16)
+#define LA_CHUNK_MIN 1
+#define LA_CHUNK_MAX 4096
+#define LA_DIM_MAX (1 << 16)
+
+void la_config_default(la_config *cfg);
+/* Check the configuration for a head dimension dk. Writes a one-line reason to err. */
+la_status la_config_check(const la_config *cfg, int dk, char *err, size_t errlen);
+
+const char *la_map_name(la_map_kind k);       /* "elu1", "favor+", ... */
+int la_map_from_name(const char *s, la_map_kind *k); /* 0 on success */
+/* 1 if the map can give den <= 0 for a nonempty key set (identity, trig, precomputed). */
+int la_map_is_signed(la_map_kind k);
+/* 1 if the map carries a log-scale stabilizer (favor+, favor+orf, favor-hyp, trig). */
+int la_map_is_stabilized(la_map_kind k);
+/* 1 if the map draws a random projection. */
+int la_map_is_random(la_map_kind k);
+
+/* ---- Feature maps (§2) ---- */
+typedef struct la_featmap_s *la_featmap;
+
+/* heads H, input width dk. For precomputed, dk is the feature width r. */
+la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap *fm);
+void la_featmap_destroy(la_featmap *fm);
+int la_featmap_width(const la_featmap fm); /* r */
+int la_featmap_heads(const la_featmap fm);
+int la_featmap_input_dim(const la_featmap fm);
+/* Projection rows omega, [H, m, dk] float64, or NULL for non-random maps. */
+const double *la_featmap_projection(const la_featmap fm, int *m);
+/* Replace the projection: shared != 0 means one [m, dk] for every head. */
+la_status la_featmap_set_projection(la_featmap fm, const double *omega, int m, int shared);
+
+/* Evaluate the map on n rows of head h (row stride ld elements). Writes phi_s [n, r]
+ * (row stride r) and the per-row log-scale a (phi = phi_s * e^a; a = 0 for unstabilized
+ * maps). dtype of x and phi_s is dt; a is double. Used by the engine and exposed for tests. */
+la_status la_featmap_eval(const la_featmap fm, la_dtype dt, int h, int64_t n, const void *x,
+                          int64_t ld, void *phi_s, double *a);
+
+/* ---- Scan state (§4): per head (S | z) as r x (dv+1) float64, log-scale m, flag f ---- */
+typedef struct {
+  int heads, r, dv;
+  double *sz; /* [H][r][dv+1]: S in columns 0..dv-1, z in column dv */
+  double *m;  /* [H]; -INFINITY for the identity element */
+  int *f;     /* [H]; segment-start flag */
+} la_state;
+
+la_status la_state_init(la_state *s, int heads, int r, int dv); /* identity element */
+void la_state_reset(la_state *s);                                /* back to identity */
+void la_state_free(la_state *s);
+/* a <- a (+) b (a before b), §4; non-commutative; identities never give NaN. */
+void la_state_combine(la_state *a, const la_state *b);
+/* Same on raw per-head arrays (for the MPI operator): len = H*(r*(dv+1)) etc. */
+void la_state_combine_head(double *a_sz, double *a_m, int *a_f, const double *b_sz,
+                           const double *b_m, const int *b_f, size_t rsz);
+
+/* ---- Denominator statistics (§1) ---- */
+#define LA_DEN_HIST_PER_OCTAVE 16
+#define LA_DEN_HIST_BINS (2200 * LA_DEN_HIST_PER_OCTAVE)
+typedef struct {
+  double min, max;               /* over finite true denominators */
+  int64_t rows;                  /* rows counted */
+  int64_t count_nonpositive;     /* den <= 0 */
+  int64_t count_nonfinite;       /* den not finite */
+  int64_t violations;            /* rows that violate the policy */
+  int64_t first_bad_token;       /* smallest violating token, -1 if none */
+  int first_bad_head;
+  int64_t overflows;             /* unnormalized outputs that overflow */
+  int64_t first_overflow_token;
+  int first_overflow_head;
+  uint64_t *hist;                /* [LA_DEN_HIST_BINS] positive dens by log2 */
+} la_den_stats;
+
+la_status la_den_stats_init(la_den_stats *st);
+void la_den_stats_free(la_den_stats *st);
+void la_den_stats_merge(la_den_stats *into, const la_den_stats *from);
+/* Median of positive denominators from the histogram (to 1/16 octave), and the number of
+ * rows below 1e-6 * median (rows in bins wholly below the threshold, plus nonpositive). */
+double la_den_stats_median(const la_den_stats *st);
+int64_t la_den_stats_count_small(const la_den_stats *st);
+
+/* ---- Engine: plan once, run many blocks ---- */
+typedef struct la_engine_s *la_engine;
+
+/* Plan for dtype dt, H heads, dv value width; allocates per-thread workspaces (§4 memory
+ * bound: O(C (r + dk + dv) + r dv) per thread, independent of N). */
+la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype dt, int dv,
+                           la_engine *eng);
+void la_engine_destroy(la_engine *eng);
+int la_engine_chunk(const la_engine eng);
+int la_engine_threads(const la_engine eng);
+void la_engine_shape(const la_engine eng, int *heads, int *r, int *dv);
+la_mode la_engine_mode(const la_engine eng);
+
+/* Keys pass: state <- state (+) summary(keys of this block), for every head. Inputs are
+ * [n, H, dk] and [n, H, dv] in the engine's dtype. */
+la_status la_engine_accumulate(la_engine eng, int64_t n, const void *k, const void *v,
+                               la_state *state);
+
+/* Apply pass on a block of n tokens whose first global token is token0.
+ * causal: outputs with the incoming prefix `state` (updated to include this block).
+ * bidirectional: outputs from the complete summary `state` (k, v unused, may be NULL).
+ * out is [n, H, dv]; denominator policy applied; stats accumulated. */
+la_status la_engine_apply(la_engine eng, int64_t token0, int64_t n, const void *q,
+                          const void *k, const void *v, la_state *state, void *out,
+                          la_den_stats *stats);
+
+/* One-shot forward on a whole in-memory sequence (both modes). */
+la_status la_forward(la_engine eng, int64_t n, const void *q, const void *k, const void *v,
+                     void *out, la_den_stats *stats);
+
+/* Check n*H*d values for non-finite entries; returns LA_ERR_NONFINITE with the first
+ * (token, head, column) (token offset by token0). */
+la_status la_check_finite(la_dtype dt, const void *x, int64_t n, int heads, int d,
+                          int64_t token0, int64_t *bad_token, int *bad_head, int *bad_col);
+
+/* Counter-based generator (§2): a standard normal keyed by (seed, a, b, c). */
+double la_rng_normal(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
+uint64_t la_rng_u64(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
+
+/* Synthetic rows [n, H, d] for tensor 0 (Q), 1 (K), 2 (V), starting at token0. */
+void la_synth_rows(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads, int d,
+                   double scale, la_dtype dt, void *dst);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,51 @@
+/* linattn distributed API (DESIGN.md §4, §5). Every MPI call lives in dist/.
+ * The library never calls MPI_Init; it duplicates the caller's communicator. */
+#ifndef LINATTN_DIST_H
+#define LINATTN_DIST_H
+#include <mpi.h>
+#include "linattn/core.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ownership rule (the only one): rank p owns n_p = N/P + (N%P > p) rows, contiguous, in
+ * rank order. Not Collective. */
+void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *row0);
+
+typedef struct la_dist_s *la_dist;
+
+/* Collective on comm: duplicates it. */
+la_status la_dist_create(MPI_Comm comm, la_dist *d);
+/* Collective. */
+void la_dist_destroy(la_dist *d);
+MPI_Comm la_dist_comm(const la_dist d);
+int la_dist_rank(const la_dist d);
+int la_dist_size(const la_dist d);
+/* Bytes this rank has sent through collectives so far (the report's comm_bytes_per_rank). */
+int64_t la_dist_comm_bytes(const la_dist d);
+double la_dist_comm_seconds(const la_dist d);
+
+/* Collective: every rank passes its local status and message; all return the status of the
+ * lowest failing rank, with its message copied into msg on every rank. */
+la_status la_dist_agree(la_dist d, la_status st, char *msg, size_t msglen);
+
+/* Collective. Combine per-rank summaries (§4):
+ * causal: state <- exclusive prefix (MPI_Exscan with the non-commutative scan operator;
+ *         rank 0 gets the identity explicitly);
+ * bidirectional: state <- allreduce of the summaries (log-scale aware). */
+la_status la_dist_exscan(la_dist d, la_state *state);
+la_status la_dist_allreduce(la_dist d, la_state *state);
+
+/* Collective: merge denominator statistics over ranks, in place on every rank. */
+la_status la_dist_reduce_stats(la_dist d, la_den_stats *st);
+
+/* Collective: the whole forward on a sequence sharded by la_split_ownership; each rank
+ * passes its own rows (n_local may be 0). stats are merged over ranks on every rank. */
+la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
+                          const void *q, const void *k, const void *v, void *out,
+                          la_den_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,9 @@
+/* linattn: feature-map ("linear") attention over very long sequences. Umbrella header. */
+#ifndef LINATTN_H
+#define LINATTN_H
+#include "linattn/version.h"
+#include "linattn/status.h"
+#include "linattn/types.h"
+#include "linattn/core.h"
+#include "linattn/npy.h"
+#endif

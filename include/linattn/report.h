@@ -1,0 +1,41 @@
+/* The JSON run report of CONTRACT.md ("Report"). Not Collective: rank 0 writes it. */
+#ifndef LINATTN_REPORT_H
+#define LINATTN_REPORT_H
+#include <stdint.h>
+#include "linattn/core.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  const char *subcommand;        /* "run", "grad", ... */
+  la_config cfg;
+  const char *den_policy_string; /* as given, e.g. "add:1e-6" */
+  la_dtype dtype;
+  int64_t n;
+  int heads, dk, dv, r, chunk;
+  double scale;                  /* the similarity scale actually used */
+  int ranks, threads;
+  int64_t segments;              /* 1 without --segments */
+  int64_t window;                /* 0 = none */
+  double t_total, t_read, t_compute, t_comm, t_write;
+  double gflops, tokens_per_second;
+  la_den_stats den;              /* merged over ranks */
+  int64_t peak_rss_bytes_max_rank;
+  int64_t comm_bytes_per_rank;
+  const char *input;             /* "synthetic" or the Q path */
+  const char *output;            /* path or NULL */
+} la_report;
+
+/* Useful flops of CONTRACT.md: N*H*(4*r*dv + 4*r) + map flops (2*N*H*dk*r for each of q, k
+ * with the random maps). */
+double la_useful_flops(const la_config *cfg, int64_t n, int heads, int dk, int dv, int r);
+
+/* Write the JSON atomically (temporary name, then rename). */
+la_status la_report_write(const char *path, const la_report *rep, int force, char *err,
+                          size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

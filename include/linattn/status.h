@@ -1,0 +1,39 @@
+/* Status codes: one X-macro list gives the enum and the message strings. */
+#ifndef LINATTN_STATUS_H
+#define LINATTN_STATUS_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(name, value, message). The exit code of the program is derived in la_status_exit_code(). */
+#define LA_STATUS_LIST(X)                                                        \
+  X(LA_OK, 0, "success")                                                         \
+  X(LA_ERR_ARG, 1, "invalid argument")                                           \
+  X(LA_ERR_IO, 2, "input/output error")                                          \
+  X(LA_ERR_FORMAT, 3, "malformed file")                                          \
+  X(LA_ERR_SHAPE, 4, "shape mismatch")                                           \
+  X(LA_ERR_NONFINITE, 5, "non-finite input value")                               \
+  X(LA_ERR_DENOMINATOR, 6, "denominator policy violated")                        \
+  X(LA_ERR_OVERFLOW, 7, "result overflows the floating-point range")             \
+  X(LA_ERR_NOMEM, 8, "out of memory")                                            \
+  X(LA_ERR_UNSUPPORTED, 9, "unsupported request")                                \
+  X(LA_ERR_EXISTS, 10, "output exists (use --force)")                            \
+  X(LA_ERR_MPI, 11, "MPI error")                                                 \
+  X(LA_ERR_INTERNAL, 12, "internal error")
+
+typedef enum {
+#define LA_X_ENUM(name, value, msg) name = value,
+  LA_STATUS_LIST(LA_X_ENUM)
+#undef LA_X_ENUM
+} la_status;
+
+/* Not collective. Never returns NULL. */
+const char *la_status_string(la_status s);
+
+/* Exit code of CONTRACT.md: 0 ok, 2 usage/bad input, 3 denominator, 1 anything else. */
+int la_status_exit_code(la_status s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
