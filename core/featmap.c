@@ -8,6 +8,7 @@
 #include <string.h>
 #include "featmap_internal.h"
 #include "la_blas.h"
+#include "vexp.h"
 
 /* Stream tags keep projection draws disjoint from data draws. */
 #define LA_STREAM_PROJ (1ULL << 62)
@@ -142,13 +143,13 @@ la_status la_featmap_set_projection(la_featmap fm, const double *omega, int m, i
 #define LA_REAL float
 #define LA_SFX f32
 #define LA_GEMM cblas_sgemm
-#define LA_EXP expf
+#define LA_EXP la_vexpf
 #define LA_OMEGA omega_f
 #include "featmap_impl.h"
 #define LA_REAL double
 #define LA_SFX f64
 #define LA_GEMM cblas_dgemm
-#define LA_EXP exp
+#define LA_EXP la_vexp
 #define LA_OMEGA omega_s
 #include "featmap_impl.h"
 

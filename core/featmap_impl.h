@@ -15,7 +15,10 @@ void LA_CAT(la_featmap_eval, LA_SFX)(const la_featmap fm, int h, int64_t n,
     for (int64_t i = 0; i < n; i++) {
       const LA_REAL *xi = x + i * ld;
       LA_REAL *pi = phi + i * r;
-      for (int j = 0; j < dk; j++) pi[j] = xi[j] > 0 ? xi[j] + (LA_REAL)1 : LA_EXP(xi[j]);
+      for (int j = 0; j < dk; j++) {
+        LA_REAL e = LA_EXP(xi[j] < 0 ? xi[j] : (LA_REAL)0);
+        pi[j] = xi[j] > 0 ? xi[j] + (LA_REAL)1 : e;
+      }
       a[i] = 0.0;
     }
     return;

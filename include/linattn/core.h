@@ -161,6 +161,7 @@ la_status la_check_finite(la_dtype dt, const void *x, int64_t n, int heads, int 
 
 /* Counter-based generator (§2): a standard normal keyed by (seed, a, b, c). */
 double la_rng_normal(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
+void la_rng_uniform2(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, double *u1, double *u2);
 uint64_t la_rng_u64(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
 
 /* Synthetic rows [n, H, d] for tensor 0 (Q), 1 (K), 2 (V), starting at token0. */

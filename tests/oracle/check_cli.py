@@ -89,7 +89,10 @@ def main():
     cli = Cli(run, tally)
     write_good(run)
 
-    cli.fail("unknown option -> 2", cli.base() + ["--no-such-option"], names=["--no-such-option"])
+    cli.fail("unknown option -> 2", ["--no-such-option", "3"] + cli.base(),
+             names=["--no-such-option"])
+    cli.fail("unknown option as the last argument -> 2, message says 'unknown'",
+             cli.base() + ["--no-such-option"], names=["--no-such-option", "unknown"])
     cli.fail("unknown subcommand -> 2", ["frobnicate"], sub=None)
     cli.fail("bad --mode value -> 2", cli.base() + ["--mode", "sideways"])
     cli.fail("--features 0 -> 2", cli.base() + ["--feature-map", "favor+", "--features", "0"])

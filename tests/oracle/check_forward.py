@@ -44,6 +44,9 @@ def make_inputs(c):
         q, k = 0.7 * g(dk), 0.7 * g(dk)
     else:
         q, k = g(dk), g(dk)
+    if c.get("ramp"):                 # norms grow along the sequence: the causal key
+        ramp = np.linspace(0.5, c["ramp"], n)[:, None, None]   # stabilizer must rescale
+        q, k = ramp * g(dk), ramp * g(dk)
     v = g(dv)
     if c.get("two_d"):
         q, k, v = q[:, 0], k[:, 0], v[:, 0]
@@ -152,6 +155,22 @@ def case_list(quick):
             cases.append(dict(map=mp, mode="causal", dtype=dtype, normalize=True, n=131, h=3,
                               dk=9, dv=11, features=FEATURES.get(mp), seed=4, threads=2,
                               chunk=chunk, name=f"{mp}/causal/{dtype}/N=131/chunk{chunk}"))
+    # Large, growing exponents (stabilizers active and rescaled), and a longer sequence.
+    for mp, norm, dtype, chunk in itertools.product(("favor+", "favor-hyp"), (True, False),
+                                                   ("f64", "f32"), (1, 7, 64)):
+        if quick and chunk != 7:
+            continue
+        tag = "norm" if norm else "unnorm"
+        cases.append(dict(map=mp, mode="causal", dtype=dtype, normalize=norm, n=300, h=2,
+                          dk=16, dv=6, features=32, seed=2, threads=2, chunk=chunk, ramp=3.0,
+                          name=f"{mp}/causal/{dtype}/{tag}/input-ramp-0.5..3/chunk{chunk}"))
+        if chunk == 7:
+            cases.append(dict(cases[-1], mode="bidirectional", chunk=None,
+                              name=f"{mp}/bidirectional/{dtype}/{tag}/input-ramp-0.5..3"))
+    for mp, dtype in itertools.product(("elu1", "favor+", "trig"), ("f64", "f32")):
+        cases.append(dict(map=mp, mode="causal", dtype=dtype, normalize=True, n=3000, h=2, dk=8,
+                          dv=8, features=FEATURES.get(mp), seed=0, threads=2, chunk=64,
+                          name=f"{mp}/causal/{dtype}/norm/N=3000/chunk64"))
     # Explicit --scale for the random maps.
     for mp, s in (("favor+", 0.2), ("favor-hyp", 0.5), ("trig", 0.2), ("favor+orf", 0.05)):
         for mode in ("causal", "bidirectional"):
@@ -241,14 +260,15 @@ def reproducible_checks(run, tally):
         c = dict(map=mp, mode=mode, dtype="f64", normalize=True, n=300, h=2, dk=8, dv=6,
                  features=16, seed=0, threads=1, chunk=16, name="repro")
         write_inputs(run, c, "r")
-        outs = []
+        outs, note = [], ""
         for t in (1, 2):
             common.rm(run.path(f"r_out{t}.npy"))
             rc, _, e = run(*cmdline(dict(c, threads=t), "r", f"r_out{t}.npy", ["--reproducible"]))
             outs.append(np.load(run.path(f"r_out{t}.npy")) if rc == 0 else None)
+            note = note or ("" if rc == 0 else f"exit {rc}: {common.first_error(e)}")
         ok = all(o is not None for o in outs) and np.array_equal(outs[0], outs[1])
         tally.case(ok, f"{mp}/{mode}: --reproducible bitwise equal for threads 1 and 2",
-                   cmd=run.last)
+                   note=note, cmd=run.last)
 
 
 def main():

@@ -179,14 +179,22 @@ def stabilized_policies(cx):
             phq, phk = ref.feature_map(mp, q, om), ref.feature_map(mp, k, om)
             plain, den = ref.quadratic(phq, phk, v, mode)
             e = float(f"{np.median(den):.1e}")
+            # Performer-style: E added on the stabilized scale, i.e. E e^(c_q + C_h) on the
+            # true scale, with c_q the query row max and C_h the key max of log phi.
+            e_stab = e * np.exp(np.log(phq).max(-1) + np.log(phk).max(axis=(0, 2)))
+            num, _ = ref.quadratic(phq, phk, v, mode, normalize=False)
             for kind in ("add", "clamp"):
                 pol = f"{kind}:{e:g}"
                 r, _ = ref.quadratic(phq, phk, v, mode, policy=pol)
-                effect = ref.rel_err(r, plain)   # > tol, or the test could not tell
-                rc, err, new = cx.invoke(mp, mode, pol, extra=["--projection", "P.npy"])
+                wrong = num / ((den + e_stab) if kind == "add" else np.maximum(den, e_stab))[
+                    ..., None]
+                # Both > tol, or the test could not tell the policies apart.
+                effect = min(ref.rel_err(r, plain), ref.rel_err(r, wrong))
+                rc, err, new = cx.invoke(mp, mode, pol, extra=["--projection", "P.npy",
+                                                              "--features", m])
                 ok = cx.compare(f"{mp}/{mode}: {pol} on the true den (den in "
                                 f"[{den.min():.1e}, {den.max():.1e}], policy effect "
-                                f"{effect:.1e})", r, "f64", new, rc, err)
+                                f"{effect:.1e} vs none and vs stabilized-scale E)", r, "f64", new, rc, err)
                 if ok and effect < 1e-6:
                     cx.tally.case(False, f"{mp}/{mode}: {pol} test is not discriminating")
 

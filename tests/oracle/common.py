@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -44,12 +45,17 @@ class Runner:
             print("  $", self.last, flush=True)
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
-        try:
-            p = subprocess.run(cmd, cwd=self.workdir, capture_output=True, text=True,
-                               timeout=self.timeout, env=env)
-        except subprocess.TimeoutExpired:
-            return -999, "", "timeout"
-        return p.returncode, p.stdout, p.stderr
+        for attempt in range(30):   # the binary may be mid-relink (EACCES, ETXTBSY, ENOENT)
+            try:
+                p = subprocess.run(cmd, cwd=self.workdir, capture_output=True, text=True,
+                                   timeout=self.timeout, env=env)
+                return p.returncode, p.stdout, p.stderr
+            except subprocess.TimeoutExpired:
+                return -999, "", "timeout"
+            except OSError as e:
+                err = e
+                time.sleep(2)
+        return -998, "", f"cannot execute {self.binary}: {err}"
 
     def path(self, name):
         return os.path.join(self.workdir, name)

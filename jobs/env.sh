@@ -1,0 +1,4 @@
+# Sourced by the job scripts: Open MPI as root needs these; one BLAS thread per OpenMP thread.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OPENBLAS_NUM_THREADS=1
+export OMPI_MCA_rmaps_base_oversubscribe=1

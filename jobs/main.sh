@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The main job: set up, build, and run linattn on the built-in synthetic workload
+# (causal elu1, 2^20 tokens, 4 heads, dk = dv = 64, float32) on 2 ranks.
+# Usage: bash jobs/main.sh [extra linattn run options]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash jobs/setup.sh
+. jobs/env.sh
+mkdir -p out
+mpirun -np "${LINATTN_RANKS:-2}" --bind-to none -x OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" \
+  build/linattn run --n 1048576 --heads 4 --dk 64 --dv 64 \
+  --report out/main-report.json --force "$@"
+echo "linattn: report written to out/main-report.json" >&2

@@ -1,0 +1,212 @@
+/* Unit tests of core/ pieces that the NumPy oracle cannot see directly: the scan operator's
+ * algebra (§4), the counter-based generator (§2), orthogonal blocks of favor+orf, the
+ * feature-map stabilizer, and the denominator histogram. Prints "N passed, M failed". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "linattn/linattn.h"
+#include "../core/vexp.h"
+
+static int npass, nfail;
+#define CHECK(cond, ...)                   \
+  do {                                     \
+    if (cond) npass++;                     \
+    else {                                 \
+      nfail++;                             \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                 \
+      printf("\n");                        \
+    }                                      \
+  } while (0)
+
+static void fill(la_state *s, int h, double m, int f, unsigned seed) {
+  size_t rsz = (size_t)s->r * (s->dv + 1);
+  for (size_t i = 0; i < rsz; i++) s->sz[h * rsz + i] = la_rng_normal(seed, 1, 2, i);
+  s->m[h] = m;
+  s->f[h] = f;
+}
+
+/* True summary of head 0 = e^m (S|z), compared elementwise. */
+static double diff(const la_state *a, const la_state *b) {
+  size_t rsz = (size_t)a->r * (a->dv + 1);
+  double d = 0;
+  for (size_t i = 0; i < rsz; i++) {
+    double x = a->m[0] == -INFINITY ? 0 : a->sz[i] * exp(a->m[0]);
+    double y = b->m[0] == -INFINITY ? 0 : b->sz[i] * exp(b->m[0]);
+    d = fmax(d, fabs(x - y) / fmax(1.0, fabs(y)));
+  }
+  return d + (a->f[0] != b->f[0]);
+}
+
+static void test_scan_algebra(void) {
+  la_state a, b, c, ab_c, a_bc, t, id;
+  la_state_init(&a, 1, 3, 2); la_state_init(&b, 1, 3, 2); la_state_init(&c, 1, 3, 2);
+  la_state_init(&ab_c, 1, 3, 2); la_state_init(&a_bc, 1, 3, 2); la_state_init(&t, 1, 3, 2);
+  la_state_init(&id, 1, 3, 2);
+  const double ms[3] = {0.5, 3.0, -2.0};
+  for (int fa = 0; fa < 2; fa++)
+    for (int fb = 0; fb < 2; fb++)
+      for (int fc = 0; fc < 2; fc++) {
+        fill(&a, 0, ms[0], fa, 1); fill(&b, 0, ms[1], fb, 2); fill(&c, 0, ms[2], fc, 3);
+        /* (a+b)+c */
+        la_state_reset(&ab_c); la_state_combine(&ab_c, &a); la_state_combine(&ab_c, &b);
+        la_state_combine(&ab_c, &c);
+        /* a+(b+c) */
+        la_state_reset(&t); la_state_combine(&t, &b); la_state_combine(&t, &c);
+        la_state_reset(&a_bc); la_state_combine(&a_bc, &a); la_state_combine(&a_bc, &t);
+        CHECK(diff(&ab_c, &a_bc) < 1e-14, "associativity f=(%d,%d,%d): %g", fa, fb, fc,
+              diff(&ab_c, &a_bc));
+        /* a segment start hides everything before it */
+        if (fc) {
+          la_state_reset(&t); la_state_combine(&t, &c);
+          CHECK(diff(&ab_c, &t) < 1e-15, "segment reset at c");
+        }
+      }
+  /* identity on both sides, and identity (+) identity stays identity without NaN */
+  fill(&a, 0, 1.25, 0, 7);
+  la_state_reset(&t); la_state_combine(&t, &a); la_state_combine(&t, &id);
+  CHECK(diff(&t, &a) == 0, "right identity");
+  la_state_reset(&t); la_state_combine(&t, &id);
+  CHECK(t.m[0] == -INFINITY && t.sz[0] == 0 && !isnan(t.sz[0]), "identity (+) identity");
+  /* non-commutative with a flag */
+  fill(&a, 0, 0, 0, 1); fill(&b, 0, 0, 1, 2);
+  la_state_reset(&t); la_state_combine(&t, &a); la_state_combine(&t, &b);
+  la_state_reset(&ab_c); la_state_combine(&ab_c, &b); la_state_combine(&ab_c, &a);
+  CHECK(diff(&t, &ab_c) > 1e-3, "operator must not commute when b starts a segment");
+  /* huge log-scale gap: the smaller summary underflows to 0 relative, never NaN/inf */
+  fill(&a, 0, 0, 0, 1); fill(&b, 0, 2000, 0, 2);
+  la_state_reset(&t); la_state_combine(&t, &a); la_state_combine(&t, &b);
+  CHECK(t.m[0] == 2000 && isfinite(t.sz[0]), "log-scale combine with a gap of 2000");
+  la_state_free(&a); la_state_free(&b); la_state_free(&c); la_state_free(&ab_c);
+  la_state_free(&a_bc); la_state_free(&t); la_state_free(&id);
+}
+
+static void test_rng(void) {
+  CHECK(la_rng_u64(1, 2, 3, 4) == la_rng_u64(1, 2, 3, 4), "rng is a pure function");
+  CHECK(la_rng_u64(1, 2, 3, 4) != la_rng_u64(2, 2, 3, 4), "seed changes the draw");
+  CHECK(la_rng_u64(1, 2, 3, 4) != la_rng_u64(1, 2, 3, 5), "counter changes the draw");
+  /* moments of 200000 normals: mean 0 +- 0.01, variance 1 +- 0.02 (> 4 sigma margins) */
+  double s = 0, s2 = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; i++) {
+    double x = la_rng_normal(42, 0, 0, (uint64_t)i);
+    s += x;
+    s2 += x * x;
+  }
+  double mean = s / n, var = s2 / n - mean * mean;
+  CHECK(fabs(mean) < 0.01 && fabs(var - 1) < 0.02, "normal moments mean %g var %g", mean, var);
+}
+
+static void test_orf(void) {
+  la_config cfg;
+  la_config_default(&cfg);
+  cfg.map = LA_MAP_FAVOR_ORF;
+  cfg.features = 20; /* two full blocks of 8 and a partial block of 4 */
+  la_featmap fm;
+  CHECK(la_featmap_create(&cfg, 2, 8, &fm) == LA_OK, "orf create");
+  int m;
+  const double *om = la_featmap_projection(fm, &m);
+  double worst = 0;
+  for (int h = 0; h < 2; h++)
+    for (int i = 0; i < m; i++)
+      for (int j = i + 1; j < m && j / 8 == i / 8; j++) {
+        const double *a = om + ((size_t)h * m + i) * 8, *b = om + ((size_t)h * m + j) * 8;
+        double dot = 0, na = 0, nb = 0;
+        for (int c = 0; c < 8; c++) { dot += a[c] * b[c]; na += a[c] * a[c]; nb += b[c] * b[c]; }
+        worst = fmax(worst, fabs(dot) / sqrt(na * nb));
+      }
+  CHECK(worst < 1e-12, "rows within an orf block are orthogonal (worst cosine %g)", worst);
+  CHECK(memcmp(om, om + (size_t)m * 8, sizeof(double) * 8) != 0, "heads get different projections");
+  la_featmap_destroy(&fm);
+  CHECK(fm == NULL, "destroy sets the handle to NULL");
+}
+
+/* favor+ with a huge input: phi_s stays finite and phi_s * e^a equals the direct formula. */
+static void test_stabilizer(void) {
+  la_config cfg;
+  la_config_default(&cfg);
+  cfg.map = LA_MAP_FAVOR;
+  cfg.features = 8;
+  la_featmap fm;
+  la_featmap_create(&cfg, 1, 4, &fm);
+  double x[4] = {300, -200, 100, 50}, phi[8], a;
+  la_featmap_eval(fm, LA_F64, 0, 1, x, 4, phi, &a);
+  int m;
+  const double *om = la_featmap_projection(fm, &m);
+  double s = 0.5, n2 = 0, maxrel = 0; /* s = 1/sqrt(4) */
+  for (int c = 0; c < 4; c++) n2 += s * x[c] * x[c];
+  for (int i = 0; i < m; i++) {
+    double u = 0;
+    for (int c = 0; c < 4; c++) u += om[i * 4 + c] * sqrt(s) * x[c];
+    double logphi = u - n2 / 2 - 0.5 * log((double)m); /* log of the true feature */
+    double got = log(phi[i]) + a;
+    if (phi[i] > 1e-300) maxrel = fmax(maxrel, fabs(got - logphi) / fmax(1, fabs(logphi)));
+    CHECK(isfinite(phi[i]) && phi[i] <= 1.0, "stabilized feature %d finite and <= 1", i);
+  }
+  CHECK(maxrel < 1e-13, "log phi_s + a equals the direct exponent (rel %g)", maxrel);
+  la_featmap_destroy(&fm);
+}
+
+static void test_den_hist(void) {
+  la_den_stats st;
+  la_den_stats_init(&st);
+  /* emulate 1001 rows: 1000 at den 1000 and one tiny at 1e-5, plus two zeros */
+  st.rows = 1003;
+  st.count_nonpositive = 2;
+  st.hist[(LA_DEN_HIST_BINS / 2) + (int)floor(log2(1000.0) * LA_DEN_HIST_PER_OCTAVE)] = 1000;
+  st.hist[(LA_DEN_HIST_BINS / 2) + (int)floor(log2(1e-5) * LA_DEN_HIST_PER_OCTAVE)] = 1;
+  double med = la_den_stats_median(&st);
+  CHECK(fabs(log2(med) - log2(1000.0)) <= 1.0 / LA_DEN_HIST_PER_OCTAVE, "median %g ~ 1000", med);
+  CHECK(la_den_stats_count_small(&st) == 3, "count_small = 2 zeros + 1 tiny, got %lld",
+        (long long)la_den_stats_count_small(&st));
+  la_den_stats_free(&st);
+}
+
+static void test_config(void) {
+  la_config cfg;
+  char err[256];
+  la_config_default(&cfg);
+  cfg.map = LA_MAP_IDENTITY;
+  CHECK(la_config_check(&cfg, 8, err, sizeof err) == LA_ERR_ARG && strstr(err, "signed"),
+        "identity normalized without allow_signed is refused: %s", err);
+  cfg.allow_signed = 1;
+  CHECK(la_config_check(&cfg, 8, err, sizeof err) == LA_OK, "identity with allow_signed");
+  cfg.allow_signed = 0;
+  cfg.normalize = 0;
+  CHECK(la_config_check(&cfg, 8, err, sizeof err) == LA_OK, "identity unnormalized");
+  CHECK(la_status_exit_code(LA_ERR_DENOMINATOR) == 3 && la_status_exit_code(LA_ERR_FORMAT) == 2 &&
+            la_status_exit_code(LA_OK) == 0 && la_status_exit_code(LA_ERR_NOMEM) == 1,
+        "exit codes of CONTRACT.md");
+}
+
+/* The vectorizable exp against libm: at most 2 ulp over the range where the result is
+ * normal, exactly 0 below the clamp, +inf above. */
+static void test_vexp(void) {
+  double worstf = 0, worstd = 0;
+  for (int i = 0; i <= 2000000; i++) {
+    float xf = -87.0f + (float)i * (88.0f + 87.0f) / 2000000.0f;
+    float yf = la_vexpf(xf), rf = expf(xf);
+    worstf = fmax(worstf, fabsf(yf - rf) / (nextafterf(rf, INFINITY) - rf));
+    double xd = -708.0 + i * (709.0 + 708.0) / 2000000.0;
+    double yd = la_vexp(xd), rd = exp(xd);
+    worstd = fmax(worstd, fabs(yd - rd) / (nextafter(rd, INFINITY) - rd));
+  }
+  CHECK(worstf <= 2.0, "la_vexpf within 2 ulp of expf (worst %.2f ulp)", worstf);
+  CHECK(worstd <= 2.0, "la_vexp within 2 ulp of exp (worst %.2f ulp)", worstd);
+  CHECK(la_vexpf(-200.0f) == 0.0f && la_vexp(-1000.0) == 0.0, "underflow gives 0");
+  CHECK(isinf(la_vexpf(100.0f)) && isinf(la_vexp(800.0)), "overflow gives inf");
+  CHECK(la_vexpf(0.0f) == 1.0f && la_vexp(0.0) == 1.0, "exp(0) = 1 exactly");
+}
+
+int main(void) {
+  test_vexp();
+  test_scan_algebra();
+  test_rng();
+  test_orf();
+  test_stabilizer();
+  test_den_hist();
+  test_config();
+  printf("%d passed, %d failed\n", npass, nfail);
+  return nfail != 0;
+}
