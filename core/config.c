@@ -35,9 +35,9 @@ int la_map_from_name(const char *s, la_map_kind *k) {
   return -1;
 }
 
-int la_map_is_signed(la_map_kind k) {
-  return k == LA_MAP_IDENTITY || k == LA_MAP_TRIG || k == LA_MAP_PRECOMPUTED;
-}
+/* identity and trig are signed by construction (§2). precomputed features can be anything;
+ * they are not refused up front, and the denominator policy judges every row. */
+int la_map_is_signed(la_map_kind k) { return k == LA_MAP_IDENTITY || k == LA_MAP_TRIG; }
 int la_map_is_stabilized(la_map_kind k) {
   return k == LA_MAP_FAVOR || k == LA_MAP_FAVOR_ORF || k == LA_MAP_FAVOR_HYP || k == LA_MAP_TRIG;
 }

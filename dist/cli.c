@@ -17,7 +17,7 @@ void la_cli_help(const char *sub) {
       "Inputs (default: the built-in synthetic workload):\n"
       "  --q F --k F --v F        .npy arrays [N,H,dk], [N,H,dk], [N,H,dv] (or [N,d] for H=1),\n"
       "                           little-endian <f4/<f8, C order\n"
-      "  --n N                    synthetic: tokens (default 65536)\n"
+      "  --n N                    synthetic: tokens (default 16384)\n"
       "  --heads H                synthetic: heads (default 4)\n"
       "  --dk D --dv D            synthetic: key and value widths (default 64, 64)\n"
       "  --input-scale A          synthetic: entries are N(0,1)*A (default 1)\n"
@@ -32,14 +32,14 @@ void la_cli_help(const char *sub) {
       "  --save-projection F      save the projection used [H,m,dk] (.npy)\n"
       "  --normalize on|off       normalized or unnormalized operator (default on)\n"
       "  --denominator P          error | add:EPS | clamp:EPS | zero-empty (default error)\n"
-      "  --allow-signed           allow identity/trig/precomputed in normalized mode\n"
+      "  --allow-signed           allow the signed maps identity and trig in normalized mode\n"
       "  --window W               causal sliding window (not in this version: refused)\n"
       "  --segments F             packed-sequence offsets (not in this version: refused)\n"
       "Execution:\n"
       "  --dtype f32|f64          compute precision (default: dtype of the inputs; f32 synthetic)\n"
       "  --threads T              OpenMP threads per rank (default OMP_NUM_THREADS)\n"
       "  --chunk C                causal chunk length, 1..4096 (default 64)\n"
-      "  --block-tokens B         streaming block per rank (default 65536)\n"
+      "  --block-tokens B         streaming block per rank (default 16384)\n"
       "Outputs:\n"
       "  --out F                  output array [N,H,dv] (.npy, written atomically)\n"
       "  --report F               JSON report\n"
@@ -84,7 +84,7 @@ la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, s
   o->dtype = LA_F32;
   o->den_string = "error";
   o->progress = isatty(2);
-  o->block = 65536;
+  o->block = 16384;
 #define BAD(...)                        \
   do {                                  \
     snprintf(err, errlen, __VA_ARGS__); \

@@ -155,8 +155,17 @@ la_status la_dist_reduce_stats(la_dist d, la_den_stats *st) {
     gfirst[1] = hb[0];
     gfirst[3] = hb[1];
   }
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Allreduce(MPI_IN_PLACE, st->hist, LA_DEN_HIST_BINS, MPI_UINT64_T, MPI_SUM, d->comm);
+  /* Histogram: only the occupied bin range travels (typically a few hundred bins). */
+  int range[2] = {LA_DEN_HIST_BINS, 0}, grange[2];
+  for (int i = 0; i < LA_DEN_HIST_BINS; i++)
+    if (st->hist[i]) { range[0] = range[0] < i ? range[0] : i; range[1] = i + 1; }
+  range[1] = -range[1];
+  if (rc == MPI_SUCCESS) rc = MPI_Allreduce(range, grange, 2, MPI_INT, MPI_MIN, d->comm);
+  int lo = grange[0], nb = -grange[1] - grange[0];
+  if (rc == MPI_SUCCESS && nb > 0)
+    rc = MPI_Allreduce(MPI_IN_PLACE, st->hist + lo, nb, MPI_UINT64_T, MPI_SUM, d->comm);
+  d->bytes += (int64_t)(sizeof mm + sizeof cnt + sizeof first + 2 * sizeof(int64_t) +
+                        sizeof range + (nb > 0 ? (size_t)nb * sizeof(uint64_t) : 0));
   d->comm_seconds += MPI_Wtime() - t0;
   if (rc != MPI_SUCCESS) return LA_ERR_MPI;
   st->min = gmm[0];

@@ -55,7 +55,8 @@ la_status la_config_check(const la_config *cfg, int dk, char *err, size_t errlen
 
 const char *la_map_name(la_map_kind k);       /* "elu1", "favor+", ... */
 int la_map_from_name(const char *s, la_map_kind *k); /* 0 on success */
-/* 1 if the map can give den <= 0 for a nonempty key set (identity, trig, precomputed). */
+/* 1 if the map is signed by construction (identity, trig): normalized mode needs
+ * allow_signed. precomputed is not refused; its denominators are checked row by row. */
 int la_map_is_signed(la_map_kind k);
 /* 1 if the map carries a log-scale stabilizer (favor+, favor+orf, favor-hyp, trig). */
 int la_map_is_stabilized(la_map_kind k);
