@@ -100,6 +100,7 @@ void la_engine_shape(const la_engine e, int *heads, int *r, int *dv) {
   *dv = e->dv;
 }
 la_mode la_engine_mode(const la_engine e) { return e->cfg.mode; }
+la_dtype la_engine_dtype(const la_engine e) { return e->dt; }
 int la_engine_threads(const la_engine e) { return e->T; }
 
 /* Row finalization: the denominator policy of §1 on the true scale. o_row = [num_s | den_s]
@@ -241,6 +242,10 @@ la_status la_engine_accumulate(la_engine e, int64_t n, const void *k, const void
   return LA_OK;
 }
 
+static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void *q,
+                              const void *k, const void *v, la_state *state, void *out,
+                              la_den_stats *stats, void *raw, double *lsc);
+
 la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q, const void *k,
                           const void *v, la_state *state, void *out, la_den_stats *stats) {
   if (n < 0 || !state || state->heads != e->H || state->r != e->r || state->dv != e->dv)
@@ -264,7 +269,48 @@ la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q,
     merge_stats(e, stats);
     return LA_OK;
   }
-  /* Causal, two passes when heads alone cannot occupy the threads (§4). */
+  return causal_apply(e, token0, n, q, k, v, state, out, stats, NULL, NULL);
+}
+
+la_status la_engine_apply_local(la_engine e, int64_t token0, int64_t n, const void *q,
+                                const void *k, const void *v, la_state *local, void *raw,
+                                double *lsc) {
+  if (e->cfg.mode != LA_CAUSAL || n < 0 || !local || local->heads != e->H ||
+      local->r != e->r || local->dv != e->dv || !raw || !lsc)
+    return LA_ERR_ARG;
+  if (n == 0) return LA_OK;
+  return causal_apply(e, token0, n, q, k, v, local, NULL, NULL, raw, lsc);
+}
+
+la_status la_engine_correct(la_engine e, int64_t token0, int64_t n, const void *q,
+                            const la_state *prefix, const void *raw, const double *lsc,
+                            void *out, la_den_stats *stats) {
+  if (n < 0 || !prefix || prefix->heads != e->H || prefix->r != e->r || prefix->dv != e->dv)
+    return LA_ERR_ARG;
+  if (n == 0) return LA_OK;
+  const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int it = 0; it < H * B; it++) {
+    int h = it / B, b = it % B;
+    int64_t lo, hi;
+    superblock(n, e->C, B, b, &lo, &hi);
+    la_work *w = &e->work[thread_id()];
+    if (e->dt == LA_F32)
+      correct_rows_f32(e, w, h, token0, lo, hi, q, prefix->sz + h * rsz, prefix->m[h], raw, lsc, out);
+    else
+      correct_rows_f64(e, w, h, token0, lo, hi, q, prefix->sz + h * rsz, prefix->m[h], raw, lsc, out);
+  }
+  merge_stats(e, stats);
+  return LA_OK;
+}
+
+/* Causal, two passes when heads alone cannot occupy the threads (§4). */
+static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void *q,
+                              const void *k, const void *v, la_state *state, void *out,
+                              la_den_stats *stats, void *raw, double *lsc) {
+  const int H = e->H;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
   const int B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
   la_state_reset(&e->part);
   if (B > 1) {
@@ -302,10 +348,10 @@ la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q,
     la_work *w = &e->work[thread_id()];
     if (e->dt == LA_F32)
       apply_causal_f32(e, w, h, token0, lo, hi, q, k, v, e->part.sz + (size_t)it * rsz,
-                       e->part.m + it, out);
+                       e->part.m + it, out, raw, lsc);
     else
       apply_causal_f64(e, w, h, token0, lo, hi, q, k, v, e->part.sz + (size_t)it * rsz,
-                       e->part.m + it, out);
+                       e->part.m + it, out, raw, lsc);
   }
   /* The last superblock's state now covers the whole block. */
   for (int h = 0; h < H; h++) {
@@ -317,6 +363,7 @@ la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q,
   merge_stats(e, stats);
   return LA_OK;
 }
+
 
 la_status la_forward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                      void *out, la_den_stats *stats) {

@@ -71,16 +71,16 @@ static void LA_FN(accum_range)(la_engine e, la_work *w, int h, int64_t lo, int64
 }
 
 /* Apply the denominator policy (or the unnormalized scale) to len rows of w->o and write
- * them to out; lsc_k is the keys' log-scale. */
+ * them to out. w->aq[i] holds the row's full log-scale (query + keys). */
 static void LA_FN(finalize_rows)(la_engine e, la_work *w, int h, int64_t token0, int64_t c0,
-                                 int len, double lsc_k, LA_REAL *out) {
+                                 int len, LA_REAL *out) {
   const int dv = e->dv, dv1 = dv + 1;
   const int64_t ld = (int64_t)e->H * dv;
   const LA_REAL *o = w->o;
   for (int i = 0; i < len; i++) {
     const LA_REAL *oi = o + (size_t)i * dv1;
     LA_REAL *yi = out + (c0 + i) * ld + (int64_t)h * dv;
-    const double den_s = (double)oi[dv], lsc = w->aq[i] + lsc_k;
+    const double den_s = (double)oi[dv], lsc = w->aq[i];
     const int64_t tok = token0 + c0 + i;
     den_note(&w->stats, den_s, lsc);
     if (e->cfg.normalize) {
@@ -106,9 +106,22 @@ static void LA_FN(finalize_rows)(la_engine e, la_work *w, int h, int64_t token0,
   }
 }
 
+/* raw == NULL: finalize into out. Otherwise store the unfinalized rows [num_s | den_s] into
+ * raw ([n, H, dv+1]) and their log-scales into lsc ([n, H]) for la_engine_correct. */
+static void LA_FN(store_raw)(la_engine e, la_work *w, int h, int64_t c0, int len, LA_REAL *raw,
+                             double *lsc) {
+  const int dv1 = e->dv + 1, H = e->H;
+  for (int i = 0; i < len; i++) {
+    const size_t ri = (size_t)(c0 + i) * H + h;
+    memcpy(raw + ri * dv1, (const LA_REAL *)w->o + (size_t)i * dv1, sizeof(LA_REAL) * dv1);
+    lsc[ri] = w->aq[i];
+  }
+}
+
 static void LA_FN(apply_causal)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo,
                                 int64_t hi, const LA_REAL *q, const LA_REAL *k,
-                                const LA_REAL *v, double *sz, double *m, LA_REAL *out) {
+                                const LA_REAL *v, double *sz, double *m, LA_REAL *out,
+                                LA_REAL *raw, double *lsc) {
   const int r = e->r, dv1 = e->dv + 1, C = e->C;
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *A = w->A;
@@ -129,7 +142,9 @@ static void LA_FN(apply_causal)(la_engine e, la_work *w, int h, int64_t token0, 
       for (int j = i + 1; j < len; j++) A[(size_t)i * len + j] = 0;
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len, w->vp,
             dv1, (LA_REAL)1, w->o, dv1);
-    LA_FN(finalize_rows)(e, w, h, token0, c0, len, *m, out);
+    for (int i = 0; i < len; i++) w->aq[i] += *m;
+    if (raw) LA_FN(store_raw)(e, w, h, c0, len, raw, lsc);
+    else LA_FN(finalize_rows)(e, w, h, token0, c0, len, out);
     LA_FN(state_add)(e, w, len, sz);
   }
 }
@@ -146,7 +161,43 @@ static void LA_FN(apply_bidir)(la_engine e, la_work *w, int h, int64_t token0, i
     LA_FN(chunk_features)(e, h, c0, len, q, w->phiq, w->aq);
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,
             dv1, (LA_REAL)0, w->o, dv1);
-    LA_FN(finalize_rows)(e, w, h, token0, c0, len, m, out);
+    for (int i = 0; i < len; i++) w->aq[i] += m;
+    LA_FN(finalize_rows)(e, w, h, token0, c0, len, out);
+  }
+}
+
+/* Overlap correction (§4): rows computed from a zero state get the prefix P added,
+ *   [num|den] = e^{a_q} (e^{M_i} raw_i + e^{P.m} phi_s(q_i)^T (P_S|P_z)),
+ * on the common scale M' = max(M_i, P.m); then the denominator policy as usual. */
+static void LA_FN(correct_rows)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo,
+                                int64_t hi, const LA_REAL *q, const double *psz, double pm,
+                                const LA_REAL *raw, const double *lsc, LA_REAL *out) {
+  const int r = e->r, dv1 = e->dv + 1, C = e->C, H = e->H;
+  const size_t rsz = (size_t)r * dv1;
+  LA_REAL *sf = w->sf, *o = w->o;
+  for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)psz[i];
+  for (int64_t c0 = lo; c0 < hi; c0 += C) {
+    int len = (int)(hi - c0 < C ? hi - c0 : C);
+    LA_FN(chunk_features)(e, h, c0, len, q, w->phiq, w->aq);
+    if (pm != -INFINITY)
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r,
+              sf, dv1, (LA_REAL)0, o, dv1);
+    for (int i = 0; i < len; i++) {
+      const size_t ri = (size_t)(c0 + i) * H + h;
+      const LA_REAL *rw = raw + ri * dv1;
+      LA_REAL *oi = o + (size_t)i * dv1;
+      const double Mi = lsc[ri] - w->aq[i];
+      if (pm == -INFINITY) {
+        for (int j = 0; j < dv1; j++) oi[j] = rw[j];
+        w->aq[i] = lsc[ri];
+        continue;
+      }
+      const double M = Mi > pm ? Mi : pm;
+      const LA_REAL fr = (LA_REAL)exp(Mi - M), fp = (LA_REAL)exp(pm - M);
+      for (int j = 0; j < dv1; j++) oi[j] = fr * rw[j] + fp * oi[j];
+      w->aq[i] += M;
+    }
+    LA_FN(finalize_rows)(e, w, h, token0, c0, len, out);
   }
 }
 

@@ -100,34 +100,76 @@ static void unpack(la_state *s, const double *buf) {
   }
 }
 
-static la_status combine(la_dist d, la_state *s, int exclusive) {
+struct la_dist_req_s {
+  MPI_Request req;
+  MPI_Op op;
+  MPI_Datatype el;
+  double *in, *out;
+  int exclusive;
+  double t0;
+};
+
+/* Start the exscan (causal) or allreduce (bidirectional) of the summaries in s. */
+static la_status combine_begin(la_dist d, const la_state *s, int exclusive, la_dist_req *out) {
+  *out = NULL;
   size_t per = (size_t)s->r * (s->dv + 1) + 2, total = per * s->heads;
-  double *in = malloc(sizeof(double) * total), *out = malloc(sizeof(double) * total);
-  if (!in || !out) {
-    free(in);
-    free(out);
+  la_dist_req q = calloc(1, sizeof *q);
+  if (!q) return LA_ERR_NOMEM;
+  q->in = malloc(sizeof(double) * total);
+  q->out = malloc(sizeof(double) * total);
+  if (!q->in || !q->out) {
+    free(q->in); free(q->out); free(q);
     return LA_ERR_NOMEM;
   }
-  pack(s, in);
-  MPI_Datatype el;
-  MPI_Op op;
-  MPI_Type_contiguous((int)per, MPI_DOUBLE, &el);
-  MPI_Type_commit(&el);
-  MPI_Op_create(scan_op, 0 /* not commutative */, &op);
-  double t0 = MPI_Wtime();
-  int rc = exclusive ? MPI_Exscan(in, out, s->heads, el, op, d->comm)
-                     : MPI_Allreduce(in, out, s->heads, el, op, d->comm);
-  d->comm_seconds += MPI_Wtime() - t0;
+  pack(s, q->in);
+  q->exclusive = exclusive;
+  MPI_Type_contiguous((int)per, MPI_DOUBLE, &q->el);
+  MPI_Type_commit(&q->el);
+  MPI_Op_create(scan_op, 0 /* not commutative */, &q->op);
+  q->t0 = MPI_Wtime();
+  int rc = exclusive ? MPI_Iexscan(q->in, q->out, s->heads, q->el, q->op, d->comm, &q->req)
+                     : MPI_Iallreduce(q->in, q->out, s->heads, q->el, q->op, d->comm, &q->req);
   d->bytes += (int64_t)(sizeof(double) * total);
-  MPI_Op_free(&op);
-  MPI_Type_free(&el);
-  if (rc == MPI_SUCCESS) {
-    if (exclusive && d->rank == 0) la_state_reset(s); /* Exscan leaves rank 0 undefined */
-    else unpack(s, out);
+  if (rc != MPI_SUCCESS) {
+    MPI_Op_free(&q->op); MPI_Type_free(&q->el);
+    free(q->in); free(q->out); free(q);
+    return LA_ERR_MPI;
   }
-  free(in);
-  free(out);
+  *out = q;
+  return LA_OK;
+}
+
+/* Complete it: s <- the exclusive prefix (rank 0: the identity, set explicitly, since
+ * MPI_Exscan leaves it undefined) or the reduced summary. */
+static la_status combine_end(la_dist d, la_dist_req *pq, la_state *s) {
+  la_dist_req q = *pq;
+  if (!q) return LA_ERR_ARG;
+  int rc = MPI_Wait(&q->req, MPI_STATUS_IGNORE);
+  d->comm_seconds += MPI_Wtime() - q->t0;
+  if (rc == MPI_SUCCESS) {
+    if (q->exclusive && d->rank == 0) la_state_reset(s);
+    else unpack(s, q->out);
+  }
+  MPI_Op_free(&q->op);
+  MPI_Type_free(&q->el);
+  free(q->in);
+  free(q->out);
+  free(q);
+  *pq = NULL;
   return rc == MPI_SUCCESS ? LA_OK : LA_ERR_MPI;
+}
+
+la_status la_dist_iexscan_begin(la_dist d, const la_state *total, la_dist_req *req) {
+  return combine_begin(d, total, 1, req);
+}
+la_status la_dist_iexscan_end(la_dist d, la_dist_req *req, la_state *prefix) {
+  return combine_end(d, req, prefix);
+}
+
+static la_status combine(la_dist d, la_state *s, int exclusive) {
+  la_dist_req q;
+  la_status st = combine_begin(d, s, exclusive, &q);
+  return st == LA_OK ? combine_end(d, &q, s) : st;
 }
 
 la_status la_dist_exscan(la_dist d, la_state *s) { return combine(d, s, 1); }
@@ -187,15 +229,40 @@ la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row
                           la_den_stats *stats) {
   int H, r, dv;
   la_engine_shape(eng, &H, &r, &dv);
-  la_state st;
-  la_status s = la_state_init(&st, H, r, dv);
-  if (s != LA_OK) return s;
   const int bidir = la_engine_mode(eng) == LA_BIDIRECTIONAL;
-  /* Local summary: the rank total (causal, exscanned) or the rank's share (bidirectional). */
-  if (bidir || d->size > 1) s = la_engine_accumulate(eng, n_local, k, v, &st);
-  if (s == LA_OK && d->size > 1) s = bidir ? la_dist_allreduce(d, &st) : la_dist_exscan(d, &st);
-  if (s == LA_OK) s = la_engine_apply(eng, row0, n_local, q, k, v, &st, out, stats);
+  la_state st = {0}, local = {0};
+  void *raw = NULL;
+  double *lsc = NULL;
+  la_status s = la_state_init(&st, H, r, dv);
+  if (s == LA_OK && bidir) { /* one allreduce of the summaries, then apply */
+    s = la_engine_accumulate(eng, n_local, k, v, &st);
+    s = la_dist_agree(d, s, NULL, 0);
+    if (s == LA_OK) s = la_dist_allreduce(d, &st);
+    if (s == LA_OK) s = la_engine_apply(eng, row0, n_local, q, k, v, &st, out, stats);
+  } else if (s == LA_OK && d->size == 1) {
+    s = la_engine_apply(eng, row0, n_local, q, k, v, &st, out, stats);
+  } else if (s == LA_OK) {
+    /* causal: rank total -> MPI_Iexscan, overlapped with the local outputs from a zero
+     * state, then the correction phi(q)^T P (§4) */
+    size_t es = la_engine_dtype(eng) == LA_F32 ? 4 : 8;
+    raw = malloc(es * (size_t)(n_local > 0 ? n_local : 1) * H * (dv + 1));
+    lsc = malloc(sizeof(double) * (size_t)(n_local > 0 ? n_local : 1) * H);
+    s = (raw && lsc) ? la_state_init(&local, H, r, dv) : LA_ERR_NOMEM;
+    if (s == LA_OK) s = la_engine_accumulate(eng, n_local, k, v, &st);
+    s = la_dist_agree(d, s, NULL, 0);
+    la_dist_req req = NULL;
+    if (s == LA_OK) s = la_dist_iexscan_begin(d, &st, &req);
+    if (s == LA_OK) {
+      la_status ls = la_engine_apply_local(eng, row0, n_local, q, k, v, &local, raw, lsc);
+      s = la_dist_iexscan_end(d, &req, &st);
+      if (s == LA_OK) s = ls;
+    }
+    if (s == LA_OK) s = la_engine_correct(eng, row0, n_local, q, &st, raw, lsc, out, stats);
+  }
   la_state_free(&st);
+  la_state_free(&local);
+  free(raw);
+  free(lsc);
   s = la_dist_agree(d, s, NULL, 0);
   if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
   return s;

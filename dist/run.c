@@ -161,7 +161,10 @@ int la_cmd_run(la_dist d, la_cli *o) {
   la_engine eng = NULL;
   la_pout out = {0};
   la_den_stats stats = {0};
-  la_state state = {0};
+  la_state state = {0}, local = {0};
+  la_dist_req req = NULL;
+  void *raw = NULL;
+  double *lsc = NULL;
   void *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
   int exitc = 1;
 
@@ -198,6 +201,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
   if (st == LA_OK) {
     st = la_engine_create(&o->cfg, fm, job.dt, job.dv, &eng);
     if (st == LA_OK) st = la_state_init(&state, job.H, la_featmap_width(fm), job.dv);
+    if (st == LA_OK) st = la_state_init(&local, job.H, la_featmap_width(fm), job.dv);
     if (st == LA_OK) st = la_den_stats_init(&stats);
     if (st != LA_OK) snprintf(err, sizeof err, "engine: %s", la_status_string(st));
     st = la_dist_agree(d, st, err, sizeof err);
@@ -217,7 +221,11 @@ int la_cmd_run(la_dist d, la_cli *o) {
     bk = malloc(es * hb * job.dk + 1);
     bv = malloc(es * hb * job.dv + 1);
     bo = malloc(es * hb * job.dv + 1);
-    if (!bq || !bk || !bv || !bo) {
+    if (o->cfg.mode == LA_CAUSAL && P > 1) { /* overlap buffers for block 0 */
+      raw = malloc(es * hb * (job.dv + 1) + 1);
+      lsc = malloc(sizeof(double) * hb + 1);
+    }
+    if (!bq || !bk || !bv || !bo || (o->cfg.mode == LA_CAUSAL && P > 1 && (!raw || !lsc))) {
       snprintf(err, sizeof err, "cannot allocate block buffers of %lld tokens (lower --block-tokens)", (long long)B);
       st = LA_ERR_NOMEM;
     }
@@ -237,7 +245,8 @@ int la_cmd_run(la_dist d, la_cli *o) {
       st = la_dist_agree(d, st, err, sizeof err);
       progress(&job, "pass 1/2 (keys)", (b + 1) * B > nloc ? nloc : (b + 1) * B, nloc, tp0, &last);
     }
-    if (st == LA_OK) st = bidir ? la_dist_allreduce(d, &state) : la_dist_exscan(d, &state);
+    if (st == LA_OK && bidir) st = la_dist_allreduce(d, &state);
+    if (st == LA_OK && !bidir) st = la_dist_iexscan_begin(d, &state, &req);
   }
   tp0 = MPI_Wtime();
   last = 0;
@@ -248,8 +257,21 @@ int la_cmd_run(la_dist d, la_cli *o) {
     if (!bidir && n > 0 && st == LA_OK) st = job_read(&job, 1, row0 + lo, n, bk, err, sizeof err);
     if (!bidir && n > 0 && st == LA_OK) st = job_read(&job, 2, row0 + lo, n, bv, err, sizeof err);
     double t0 = MPI_Wtime();
-    if (st == LA_OK && n > 0)
+    if (req) {
+      /* Causal block 0 on many ranks: local outputs from a zero state while the rank prefix
+       * travels (MPI_Iexscan), then the correction phi(q)^T P and state = P (+) local. */
+      la_status ls = st;
+      if (ls == LA_OK && n > 0) {
+        la_state_reset(&local);
+        ls = la_engine_apply_local(eng, row0 + lo, n, bq, bk, bv, &local, raw, lsc);
+      }
+      st = la_dist_iexscan_end(d, &req, &state);
+      if (st == LA_OK) st = ls;
+      if (st == LA_OK && n > 0) st = la_engine_correct(eng, row0 + lo, n, bq, &state, raw, lsc, bo, &stats);
+      if (st == LA_OK) la_state_combine(&state, &local);
+    } else if (st == LA_OK && n > 0) {
       st = la_engine_apply(eng, row0 + lo, n, bq, bk, bv, &state, bo, &stats);
+    }
     job.t_compute += MPI_Wtime() - t0;
     if (st == LA_OK && n > 0 && o->out) {
       t0 = MPI_Wtime();
@@ -342,7 +364,10 @@ int la_cmd_run(la_dist d, la_cli *o) {
   free(bk);
   free(bv);
   free(bo);
+  free(raw);
+  free(lsc);
   la_state_free(&state);
+  la_state_free(&local);
   la_den_stats_free(&stats);
   la_engine_destroy(&eng);
   la_featmap_destroy(&fm);

@@ -137,6 +137,7 @@ int la_engine_chunk(const la_engine eng);
 int la_engine_threads(const la_engine eng);
 void la_engine_shape(const la_engine eng, int *heads, int *r, int *dv);
 la_mode la_engine_mode(const la_engine eng);
+la_dtype la_engine_dtype(const la_engine eng);
 
 /* Keys pass: state <- state (+) summary(keys of this block), for every head. Inputs are
  * [n, H, dk] and [n, H, dv] in the engine's dtype. */
@@ -150,6 +151,18 @@ la_status la_engine_accumulate(la_engine eng, int64_t n, const void *k, const vo
 la_status la_engine_apply(la_engine eng, int64_t token0, int64_t n, const void *q,
                           const void *k, const void *v, la_state *state, void *out,
                           la_den_stats *stats);
+
+/* Overlap of the rank prefix with local work (§4, causal only). apply_local runs the block
+ * from the state `local` (normally the identity) and stores unfinalized rows
+ * raw = [num_s | den_s] ([n, H, dv+1], engine dtype) with their log-scales lsc ([n, H]).
+ * correct then adds phi(q_i)^T P for the prefix P that arrived meanwhile, applies the
+ * denominator policy, and writes out. The state after the block is prefix (+) local. */
+la_status la_engine_apply_local(la_engine eng, int64_t token0, int64_t n, const void *q,
+                                const void *k, const void *v, la_state *local, void *raw,
+                                double *lsc);
+la_status la_engine_correct(la_engine eng, int64_t token0, int64_t n, const void *q,
+                            const la_state *prefix, const void *raw, const double *lsc,
+                            void *out, la_den_stats *stats);
 
 /* One-shot forward on a whole in-memory sequence (both modes). */
 la_status la_forward(la_engine eng, int64_t n, const void *q, const void *k, const void *v,

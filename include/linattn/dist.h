@@ -36,6 +36,13 @@ la_status la_dist_agree(la_dist d, la_status st, char *msg, size_t msglen);
 la_status la_dist_exscan(la_dist d, la_state *state);
 la_status la_dist_allreduce(la_dist d, la_state *state);
 
+/* Nonblocking exclusive scan of the rank totals (MPI_Iexscan), to overlap with local work.
+ * begin is Collective (every rank must call it); end waits and writes the prefix
+ * (rank 0: the identity). */
+typedef struct la_dist_req_s *la_dist_req;
+la_status la_dist_iexscan_begin(la_dist d, const la_state *total, la_dist_req *req);
+la_status la_dist_iexscan_end(la_dist d, la_dist_req *req, la_state *prefix);
+
 /* Collective: merge denominator statistics over ranks, in place on every rank. */
 la_status la_dist_reduce_stats(la_dist d, la_den_stats *st);
 
