@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+"""Distributed engine at one rank count (the launcher given by --launcher).
+
+Claim: sharding the sequence over P ranks (exclusive scan of the summaries in causal mode,
+allreduce in bidirectional mode) gives the one-rank result and the independent quadratic
+float64 reference (tests/oracle/reference.py) to 1e-12 in float64, for every map, both modes,
+N in {3, 97, 1000} (so N < P and N not divisible by P occur). Also:
+- favor+ with huge keys only in the last rank's rows: earlier rows are unchanged (causal) and
+  every row still matches the reference (the log-scaled combine keeps the stabilizer exact);
+- the synthetic workload gives the same output for every rank count (keyed generator);
+- a non-finite value in the last rank's rows: every rank exits 2, one error line, no output,
+  no hang and no MPI abort trace.
+
+Usage: check_dist.py --linattn build/linattn --workdir DIR --launcher "mpiexec -n 3"
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "oracle"))
+import common  # noqa: E402
+import reference as ref  # noqa: E402
+
+MAPS = ["elu1", "relu", "identity", "favor+", "favor+orf", "favor-hyp", "trig", "precomputed"]
+TOL = 1e-12
+
+
+def main():
+    a = common.parse_args(__doc__)
+    par = common.runner(a)                                   # P ranks
+    one = common.Runner(a.linattn, a.workdir, a.verbose)     # one plain rank
+    rng = np.random.default_rng(20261130)
+    npass = nfail = 0
+
+    def report(ok, name, detail=""):
+        nonlocal npass, nfail
+        npass += ok
+        nfail += not ok
+        print(f"{'PASS' if ok else 'FAIL'} {name} {detail}", flush=True)
+        if not ok:
+            print("   ", par.last, flush=True)
+
+    H, dk, dv = 2, 6, 5
+    for n in (3, 97, 1000):
+        for mp in MAPS:
+            for mode in ("causal", "bidirectional"):
+                q = rng.normal(size=(n, H, dk))
+                k = rng.normal(size=(n, H, dk))
+                v = rng.normal(size=(n, H, dv))
+                if mp in ("relu", "precomputed"):      # positive features: den > 0
+                    q, k = np.abs(q) + 0.1, np.abs(k) + 0.1
+                if mp in ("identity", "trig"):         # signed: compare unnormalized
+                    norm = "off"
+                else:
+                    norm = "on"
+                for name, x in (("q", q), ("k", k), ("v", v)):
+                    common.save(par.path(f"{name}.npy"), x, "f64")
+                args = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--mode", mode,
+                        "--feature-map", mp, "--features", "8", "--normalize", norm,
+                        "--chunk", "4", "--block-tokens", "37", "--force", "--no-progress"]
+                save = ["--save-projection", "p.npy"] if mp in ref.RANDOM_MAPS else []
+                rc1, _, e1 = one(*args, "--out", "o1.npy", *save)
+                rcp, _, ep = par(*args, "--out", "op.npy")
+                name = f"{mp} {mode} n={n}"
+                if rc1 != 0 or rcp != 0:
+                    report(False, name, f"rc {rc1}/{rcp}: {common.first_error(e1 + ep)}")
+                    continue
+                o1, op = np.load(par.path("o1.npy")), np.load(par.path("op.npy"))
+                om = np.load(par.path("p.npy")) if mp in ref.RANDOM_MAPS else None
+                pq, pk = ref.feature_map(mp, q, om), ref.feature_map(mp, k, om)
+                want, _ = ref.quadratic(pq, pk, v, mode, normalize=norm == "on")
+                e_one, e_ref = ref.rel_err(op, o1), ref.rel_err(op, want)
+                report(e_one <= TOL and e_ref <= TOL, name,
+                       f"vs 1 rank {e_one:.2e}, vs reference {e_ref:.2e}")
+
+    # favor+: huge keys only in the last rank's rows (the last 1/P of the sequence, at least
+    # the last row). Causal rows before them must not move; all rows must match the reference.
+    n = 1000
+    P = max(1, int(os.environ.get("LINATTN_TEST_NP", "0")) or _ranks(a.launcher))
+    last0 = n - (n // P)                       # first row owned by the last rank
+    q = rng.normal(size=(n, H, dk)) * 0.5
+    k = rng.normal(size=(n, H, dk)) * 0.5
+    v = rng.normal(size=(n, H, dv))
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        common.save(par.path(f"{name}.npy"), x, "f64")
+    base = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--feature-map", "favor+",
+            "--features", "16", "--force", "--no-progress", "--block-tokens", "64"]
+    for mode in ("causal", "bidirectional"):
+        rc0, _, e0 = par(*base, "--mode", mode, "--out", "small.npy", "--save-projection", "p.npy")
+        kb = k.copy()
+        kb[last0:] *= 12.0                     # exponents of order 12^2 * |k|^2 / sqrt(dk) ~ 100
+        common.save(par.path("k.npy"), kb, "f64")
+        rc1, _, e1 = par(*base, "--mode", mode, "--out", "big.npy")
+        common.save(par.path("k.npy"), k, "f64")
+        if rc0 or rc1:
+            report(False, f"favor+ large keys on the last rank ({mode})", common.first_error(e0 + e1))
+            continue
+        small, big = np.load(par.path("small.npy")), np.load(par.path("big.npy"))
+        om = np.load(par.path("p.npy"))
+        want, _ = ref.quadratic(ref.feature_map("favor+", q, om), ref.feature_map("favor+", kb, om),
+                                v, mode)
+        e_ref = ref.rel_err(big, want)
+        ok = e_ref <= 1e-11
+        detail = f"vs reference {e_ref:.2e}"
+        if mode == "causal":
+            e_early = ref.rel_err(big[:last0], small[:last0])
+            ok = ok and e_early <= 1e-13
+            detail += f", earlier rows moved by {e_early:.2e}"
+        report(ok, f"favor+ large keys on the last rank ({mode})", detail)
+
+    # The synthetic workload: the same data and output for every rank count.
+    syn = ["--n", "333", "--heads", "3", "--dk", "8", "--dv", "4", "--dtype", "f64", "--seed", "7",
+           "--feature-map", "favor-hyp", "--features", "8", "--force", "--no-progress",
+           "--block-tokens", "50"]
+    for mode in ("causal", "bidirectional"):
+        rc1, _, e1 = one(*syn, "--mode", mode, "--out", "s1.npy")
+        rcp, _, ep = par(*syn, "--mode", mode, "--out", "sp.npy")
+        if rc1 or rcp:
+            report(False, f"synthetic {mode}", common.first_error(e1 + ep))
+            continue
+        e = ref.rel_err(np.load(par.path("sp.npy")), np.load(par.path("s1.npy")))
+        report(e <= TOL, f"synthetic workload is rank-count independent ({mode})", f"{e:.2e}")
+
+    # A NaN in the last rank's rows: all ranks agree, exit 2, one line, no output.
+    bad = rng.normal(size=(n, H, dk))
+    bad[n - 2, 1, 3] = np.nan
+    common.save(par.path("qbad.npy"), bad, "f64")
+    common.rm(par.path("obad.npy"))
+    rc, _, err = par("--q", "qbad.npy", "--k", "k.npy", "--v", "v.npy", "--out", "obad.npy",
+                     "--no-progress")
+    probs = common.error_line_problems(rc, err)
+    if rc != 2:
+        probs.append(f"exit {rc}, expected 2")
+    if not common.names_in_order(common.first_error(err), [n - 2, 1, 3]):
+        probs.append("message does not name (token 998, head 1, column 3)")
+    if os.path.exists(par.path("obad.npy")) or any(f.startswith("obad.npy.tmp") for f in os.listdir(par.workdir)):
+        probs.append("an output or temporary file was left behind")
+    report(not probs, "non-finite input on the last rank", "; ".join(probs) or common.first_error(err))
+
+    print(f"{npass} passed, {nfail} failed")
+    return 1 if nfail else 0
+
+
+def _ranks(launcher):
+    """The rank count in a launcher prefix such as 'mpiexec -n 3' (1 if none)."""
+    toks = launcher.split()
+    for i, t in enumerate(toks[:-1]):
+        if t in ("-n", "-np", "--np", "-N"):
+            return int(toks[i + 1])
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
