@@ -85,7 +85,7 @@ def malformed_files(run):
 
 def main():
     args = common.parse_args(__doc__)
-    run, tally = common.Runner(args.linattn, args.workdir, args.verbose), common.Tally()
+    run, tally = common.runner(args), common.Tally()
     cli = Cli(run, tally)
     write_good(run)
 

@@ -273,7 +273,7 @@ def reproducible_checks(run, tally):
 
 def main():
     args = common.parse_args(__doc__)
-    run, tally = common.Runner(args.linattn, args.workdir, args.verbose), common.Tally()
+    run, tally = common.runner(args), common.Tally()
     for c in case_list(args.quick):
         forward_case(run, tally, c)
     projection_checks(run, tally)

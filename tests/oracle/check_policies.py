@@ -194,7 +194,8 @@ def stabilized_policies(cx):
                                                               "--features", m])
                 ok = cx.compare(f"{mp}/{mode}: {pol} on the true den (den in "
                                 f"[{den.min():.1e}, {den.max():.1e}], policy effect "
-                                f"{effect:.1e} vs none and vs stabilized-scale E)", r, "f64", new, rc, err)
+                                f"{effect:.1e} vs none and vs stabilized-scale E)", r, "f64",
+                                new, rc, err)
                 if ok and effect < 1e-6:
                     cx.tally.case(False, f"{mp}/{mode}: {pol} test is not discriminating")
 
@@ -230,7 +231,7 @@ def report_stats(cx):
 
 def main():
     args = common.parse_args(__doc__)
-    cx = Ctx(common.Runner(args.linattn, args.workdir, args.verbose), common.Tally())
+    cx = Ctx(common.runner(args), common.Tally())
     relu_policies(cx)
     signed_policies(cx)
     stabilized_policies(cx)

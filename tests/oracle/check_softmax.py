@@ -35,7 +35,7 @@ BOUND, BASELINE_FRAC = 0.15, 0.6
 
 def main():
     args = common.parse_args(__doc__)
-    run, tally = common.Runner(args.linattn, args.workdir, args.verbose), common.Tally()
+    run, tally = common.runner(args), common.Tally()
     n, h, dk, dv = 256, 2, 16, 16
     rng = np.random.default_rng(20240601)
     q = common.save(run.path("q.npy"), 0.5 * rng.standard_normal((n, h, dk)), "f64")

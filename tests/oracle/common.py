@@ -3,6 +3,7 @@
 import argparse
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -22,6 +23,8 @@ def parse_args(doc, extra=None):
     p.add_argument("--workdir", required=True, help="scratch directory (created)")
     p.add_argument("--quick", action="store_true", help="fewer cases")
     p.add_argument("--verbose", action="store_true", help="print every command line")
+    p.add_argument("--launcher", default="",
+                   help="prefix for every run, e.g. 'mpirun -np 3' (default: one plain rank)")
     if extra:
         extra(p)
     a = p.parse_args()
@@ -34,12 +37,13 @@ def parse_args(doc, extra=None):
 class Runner:
     """Runs `linattn run ...` (or any subcommand) and keeps the last command line."""
 
-    def __init__(self, binary, workdir, verbose=False, timeout=600):
+    def __init__(self, binary, workdir, verbose=False, timeout=600, launcher=""):
         self.binary, self.workdir, self.verbose, self.timeout = binary, workdir, verbose, timeout
+        self.launcher = shlex.split(launcher)
         self.last = ""
 
     def __call__(self, *args, sub="run"):
-        cmd = [self.binary] + ([sub] if sub else []) + [str(a) for a in args]
+        cmd = self.launcher + [self.binary] + ([sub] if sub else []) + [str(a) for a in args]
         self.last = " ".join(cmd)
         if self.verbose:
             print("  $", self.last, flush=True)
@@ -49,7 +53,8 @@ class Runner:
             try:
                 p = subprocess.run(cmd, cwd=self.workdir, capture_output=True, text=True,
                                    timeout=self.timeout, env=env)
-                return p.returncode, p.stdout, p.stderr
+                err = strip_launcher_banner(p.stderr) if self.launcher else p.stderr
+                return p.returncode, p.stdout, err
             except subprocess.TimeoutExpired:
                 return -999, "", "timeout"
             except OSError as e:
@@ -59,6 +64,22 @@ class Runner:
 
     def path(self, name):
         return os.path.join(self.workdir, name)
+
+
+def strip_launcher_banner(text):
+    """Drop mpirun's own '-----'-delimited notice blocks (e.g. 'Primary job terminated
+    normally, but 1 process returned a non-zero exit code'): they are not the program's."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if re.fullmatch(r"-{20,}", line.strip()):
+            inside = not inside
+        elif not inside:
+            out.append(line)
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def runner(args):
+    return Runner(args.linattn, args.workdir, args.verbose, launcher=args.launcher)
 
 
 def save(path, x, dtype):
@@ -111,10 +132,12 @@ def error_line_problems(rc, stderr):
 
 
 def first_error(stderr):
-    for l in stderr.splitlines():
+    """The `linattn: error:` line, else the first three lines with some text."""
+    lines = [l.strip() for l in stderr.splitlines() if re.search(r"\w", l)]
+    for l in lines:
         if l.startswith(PREFIX):
             return l
-    return stderr.strip().splitlines()[0] if stderr.strip() else ""
+    return " / ".join(lines[:3])
 
 
 def numbers_in(text):
