@@ -27,7 +27,7 @@ static void *xalloc(size_t bytes) {
 
 static void work_free(la_work *w) {
   free(w->phiq); free(w->phik); free(w->vp); free(w->A); free(w->o); free(w->sf);
-  free(w->tmp); free(w->aq); free(w->ak);
+  free(w->tmp); free(w->aq); free(w->ak); free(w->segi); free(w->mseg);
   la_den_stats_free(&w->stats);
 }
 
@@ -66,6 +66,9 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
     w->tmp = xalloc(es * r * dv1);
     w->aq = xalloc(sizeof(double) * C);
     w->ak = xalloc(sizeof(double) * C);
+    w->segi = xalloc(sizeof(int) * C);
+    w->mseg = xalloc(sizeof(double) * C);
+    if (!w->segi || !w->mseg) goto nomem;
     if (!w->phiq || !w->phik || !w->vp || !w->A || !w->o || !w->sf || !w->tmp || !w->aq ||
         !w->ak || la_den_stats_init(&w->stats) != LA_OK)
       goto nomem;
@@ -176,6 +179,56 @@ static inline double den_divisor(const la_config *cfg, la_den_stats *st, double 
   return 0;
 }
 
+la_status la_engine_set_segments(la_engine e, const int64_t *offsets, int64_t count) {
+  if (!offsets || count < 2) {
+    e->seg_off = NULL;
+    e->seg_count = 0;
+    return LA_OK;
+  }
+  if (offsets[0] != 0) return LA_ERR_ARG;
+  for (int64_t i = 1; i < count; i++)
+    if (offsets[i] <= offsets[i - 1]) return LA_ERR_ARG;
+  e->seg_off = offsets;
+  e->seg_count = count;
+  return LA_OK;
+}
+
+/* Index of the first offset >= t (binary search; seg_count if none). */
+static int64_t first_offset_at_or_after(const la_engine e, int64_t t) {
+  int64_t lo = 0, hi = e->seg_count;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (e->seg_off[mid] < t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* Segment layout of global tokens [t0, t0+len) (§3): segi[i] = segment of token i counted
+ * from the segment of t0; *reset = 1 when t0 starts a segment. Returns the number of
+ * segments touched. Without segments: one segment, no reset. */
+static int seg_layout(const la_engine e, int64_t t0, int len, int *segi, int *reset) {
+  *reset = 0;
+  if (!e->seg_off) {
+    memset(segi, 0, sizeof(int) * (size_t)len);
+    return 1;
+  }
+  int64_t idx = first_offset_at_or_after(e, t0);
+  if (idx < e->seg_count && e->seg_off[idx] == t0) {
+    *reset = 1;
+    idx++;
+  }
+  int s = 0;
+  for (int i = 0; i < len; i++) {
+    if (idx < e->seg_count && e->seg_off[idx] == t0 + i && i > 0) {
+      s++;
+      idx++;
+    }
+    segi[i] = s;
+  }
+  return s + 1;
+}
+
 #define LA_REAL float
 #define LA_SFX f32
 #define LA_GEMM cblas_sgemm
@@ -212,14 +265,14 @@ static void superblock(int64_t n, int C, int B, int b, int64_t *lo, int64_t *hi)
   if (*hi > n) *hi = n;
 }
 
-static void accum_range(la_engine e, la_work *w, int h, int64_t lo, int64_t hi, const void *k,
-                        const void *v, double *sz, double *m) {
-  if (e->dt == LA_F32) accum_range_f32(e, w, h, lo, hi, k, v, sz, m);
-  else accum_range_f64(e, w, h, lo, hi, k, v, sz, m);
+static void accum_range(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                        const void *k, const void *v, double *sz, double *m, int *f) {
+  if (e->dt == LA_F32) accum_range_f32(e, w, h, token0, lo, hi, k, v, sz, m, f);
+  else accum_range_f64(e, w, h, token0, lo, hi, k, v, sz, m, f);
 }
 
-la_status la_engine_accumulate(la_engine e, int64_t n, const void *k, const void *v,
-                               la_state *state) {
+la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const void *k,
+                               const void *v, la_state *state) {
   if (n < 0 || !state || state->heads != e->H || state->r != e->r || state->dv != e->dv)
     return LA_ERR_ARG;
   if (n == 0) return LA_OK;
@@ -231,8 +284,8 @@ la_status la_engine_accumulate(la_engine e, int64_t n, const void *k, const void
     int h = it / B, b = it % B;
     int64_t lo, hi;
     superblock(n, e->C, B, b, &lo, &hi);
-    accum_range(e, &e->work[thread_id()], h, lo, hi, k, v, e->part.sz + (size_t)it * rsz,
-                e->part.m + it);
+    accum_range(e, &e->work[thread_id()], h, token0, lo, hi, k, v, e->part.sz + (size_t)it * rsz,
+                e->part.m + it, e->part.f + it);
   }
   for (int h = 0; h < H; h++)
     for (int b = 0; b < B; b++)
@@ -320,8 +373,8 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
       if (b == B - 1) continue; /* the last superblock's total is not needed */
       int64_t lo, hi;
       superblock(n, e->C, B, b, &lo, &hi);
-      accum_range(e, &e->work[thread_id()], h, lo, hi, k, v, e->part.sz + (size_t)it * rsz,
-                  e->part.m + it);
+      accum_range(e, &e->work[thread_id()], h, token0, lo, hi, k, v,
+                  e->part.sz + (size_t)it * rsz, e->part.m + it, e->part.f + it);
     }
   }
   /* Exclusive prefix over superblocks, in place: part[h,b] <- state_h (+) tot_0..tot_{b-1};
@@ -348,10 +401,10 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
     la_work *w = &e->work[thread_id()];
     if (e->dt == LA_F32)
       apply_causal_f32(e, w, h, token0, lo, hi, q, k, v, e->part.sz + (size_t)it * rsz,
-                       e->part.m + it, out, raw, lsc);
+                       e->part.m + it, e->part.f + it, out, raw, lsc);
     else
       apply_causal_f64(e, w, h, token0, lo, hi, q, k, v, e->part.sz + (size_t)it * rsz,
-                       e->part.m + it, out, raw, lsc);
+                       e->part.m + it, e->part.f + it, out, raw, lsc);
   }
   /* The last superblock's state now covers the whole block. */
   for (int h = 0; h < H; h++) {
@@ -370,7 +423,7 @@ la_status la_forward(la_engine e, int64_t n, const void *q, const void *k, const
   la_state st;
   la_status s = la_state_init(&st, e->H, e->r, e->dv);
   if (s != LA_OK) return s;
-  if (e->cfg.mode == LA_BIDIRECTIONAL) s = la_engine_accumulate(e, n, k, v, &st);
+  if (e->cfg.mode == LA_BIDIRECTIONAL) s = la_engine_accumulate(e, 0, n, k, v, &st);
   if (s == LA_OK) s = la_engine_apply(e, 0, n, q, k, v, &st, out, stats);
   la_state_free(&st);
   return s;

@@ -25,48 +25,73 @@ static void LA_FN(chunk_values)(la_engine e, int h, int64_t c0, int len, const L
   }
 }
 
-/* Bring the state and this chunk's keys to a common log-scale M = max(m, max a_k);
- * keys get e^{a_k - M}, the state e^{m - M} (m = -inf: empty state, stays 0). */
-static double LA_FN(rescale_keys)(la_engine e, int len, LA_REAL *phik, const double *ak,
-                                  double *sz, double m) {
+/* Per-segment log-scales for a chunk (§2, §3): keys of the chunk's segment s are brought to
+ * M_s = max a_k over the segment's keys in the chunk, and for s = 0 (the segment continuing
+ * from the state) also the state's m. Pairs only meet within a segment, so each segment keeps
+ * its own exact scale. reset: the chunk starts a segment, the state is dropped. Keys get
+ * e^{a_k - M_s}, the state e^{m - M_0}. Unstabilized maps: M_s = 0. */
+static void LA_FN(rescale_keys)(la_engine e, la_work *w, int len, int nseg, int reset,
+                                double *sz, double *m) {
   const int r = e->r;
   const size_t rsz = (size_t)r * (e->dv + 1);
-  if (!e->stabilized) {
-    if (m == -INFINITY) memset(sz, 0, sizeof(double) * rsz);
-    return 0.0;
+  const int *segi = w->segi;
+  double *M = w->mseg;
+  LA_REAL *phik = w->phik;
+  if (reset || *m == -INFINITY) {
+    memset(sz, 0, sizeof(double) * rsz);
+    *m = -INFINITY;
   }
-  double M = m;
-  for (int i = 0; i < len; i++) M = ak[i] > M ? ak[i] : M;
-  if (m != M && m != -INFINITY) {
-    double f = exp(m - M);
+  if (!e->stabilized) {
+    for (int s = 0; s < nseg; s++) M[s] = 0.0;
+    return;
+  }
+  for (int s = 0; s < nseg; s++) M[s] = -INFINITY;
+  M[0] = *m;
+  for (int i = 0; i < len; i++) M[segi[i]] = w->ak[i] > M[segi[i]] ? w->ak[i] : M[segi[i]];
+  if (*m != M[0] && *m != -INFINITY) {
+    double f = exp(*m - M[0]);
     for (size_t i = 0; i < rsz; i++) sz[i] *= f;
   }
+  *m = M[0];
   for (int i = 0; i < len; i++) {
-    LA_REAL f = (LA_REAL)exp(ak[i] - M);
+    LA_REAL f = (LA_REAL)exp(w->ak[i] - M[segi[i]]);
     if (f != (LA_REAL)1)
       for (int j = 0; j < r; j++) phik[(size_t)i * r + j] *= f;
   }
-  return M;
 }
 
-/* (S|z) += Phi_k^T [V|1], accumulated in float64. */
-static void LA_FN(state_add)(la_engine e, la_work *w, int len, double *sz) {
+/* (S|z) += Phi_k[b:]^T [V|1][b:] in float64; with nseg > 1 the state restarts at the last
+ * segment of the chunk (row b) and takes that segment's scale. */
+static void LA_FN(state_add)(la_engine e, la_work *w, int len, int nseg, double *sz, double *m) {
   const int r = e->r, dv1 = e->dv + 1;
-  LA_REAL *tmp = w->tmp;
-  LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phik, r, w->vp,
-          dv1, (LA_REAL)0, tmp, dv1);
   const size_t rsz = (size_t)r * dv1;
+  int b = 0;
+  if (nseg > 1) {
+    while (w->segi[b] != nseg - 1) b++;
+    memset(sz, 0, sizeof(double) * rsz);
+    *m = w->mseg[nseg - 1];
+  } else {
+    *m = w->mseg[0];
+  }
+  LA_REAL *tmp = w->tmp;
+  LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len - b, (LA_REAL)1,
+          (LA_REAL *)w->phik + (size_t)b * r, r, (LA_REAL *)w->vp + (size_t)b * dv1, dv1,
+          (LA_REAL)0, tmp, dv1);
   for (size_t i = 0; i < rsz; i++) sz[i] += (double)tmp[i];
 }
 
-static void LA_FN(accum_range)(la_engine e, la_work *w, int h, int64_t lo, int64_t hi,
-                               const LA_REAL *k, const LA_REAL *v, double *sz, double *m) {
+/* Tail summary of tokens [lo, hi) (global token0 + lo ...), combined onto (sz, m, f). */
+static void LA_FN(accum_range)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo,
+                               int64_t hi, const LA_REAL *k, const LA_REAL *v, double *sz,
+                               double *m, int *f) {
   for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
-    int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+    int len = (int)(hi - c0 < e->C ? hi - c0 : e->C), reset;
+    int nseg = seg_layout(e, token0 + c0, len, w->segi, &reset);
+    if (reset || nseg > 1) *f = 1;
     LA_FN(chunk_features)(e, h, c0, len, k, w->phik, w->ak);
-    *m = LA_FN(rescale_keys)(e, len, w->phik, w->ak, sz, *m);
+    LA_FN(rescale_keys)(e, w, len, nseg, reset, sz, m);
     LA_FN(chunk_values)(e, h, c0, len, v, w->vp);
-    LA_FN(state_add)(e, w, len, sz);
+    LA_FN(state_add)(e, w, len, nseg, sz, m);
   }
 }
 
@@ -120,32 +145,43 @@ static void LA_FN(store_raw)(la_engine e, la_work *w, int h, int64_t c0, int len
 
 static void LA_FN(apply_causal)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo,
                                 int64_t hi, const LA_REAL *q, const LA_REAL *k,
-                                const LA_REAL *v, double *sz, double *m, LA_REAL *out,
+                                const LA_REAL *v, double *sz, double *m, int *f, LA_REAL *out,
                                 LA_REAL *raw, double *lsc) {
   const int r = e->r, dv1 = e->dv + 1, C = e->C;
   const size_t rsz = (size_t)r * dv1;
-  LA_REAL *sf = w->sf, *A = w->A;
+  LA_REAL *sf = w->sf, *A = w->A, *o = w->o;
   for (int64_t c0 = lo; c0 < hi; c0 += C) {
-    int len = (int)(hi - c0 < C ? hi - c0 : C);
+    int len = (int)(hi - c0 < C ? hi - c0 : C), reset;
+    int nseg = seg_layout(e, token0 + c0, len, w->segi, &reset);
+    if (reset || nseg > 1) *f = 1;
+    const int *segi = w->segi;
     LA_FN(chunk_features)(e, h, c0, len, k, w->phik, w->ak);
-    *m = LA_FN(rescale_keys)(e, len, w->phik, w->ak, sz, *m);
+    LA_FN(rescale_keys)(e, w, len, nseg, reset, sz, m);
     LA_FN(chunk_features)(e, h, c0, len, q, w->phiq, w->aq);
     LA_FN(chunk_values)(e, h, c0, len, v, w->vp);
-    for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
-    /* inter-chunk: O' = Phi_q (S|z) */
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,
-            dv1, (LA_REAL)0, w->o, dv1);
-    /* intra-chunk: O' += tril(Phi_q Phi_k^T) [V|1] */
+    /* inter-chunk: O' = Phi_q (S|z) for the rows still in the state's segment */
+    int n0 = 0;
+    while (n0 < len && segi[n0] == 0) n0++;
+    if (*m != -INFINITY) {
+      for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, r, (LA_REAL)1, w->phiq, r,
+              sf, dv1, (LA_REAL)0, o, dv1);
+      if (n0 < len) memset(o + (size_t)n0 * dv1, 0, sizeof(LA_REAL) * (size_t)(len - n0) * dv1);
+    } else {
+      memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
+    }
+    /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1] */
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
             w->phik, r, (LA_REAL)0, A, len);
     for (int i = 0; i < len; i++)
-      for (int j = i + 1; j < len; j++) A[(size_t)i * len + j] = 0;
+      for (int j = 0; j < len; j++)
+        if (j > i || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len, w->vp,
-            dv1, (LA_REAL)1, w->o, dv1);
-    for (int i = 0; i < len; i++) w->aq[i] += *m;
+            dv1, (LA_REAL)1, o, dv1);
+    for (int i = 0; i < len; i++) w->aq[i] += w->mseg[segi[i]];
     if (raw) LA_FN(store_raw)(e, w, h, c0, len, raw, lsc);
     else LA_FN(finalize_rows)(e, w, h, token0, c0, len, out);
-    LA_FN(state_add)(e, w, len, sz);
+    LA_FN(state_add)(e, w, len, nseg, sz, m);
   }
 }
 

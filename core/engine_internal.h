@@ -13,6 +13,8 @@ typedef struct {
   void *sf;          /* r x (dv+1): state in the working precision */
   void *tmp;         /* r x (dv+1) */
   double *aq, *ak;   /* C log-scales */
+  int *segi;         /* C: segment of each chunk row, relative to the chunk's first */
+  double *mseg;      /* C: log-scale of each of those segments */
   la_den_stats stats;
   char pad[64];      /* keep neighbouring workspaces off one cache line */
 } la_work;
@@ -27,6 +29,8 @@ struct la_engine_s {
   int Bmax;      /* superblocks per head for the causal two-pass split */
   la_state part;   /* H*Bmax partial states (heads dimension = H*Bmax) */
   double *scratch; /* r x (dv+1) */
+  const int64_t *seg_off; /* segment offsets o_0 = 0 < ... < o_S = N (caller's), or NULL */
+  int64_t seg_count;      /* S + 1 */
 };
 
 #endif

@@ -235,7 +235,7 @@ la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row
   double *lsc = NULL;
   la_status s = la_state_init(&st, H, r, dv);
   if (s == LA_OK && bidir) { /* one allreduce of the summaries, then apply */
-    s = la_engine_accumulate(eng, n_local, k, v, &st);
+    s = la_engine_accumulate(eng, row0, n_local, k, v, &st);
     s = la_dist_agree(d, s, NULL, 0);
     if (s == LA_OK) s = la_dist_allreduce(d, &st);
     if (s == LA_OK) s = la_engine_apply(eng, row0, n_local, q, k, v, &st, out, stats);
@@ -248,7 +248,7 @@ la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row
     raw = malloc(es * (size_t)(n_local > 0 ? n_local : 1) * H * (dv + 1));
     lsc = malloc(sizeof(double) * (size_t)(n_local > 0 ? n_local : 1) * H);
     s = (raw && lsc) ? la_state_init(&local, H, r, dv) : LA_ERR_NOMEM;
-    if (s == LA_OK) s = la_engine_accumulate(eng, n_local, k, v, &st);
+    if (s == LA_OK) s = la_engine_accumulate(eng, row0, n_local, k, v, &st);
     s = la_dist_agree(d, s, NULL, 0);
     la_dist_req req = NULL;
     if (s == LA_OK) s = la_dist_iexscan_begin(d, &st, &req);

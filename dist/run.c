@@ -240,7 +240,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
       if (n > 0) st = job_read(&job, 1, row0 + lo, n, bk, err, sizeof err);
       if (st == LA_OK && n > 0) st = job_read(&job, 2, row0 + lo, n, bv, err, sizeof err);
       double t0 = MPI_Wtime();
-      if (st == LA_OK && n > 0) st = la_engine_accumulate(eng, n, bk, bv, &state);
+      if (st == LA_OK && n > 0) st = la_engine_accumulate(eng, row0 + lo, n, bk, bv, &state);
       job.t_compute += MPI_Wtime() - t0;
       st = la_dist_agree(d, st, err, sizeof err);
       progress(&job, "pass 1/2 (keys)", (b + 1) * B > nloc ? nloc : (b + 1) * B, nloc, tp0, &last);

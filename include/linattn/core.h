@@ -140,9 +140,15 @@ la_mode la_engine_mode(const la_engine eng);
 la_dtype la_engine_dtype(const la_engine eng);
 
 /* Keys pass: state <- state (+) summary(keys of this block), for every head. Inputs are
- * [n, H, dk] and [n, H, dv] in the engine's dtype. */
-la_status la_engine_accumulate(la_engine eng, int64_t n, const void *k, const void *v,
-                               la_state *state);
+ * [n, H, dk] and [n, H, dv] in the engine's dtype; token0 is the block's first global token.
+ * With segments the summary is the tail after the block's last segment start. */
+la_status la_engine_accumulate(la_engine eng, int64_t token0, int64_t n, const void *k,
+                               const void *v, la_state *state);
+
+/* Packed sequences (§3): offsets 0 = o_0 < ... < o_S = N (global token indices), kept by
+ * pointer (the caller owns them until the engine is destroyed). NULL: one segment. The state
+ * resets exactly at every o_s; scan elements carry f = 1 when their range holds a start. */
+la_status la_engine_set_segments(la_engine eng, const int64_t *offsets, int64_t count);
 
 /* Apply pass on a block of n tokens whose first global token is token0.
  * causal: outputs with the incoming prefix `state` (updated to include this block).

@@ -1,0 +1,265 @@
+/* Exact softmax attention (DESIGN.md §4 "Exact references"), blocked: for each head and block
+ * of BQ queries, key blocks of BK go through two GEMMs (S = s Q K^T, then P V) with an online
+ * softmax between them (running row max m, sum l, accumulator rescaled by e^{m_old - m_new};
+ * Milakov & Gimelshein 2018, as in FlashAttention). No n x n matrix is ever stored. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "la_blas.h"
+#include "linattn/baseline.h"
+#include "vexp.h"
+
+enum { BQ = 128, BK = 256 };
+
+/* One thread's scratch: scores then probabilities [BQ, BK], P V [BQ, dv], the per-row
+ * rescale, and (whole-sequence entry only) a local state of BQ rows. */
+typedef struct {
+  void *S, *PV;
+  double *alpha, *m, *l, *acc;
+} sm_work;
+
+/* The state rows being updated: row i has m[i*ms], l[i*ms], acc[i*as .. i*as+dv). */
+typedef struct {
+  double *m, *l, *acc;
+  int64_t ms, as;
+} sm_rows;
+
+static int sm_threads(int threads) {
+#ifdef _OPENMP
+  return threads > 0 ? threads : omp_get_max_threads();
+#else
+  (void)threads;
+  return 1;
+#endif
+}
+
+static int work_alloc(sm_work *w, size_t es, int dv, int local_state) {
+  memset(w, 0, sizeof *w);
+  w->S = malloc(es * BQ * BK);
+  w->PV = malloc(es * BQ * (size_t)dv);
+  w->alpha = malloc(sizeof(double) * BQ);
+  if (local_state) {
+    w->m = malloc(sizeof(double) * BQ);
+    w->l = malloc(sizeof(double) * BQ);
+    w->acc = malloc(sizeof(double) * BQ * (size_t)dv);
+  }
+  return w->S && w->PV && w->alpha && (!local_state || (w->m && w->l && w->acc));
+}
+
+static void work_free(sm_work *w) {
+  free(w->S); free(w->PV); free(w->alpha); free(w->m); free(w->l); free(w->acc);
+}
+
+/* Eight independent lanes: vectorizes without -ffast-math and is deterministic. */
+#define LA_SM_LANES(T, SFX, EXPF)                                                        \
+  static T rowmax_##SFX(const T *s, int n) {                                             \
+    T mx[8];                                                                             \
+    for (int u = 0; u < 8; u++) mx[u] = s[0];                                            \
+    int j = 0;                                                                           \
+    for (; j + 8 <= n; j += 8)                                                           \
+      for (int u = 0; u < 8; u++) mx[u] = s[j + u] > mx[u] ? s[j + u] : mx[u];           \
+    for (; j < n; j++) mx[0] = s[j] > mx[0] ? s[j] : mx[0];                              \
+    for (int u = 1; u < 8; u++) mx[0] = mx[u] > mx[0] ? mx[u] : mx[0];                   \
+    return mx[0];                                                                        \
+  }                                                                                      \
+  /* s[j] <- e^{s[j] - mt} for j < n; returns the float64 sum. */                        \
+  static double expsum_##SFX(T *s, int n, T mt) {                                        \
+    for (int j = 0; j < n; j++) s[j] = EXPF(s[j] - mt);                                  \
+    double a[8] = {0};                                                                   \
+    int j = 0;                                                                           \
+    for (; j + 8 <= n; j += 8)                                                           \
+      for (int u = 0; u < 8; u++) a[u] += (double)s[j + u];                              \
+    for (; j < n; j++) a[0] += (double)s[j];                                             \
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));            \
+  }                                                                                      \
+  /* Online softmax on one score block: row i reads columns [0, valid[i]) (the rest is   \
+   * masked and set to 0); m' = max(m, max s), p = e^{s - m'}, l = l e^{m - m'} + sum p. \
+   * alpha[i] = e^{m - m'} rescales acc after the P V GEMM. In f32, m' is a float value, \
+   * so the f32 exponent and the float64 statistics use the same m'. */                 \
+  static void rows_##SFX(T *S, int bq, int ncol, const int *valid, sm_rows st,           \
+                         double *alpha) {                                                \
+    for (int i = 0; i < bq; i++) {                                                       \
+      T *s = S + (size_t)i * ncol;                                                       \
+      const int nv = valid[i];                                                           \
+      double *m = st.m + i * st.ms, *l = st.l + i * st.ms;                               \
+      alpha[i] = 1.0;                                                                    \
+      if (nv < ncol) memset(s + (nv > 0 ? nv : 0), 0, sizeof(T) * (ncol - (nv > 0 ? nv : 0))); \
+      if (nv <= 0) continue;                                                             \
+      const double mx = (double)rowmax_##SFX(s, nv), mn = *m > mx ? *m : mx;             \
+      const double sum = expsum_##SFX(s, nv, (T)mn);                                     \
+      alpha[i] = *m == -INFINITY ? 0.0 : exp(*m - mn);                                   \
+      *l = *l * alpha[i] + sum;                                                          \
+      *m = mn;                                                                           \
+    }                                                                                    \
+  }                                                                                      \
+  static void accadd_##SFX(const T *PV, int bq, int dv, const double *alpha, sm_rows st) { \
+    for (int i = 0; i < bq; i++) {                                                       \
+      double *a = st.acc + i * st.as;                                                    \
+      const T *p = PV + (size_t)i * dv;                                                  \
+      for (int c = 0; c < dv; c++) a[c] = a[c] * alpha[i] + (double)p[c];                \
+    }                                                                                    \
+  }
+LA_SM_LANES(float, f32, la_vexpf)
+LA_SM_LANES(double, f64, la_vexp)
+
+/* Fold keys [0, nk) (global positions k0..) into query rows [0, bq) (global gq..) of one
+ * head; q, k, v point at the head's first row, with row strides H*dk and H*dv. */
+static void block_update(la_dtype dt, int H, int dk, int dv, double scale, int causal,
+                         int64_t gq, int bq, const void *q, int64_t k0, int64_t nk,
+                         const void *k, const void *v, sm_rows st, sm_work *w) {
+  const int ldk = H * dk, ldv = H * dv;
+  int valid[BQ];
+  for (int64_t j0 = 0; j0 < nk; j0 += BK) {
+    const int64_t gk = k0 + j0;
+    int ncol = (int)(nk - j0 < BK ? nk - j0 : BK);
+    if (causal) { /* keys after the block's last query are masked for every row */
+      const int64_t lim = gq + bq - gk;
+      if (lim <= 0) break;
+      if (lim < ncol) ncol = (int)lim;
+    }
+    for (int i = 0; i < bq; i++) {
+      int64_t c = causal ? gq + i - gk + 1 : ncol;
+      valid[i] = (int)(c < 0 ? 0 : c > ncol ? ncol : c);
+    }
+    if (dt == LA_F32) {
+      const float *kj = (const float *)k + j0 * ldk, *vj = (const float *)v + j0 * ldv;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, ncol, dk, (float)scale, q, ldk,
+                  kj, ldk, 0.0f, w->S, ncol);
+      rows_f32(w->S, bq, ncol, valid, st, w->alpha);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, dv, ncol, 1.0f, w->S, ncol,
+                  vj, ldv, 0.0f, w->PV, dv);
+      accadd_f32(w->PV, bq, dv, w->alpha, st);
+    } else {
+      const double *kj = (const double *)k + j0 * ldk, *vj = (const double *)v + j0 * ldv;
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, ncol, dk, scale, q, ldk, kj,
+                  ldk, 0.0, w->S, ncol);
+      rows_f64(w->S, bq, ncol, valid, st, w->alpha);
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, dv, ncol, 1.0, w->S, ncol, vj,
+                  ldv, 0.0, w->PV, dv);
+      accadd_f64(w->PV, bq, dv, w->alpha, st);
+    }
+  }
+}
+
+/* out row = acc / l; returns 1 if l == 0 (no key read: zeros written). */
+static int finish_row(la_dtype dt, const double *acc, double l, int dv, void *out) {
+  const double inv = l > 0 ? 1.0 / l : 0.0;
+  if (dt == LA_F32)
+    for (int c = 0; c < dv; c++) ((float *)out)[c] = (float)(acc[c] * inv);
+  else
+    for (int c = 0; c < dv; c++) ((double *)out)[c] = acc[c] * inv;
+  return !(l > 0);
+}
+
+static int bad_shape(la_dtype dt, int64_t n, int heads, int dk, int dv, double scale) {
+  return (dt != LA_F32 && dt != LA_F64) || n < 0 || heads < 1 || dk < 1 || dv < 1 ||
+         dk > LA_DIM_MAX || dv > LA_DIM_MAX || !(scale > 0) || !isfinite(scale);
+}
+
+la_status la_softmax_attention(la_dtype dt, int64_t n, int heads, int dk, int dv, double scale,
+                               la_mode mode, const void *q, const void *k, const void *v,
+                               void *out, int threads) {
+  if (bad_shape(dt, n, heads, dk, dv, scale) || (n > 0 && (!q || !k || !v || !out)))
+    return LA_ERR_ARG;
+  const size_t es = la_dtype_size(dt);
+  const int64_t nqb = (n + BQ - 1) / BQ, items = nqb * heads;
+  const int causal = mode == LA_CAUSAL;
+  int fail = 0;
+  la_blas_single_thread();
+#pragma omp parallel num_threads(sm_threads(threads)) reduction(| : fail)
+  {
+    sm_work w;
+    const int ok = work_alloc(&w, es, dv, 1);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < items; it++) {
+      if (!ok) { fail = 1; continue; }
+      const int64_t b = nqb - 1 - it / heads; /* causal: heaviest query blocks first */
+      const int h = (int)(it % heads);
+      const int64_t i0 = b * BQ;
+      const int bq = (int)(n - i0 < BQ ? n - i0 : BQ);
+      for (int i = 0; i < bq; i++) w.m[i] = -INFINITY;
+      memset(w.l, 0, sizeof(double) * bq);
+      memset(w.acc, 0, sizeof(double) * bq * dv);
+      sm_rows st = {w.m, w.l, w.acc, 1, dv};
+      block_update(dt, heads, dk, dv, scale, causal, i0, bq,
+                   (const char *)q + ((size_t)i0 * heads + h) * dk * es, 0, n,
+                   (const char *)k + (size_t)h * dk * es, (const char *)v + (size_t)h * dv * es,
+                   st, &w);
+      for (int i = 0; i < bq; i++)
+        finish_row(dt, w.acc + (size_t)i * dv, w.l[i], dv,
+                   (char *)out + (((size_t)(i0 + i)) * heads + h) * dv * es);
+    }
+    work_free(&w);
+  }
+  return fail ? LA_ERR_NOMEM : LA_OK;
+}
+
+la_status la_softmax_state_init(la_softmax_state *s, int64_t nq, int heads, int dv) {
+  memset(s, 0, sizeof *s);
+  if (nq < 0 || heads < 1 || dv < 1) return LA_ERR_ARG;
+  const size_t rows = (size_t)nq * heads;
+  s->m = malloc(sizeof(double) * (rows ? rows : 1));
+  s->l = calloc(rows ? rows : 1, sizeof(double));
+  s->acc = calloc(rows ? rows * dv : 1, sizeof(double));
+  if (!s->m || !s->l || !s->acc) {
+    la_softmax_state_free(s);
+    return LA_ERR_NOMEM;
+  }
+  for (size_t i = 0; i < rows; i++) s->m[i] = -INFINITY;
+  s->nq = nq;
+  s->heads = heads;
+  s->dv = dv;
+  return LA_OK;
+}
+
+void la_softmax_state_free(la_softmax_state *s) {
+  if (!s) return;
+  free(s->m);
+  free(s->l);
+  free(s->acc);
+  memset(s, 0, sizeof *s);
+}
+
+la_status la_softmax_partial(la_softmax_state *s, la_dtype dt, int dk, double scale,
+                             la_mode mode, int64_t q0, const void *q, int64_t k0, int64_t nk,
+                             const void *k, const void *v, int threads) {
+  if (!s || bad_shape(dt, s->nq, s->heads, dk, s->dv, scale) || nk < 0 || q0 < 0 || k0 < 0 ||
+      (s->nq > 0 && nk > 0 && (!q || !k || !v)))
+    return LA_ERR_ARG;
+  const int causal = mode == LA_CAUSAL, H = s->heads, dv = s->dv;
+  if (s->nq == 0 || nk == 0 || (causal && k0 > q0 + s->nq - 1)) return LA_OK;
+  const size_t es = la_dtype_size(dt);
+  const int64_t nqb = (s->nq + BQ - 1) / BQ, items = nqb * H;
+  int fail = 0;
+  la_blas_single_thread();
+#pragma omp parallel num_threads(sm_threads(threads)) reduction(| : fail)
+  {
+    sm_work w;
+    const int ok = work_alloc(&w, es, dv, 0);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < items; it++) {
+      if (!ok) { fail = 1; continue; }
+      const int64_t b = nqb - 1 - it / H, i0 = b * BQ;
+      const int h = (int)(it % H), bq = (int)(s->nq - i0 < BQ ? s->nq - i0 : BQ);
+      const size_t r0 = (size_t)i0 * H + h;
+      sm_rows st = {s->m + r0, s->l + r0, s->acc + r0 * dv, H, (int64_t)H * dv};
+      block_update(dt, H, dk, dv, scale, causal, q0 + i0, bq,
+                   (const char *)q + r0 * dk * es, k0, nk, (const char *)k + (size_t)h * dk * es,
+                   (const char *)v + (size_t)h * dv * es, st, &w);
+    }
+    work_free(&w);
+  }
+  return fail ? LA_ERR_NOMEM : LA_OK;
+}
+
+la_status la_softmax_finish(const la_softmax_state *s, la_dtype dt, void *out) {
+  if (!s || (dt != LA_F32 && dt != LA_F64) || (s->nq > 0 && !out)) return LA_ERR_ARG;
+  const size_t es = la_dtype_size(dt), rows = (size_t)s->nq * s->heads;
+  int64_t empty = 0;
+  for (size_t r = 0; r < rows; r++)
+    empty += finish_row(dt, s->acc + r * s->dv, s->l[r], s->dv, (char *)out + r * s->dv * es);
+  return empty ? LA_ERR_DENOMINATOR : LA_OK;
+}
