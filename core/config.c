@@ -58,6 +58,10 @@ la_status la_config_check(const la_config *cfg, int dk, char *err, size_t errlen
   if (cfg->chunk != 0 && (cfg->chunk < LA_CHUNK_MIN || cfg->chunk > LA_CHUNK_MAX))
     LA_BAD("--chunk %d is outside [%d, %d]", cfg->chunk, LA_CHUNK_MIN, LA_CHUNK_MAX);
   if (cfg->threads < 0 || cfg->threads > 4096) LA_BAD("--threads %d is outside [1, 4096]", cfg->threads);
+  if (cfg->window < 0) LA_BAD("--window must be >= 1");
+  if (cfg->window > 0 && cfg->mode != LA_CAUSAL)
+    LA_BAD("--window: a sliding window is a causal mask; in bidirectional mode it would be "
+           "a general pairwise mask, which breaks the shared-summary factorization (refused)");
   if ((cfg->den_policy == LA_DEN_ADD || cfg->den_policy == LA_DEN_CLAMP) &&
       !(cfg->den_eps > 0.0 && isfinite(cfg->den_eps)))
     LA_BAD("--denominator: epsilon must be finite and > 0");

@@ -3,6 +3,7 @@
  * spread over OpenMP threads in two passes (superblock totals, then outputs from their
  * prefixes). Denominators ride along as an extra column of ones in V (S|z in one GEMM). */
 #include <float.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ static void *xalloc(size_t bytes) {
 static void work_free(la_work *w) {
   free(w->phiq); free(w->phik); free(w->vp); free(w->A); free(w->o); free(w->sf);
   free(w->tmp); free(w->aq); free(w->ak); free(w->segi); free(w->mseg);
+  free(w->wsz); free(w->phif); free(w->vf); free(w->af); free(w->Af);
   la_den_stats_free(&w->stats);
 }
 
@@ -68,7 +70,12 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
     w->ak = xalloc(sizeof(double) * C);
     w->segi = xalloc(sizeof(int) * C);
     w->mseg = xalloc(sizeof(double) * C);
-    if (!w->segi || !w->mseg) goto nomem;
+    w->wsz = xalloc(sizeof(double) * r * dv1);
+    w->phif = xalloc(es * 2 * C * r);
+    w->vf = xalloc(es * 2 * C * dv1);
+    w->af = xalloc(sizeof(double) * 2 * C);
+    w->Af = xalloc(es * 2 * C * C);
+    if (!w->segi || !w->mseg || !w->wsz || !w->phif || !w->vf || !w->af || !w->Af) goto nomem;
     if (!w->phiq || !w->phik || !w->vp || !w->A || !w->o || !w->sf || !w->tmp || !w->aq ||
         !w->ak || la_den_stats_init(&w->stats) != LA_OK)
       goto nomem;
@@ -104,6 +111,8 @@ void la_engine_shape(const la_engine e, int *heads, int *r, int *dv) {
 }
 la_mode la_engine_mode(const la_engine e) { return e->cfg.mode; }
 la_dtype la_engine_dtype(const la_engine e) { return e->dt; }
+int64_t la_engine_window(const la_engine e) { return e->cfg.window; }
+int la_engine_input_dim(const la_engine e) { return e->dk; }
 int la_engine_threads(const la_engine e) { return e->T; }
 
 /* Row finalization: the denominator policy of §1 on the true scale. o_row = [num_s | den_s]
@@ -227,6 +236,45 @@ static int seg_layout(const la_engine e, int64_t t0, int len, int *segi, int *re
     segi[i] = s;
   }
   return s + 1;
+}
+
+/* Smallest multiple of C that is >= x (0 for x <= 0): the global chunk grid of windows. */
+static int64_t la_ceil_to(int64_t x, int64_t C) { return x <= 0 ? 0 : ((x + C - 1) / C) * C; }
+
+/* 1 if global token t starts a segment (o_s = t with s < S, or t = N = o_S). */
+static int is_segment_start(const la_engine e, int64_t t) {
+  if (!e->seg_off) return t == 0;
+  int64_t i = first_offset_at_or_after(e, t);
+  return i < e->seg_count && e->seg_off[i] == t;
+}
+
+/* Start of the segment holding global token t. */
+static int64_t segment_start(const la_engine e, int64_t t) {
+  if (!e->seg_off) return 0;
+  int64_t i = first_offset_at_or_after(e, t + 1); /* first offset > t */
+  return i > 0 ? e->seg_off[i - 1] : 0;
+}
+
+/* First segment start after global token t (INT64_MAX if none). */
+static int64_t next_start_after(const la_engine e, int64_t t) {
+  if (!e->seg_off) return INT64_MAX;
+  int64_t i = first_offset_at_or_after(e, t + 1);
+  return i < e->seg_count ? e->seg_off[i] : INT64_MAX;
+}
+
+int64_t la_engine_segment_at_or_after(const la_engine e, int64_t t) {
+  if (!e->seg_off) return t <= 0 ? 0 : INT64_MAX;
+  int64_t i = first_offset_at_or_after(e, t);
+  return i < e->seg_count ? e->seg_off[i] : INT64_MAX;
+}
+int la_engine_has_segments(const la_engine e) { return e->seg_off != NULL; }
+
+la_status la_engine_set_mask(la_engine e, const void *mask, char *err, size_t errlen) {
+  (void)e;
+  (void)mask;
+  snprintf(err, errlen, "general pairwise masks are not supported: an arbitrary mask breaks the "
+           "single shared summary phi(q)^T S (DESIGN.md section 3); use segments or a causal window");
+  return LA_ERR_UNSUPPORTED;
 }
 
 #define LA_REAL float
@@ -417,6 +465,89 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
   return LA_OK;
 }
 
+
+la_status la_engine_apply_segmented(la_engine e, int64_t token0, int64_t n, const void *q,
+                                    const void *k, const void *v, const la_state *left,
+                                    const la_state *right, void *out, la_den_stats *stats) {
+  if (e->cfg.mode != LA_BIDIRECTIONAL || n < 0 || !left || !right || left->heads != e->H ||
+      right->heads != e->H || left->r != e->r || left->dv != e->dv)
+    return LA_ERR_ARG;
+  if (n == 0) return LA_OK;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < e->H; h++) {
+    la_work *w = &e->work[thread_id()];
+    if (e->dt == LA_F32)
+      apply_segmented_f32(e, w, h, token0, n, q, k, v, left->sz + h * rsz, left->m[h],
+                          right->sz + h * rsz, right->m[h], out);
+    else
+      apply_segmented_f64(e, w, h, token0, n, q, k, v, left->sz + h * rsz, left->m[h],
+                          right->sz + h * rsz, right->m[h], out);
+  }
+  merge_stats(e, stats);
+  return LA_OK;
+}
+
+void la_window_halo(const la_engine e, int64_t token0, int64_t n, int64_t *lo, int64_t *hi) {
+  const int64_t W = e->cfg.window, C = e->C;
+  *lo = *hi = token0;
+  if (W <= 0 || n <= 0 || is_segment_start(e, token0)) return;
+  int64_t S0 = segment_start(e, token0);
+  int64_t l = token0 - W + 1;
+  l = l > S0 ? l : S0;
+  l = l > 0 ? l : 0;
+  int64_t c0_last = ((token0 + n - 1) / C) * C;
+  if (c0_last < token0) c0_last = token0;
+  int64_t A = la_ceil_to(token0 + n - W, C); /* c0_last + len_last = token0 + n */
+  A = A < token0 ? A : token0;
+  *lo = l < token0 ? l : token0;
+  *hi = A > *lo ? A : *lo;
+}
+
+la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const void *q,
+                                 const void *k, const void *v, int64_t hlo, int64_t hhi,
+                                 const void *hk, const void *hv, const la_state *mid, void *out,
+                                 la_den_stats *stats) {
+  if (e->cfg.mode != LA_CAUSAL || e->cfg.window <= 0 || n < 0 || hlo > hhi || hhi > token0 ||
+      !mid || mid->heads != e->H || mid->r != e->r || mid->dv != e->dv)
+    return LA_ERR_ARG;
+  if (n == 0) return LA_OK;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  int64_t span = e->cfg.window < token0 + n ? e->cfg.window : token0 + n;
+  const int cap = (int)(span / e->C) + 8;
+  la_status st = LA_OK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < e->H; h++) {
+    la_work *w = &e->work[thread_id()];
+    /* the queue: allocated once per head and call, O(min(W, N)/C) summaries */
+    int64_t *ab = malloc(sizeof(int64_t) * 2 * cap);
+    double *store = malloc(sizeof(double) * (2 * rsz + 2) * cap + sizeof(double) * rsz);
+    if (!ab || !store) {
+#pragma omp critical
+      st = LA_ERR_NOMEM;
+      free(ab);
+      free(store);
+      continue;
+    }
+    if (e->dt == LA_F32) {
+      wqueue_f32 Q = {cap, 0, 0, 0, rsz, ab, ab + cap, store, store + 2 * rsz * cap,
+                      store + rsz * cap, store + 2 * rsz * cap + cap,
+                      store + 2 * rsz * cap + 2 * cap, -INFINITY};
+      apply_window_f32(e, w, h, token0, n, q, k, v, hlo, hhi, hk, hv, mid->sz + h * rsz,
+                       mid->m[h], &Q, out);
+    } else {
+      wqueue_f64 Q = {cap, 0, 0, 0, rsz, ab, ab + cap, store, store + 2 * rsz * cap,
+                      store + rsz * cap, store + 2 * rsz * cap + cap,
+                      store + 2 * rsz * cap + 2 * cap, -INFINITY};
+      apply_window_f64(e, w, h, token0, n, q, k, v, hlo, hhi, hk, hv, mid->sz + h * rsz,
+                       mid->m[h], &Q, out);
+    }
+    free(ab);
+    free(store);
+  }
+  merge_stats(e, stats);
+  return st;
+}
 
 la_status la_forward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                      void *out, la_den_stats *stats) {

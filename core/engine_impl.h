@@ -202,13 +202,16 @@ static void LA_FN(apply_bidir)(la_engine e, la_work *w, int h, int64_t token0, i
   }
 }
 
-/* Overlap correction (§4): rows computed from a zero state get the prefix P added,
+/* Overlap correction (§4): rows computed from a zero state get the prefix P added (only rows
+ * before the block's first segment start),
  *   [num|den] = e^{a_q} (e^{M_i} raw_i + e^{P.m} phi_s(q_i)^T (P_S|P_z)),
  * on the common scale M' = max(M_i, P.m); then the denominator policy as usual. */
 static void LA_FN(correct_rows)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo,
                                 int64_t hi, const LA_REAL *q, const double *psz, double pm,
                                 const LA_REAL *raw, const double *lsc, LA_REAL *out) {
   const int r = e->r, dv1 = e->dv + 1, C = e->C, H = e->H;
+  /* rows from the first segment start on do not read the prefix */
+  const int64_t cut = la_engine_segment_at_or_after(e, token0 > 0 ? token0 : 1);
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *o = w->o;
   for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)psz[i];
@@ -223,7 +226,7 @@ static void LA_FN(correct_rows)(la_engine e, la_work *w, int h, int64_t token0, 
       const LA_REAL *rw = raw + ri * dv1;
       LA_REAL *oi = o + (size_t)i * dv1;
       const double Mi = lsc[ri] - w->aq[i];
-      if (pm == -INFINITY) {
+      if (pm == -INFINITY || token0 + c0 + i >= cut) { /* cut: a segment restarted */
         for (int j = 0; j < dv1; j++) oi[j] = rw[j];
         w->aq[i] = lsc[ri];
         continue;
@@ -234,6 +237,234 @@ static void LA_FN(correct_rows)(la_engine e, la_work *w, int h, int64_t token0, 
       w->aq[i] += M;
     }
     LA_FN(finalize_rows)(e, w, h, token0, c0, len, out);
+  }
+}
+
+
+/* ---- Segmented bidirectional (§3, §4) ---- */
+
+/* One head: every segment piece [a, b) of [lo, hi) gets its own summary (plus left/right at
+ * the ends of the rank's range), then its queries are applied. */
+static void LA_FN(apply_segmented)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                                   const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
+                                   const double *lsz, double lm, const double *rsz_, double rm,
+                                   LA_REAL *out) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  double *sz = w->wsz;
+  for (int64_t a = 0; a < n;) {
+    int64_t b = n;
+    int64_t nxt = next_start_after(e, token0 + a);
+    if (nxt - token0 < b) b = nxt - token0;
+    double m = -INFINITY;
+    int f = 0, zf = 0;
+    memset(sz, 0, sizeof(double) * rsz);
+    if (a == 0 && !is_segment_start(e, token0)) { /* the segment began on an earlier rank */
+      memcpy(sz, lsz, sizeof(double) * rsz);
+      m = lm;
+    }
+    /* keys of the piece; accum_range resets at a segment start, which is what we want */
+    LA_FN(accum_range)(e, w, h, token0, a, b, k, v, sz, &m, &f);
+    if (b == n && rm != -INFINITY && !is_segment_start(e, token0 + n)) {
+      int rf = 0;
+      la_state_combine_head(sz, &m, &zf, rsz_, &rm, &rf, rsz); /* plain log-scaled sum */
+    }
+    LA_FN(apply_bidir)(e, w, h, token0, a, b, q, sz, m, out);
+    a = b;
+  }
+}
+
+/* ---- Causal sliding window (§3) ---- */
+
+/* Two-stacks queue of key summaries over token ranges [a, b), oldest first. The front stack
+ * holds suffix aggregates, the back stack one running aggregate, so the window sum is
+ * front_agg (+) back_agg: no subtraction anywhere (§3). Sums are log-scaled (§4). */
+typedef struct {
+  int cap, head, count, nfront;
+  size_t rsz;
+  int64_t *a, *b;
+  double *sz, *m, *agg, *aggm;
+  double *back, backm;
+} LA_FN(wqueue);
+
+static void LA_FN(wq_add)(double *dst, double *dm, const double *src, double sm, size_t rsz) {
+  int f0 = 0, f1 = 0;
+  la_state_combine_head(dst, dm, &f0, src, &sm, &f1, rsz);
+}
+
+static void LA_FN(wq_clear)(LA_FN(wqueue) *Q) {
+  Q->head = Q->count = Q->nfront = 0;
+  memset(Q->back, 0, sizeof(double) * Q->rsz);
+  Q->backm = -INFINITY;
+}
+
+static void LA_FN(wq_push)(LA_FN(wqueue) *Q, int64_t a, int64_t b, const double *sz, double m) {
+  int slot = (Q->head + Q->count) % Q->cap;
+  Q->a[slot] = a;
+  Q->b[slot] = b;
+  memcpy(Q->sz + (size_t)slot * Q->rsz, sz, sizeof(double) * Q->rsz);
+  Q->m[slot] = m;
+  Q->count++;
+  LA_FN(wq_add)(Q->back, &Q->backm, sz, m, Q->rsz);
+}
+
+static void LA_FN(wq_pop)(LA_FN(wqueue) *Q) {
+  if (Q->nfront == 0) { /* move the back stack over, building suffix aggregates */
+    for (int kk = Q->count - 1; kk >= 0; kk--) {
+      int s = (Q->head + kk) % Q->cap, s1 = (Q->head + kk + 1) % Q->cap;
+      double *ag = Q->agg + (size_t)s * Q->rsz;
+      memcpy(ag, Q->sz + (size_t)s * Q->rsz, sizeof(double) * Q->rsz);
+      Q->aggm[s] = Q->m[s];
+      if (kk < Q->count - 1) LA_FN(wq_add)(ag, Q->aggm + s, Q->agg + (size_t)s1 * Q->rsz, Q->aggm[s1], Q->rsz);
+    }
+    Q->nfront = Q->count;
+    memset(Q->back, 0, sizeof(double) * Q->rsz);
+    Q->backm = -INFINITY;
+  }
+  Q->head = (Q->head + 1) % Q->cap;
+  Q->count--;
+  Q->nfront--;
+}
+
+/* The sum of everything in the queue. */
+static void LA_FN(wq_sum)(const LA_FN(wqueue) *Q, double *sz, double *m) {
+  memcpy(sz, Q->back, sizeof(double) * Q->rsz);
+  *m = Q->backm;
+  if (Q->nfront > 0)
+    LA_FN(wq_add)(sz, m, Q->agg + (size_t)Q->head * Q->rsz, Q->aggm[Q->head], Q->rsz);
+}
+
+/* Feature rows and [V|1] of global keys [a, b), from the halo (t < token0) or own rows. */
+static void LA_FN(range_keys)(la_engine e, int h, int64_t token0, int64_t a, int64_t b,
+                              const LA_REAL *k, const LA_REAL *v, int64_t hlo,
+                              const LA_REAL *hk, const LA_REAL *hv, LA_REAL *phi, double *ak,
+                              LA_REAL *vp) {
+  const int r = e->r, dv1 = e->dv + 1;
+  int64_t mid = a < token0 ? (b < token0 ? b : token0) : a;
+  if (mid > a) {
+    LA_FN(chunk_features)(e, h, a - hlo, (int)(mid - a), hk, phi, ak);
+    LA_FN(chunk_values)(e, h, a - hlo, (int)(mid - a), hv, vp);
+  }
+  if (b > mid) {
+    LA_FN(chunk_features)(e, h, mid - token0, (int)(b - mid), k, phi + (size_t)(mid - a) * r, ak + (mid - a));
+    LA_FN(chunk_values)(e, h, mid - token0, (int)(b - mid), v, vp + (size_t)(mid - a) * dv1);
+  }
+}
+
+/* Summary of global keys [a, b) (one segment) on its own scale. */
+static void LA_FN(range_summary)(la_engine e, la_work *w, int h, int64_t token0, int64_t a,
+                                 int64_t b, const LA_REAL *k, const LA_REAL *v, int64_t hlo,
+                                 const LA_REAL *hk, const LA_REAL *hv, double *sz, double *m) {
+  const int len = (int)(b - a);
+  LA_FN(range_keys)(e, h, token0, a, b, k, v, hlo, hk, hv, w->phik, w->ak, w->vp);
+  for (int i = 0; i < len; i++) w->segi[i] = 0;
+  *m = -INFINITY;
+  LA_FN(rescale_keys)(e, w, len, 1, 1, sz, m);
+  LA_FN(state_add)(e, w, len, 1, sz, m);
+}
+
+
+static void LA_FN(apply_window)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                                const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
+                                int64_t hlo, int64_t hhi, const LA_REAL *hk, const LA_REAL *hv,
+                                const double *midsz, double midm, LA_FN(wqueue) *Q,
+                                LA_REAL *out) {
+  const int r = e->r, dv1 = e->dv + 1, C = e->C;
+  const int64_t W = e->cfg.window;
+  const size_t rsz = (size_t)r * dv1;
+  LA_REAL *sf = w->sf, *A = w->A, *o = w->o, *Af = w->Af;
+  double *sz = w->wsz, qm;
+  LA_FN(wq_clear)(Q);
+  /* queue at the first chunk: halo pieces on the chunk grid, then the middle summary */
+  if (!is_segment_start(e, token0) && hhi > hlo) {
+    int64_t c1 = (token0 / C + 1) * C;
+    if (c1 > token0 + n) c1 = token0 + n;
+    int64_t S0 = segment_start(e, token0);
+    int64_t lf = la_ceil_to(c1 - W, C);
+    lf = lf > S0 ? lf : S0;
+    lf = lf < token0 ? lf : token0;
+    for (int64_t a = lf; a < hhi;) {
+      int64_t b = (a / C + 1) * C;
+      if (b > hhi) b = hhi;
+      double m;
+      LA_FN(range_summary)(e, w, h, token0, a, b, k, v, hlo, hk, hv, sz, &m);
+      LA_FN(wq_push)(Q, a, b, sz, m);
+      a = b;
+    }
+  }
+  if (hhi < token0 && midm != -INFINITY) LA_FN(wq_push)(Q, hhi, token0, midsz, midm);
+  for (int64_t c0 = token0; c0 < token0 + n;) {
+    int64_t cend = (c0 / C + 1) * C;
+    if (cend > token0 + n) cend = token0 + n;
+    const int len = (int)(cend - c0);
+    int reset;
+    const int nseg = seg_layout(e, c0, len, w->segi, &reset);
+    const int *segi = w->segi;
+    if (reset) LA_FN(wq_clear)(Q);
+    const int64_t S0 = reset ? c0 : segment_start(e, c0);
+    int64_t lf = la_ceil_to(c0 + len - W, C);
+    lf = lf > S0 ? lf : S0;
+    lf = lf < c0 ? lf : c0;
+    while (Q->count > 0 && Q->b[Q->head] <= lf) LA_FN(wq_pop)(Q);
+    const int64_t fa = S0 > c0 - W + 1 ? S0 : c0 - W + 1;
+    const int nf = lf > fa ? (int)(lf - fa) : 0;
+    int n0 = 0;
+    while (n0 < len && segi[n0] == 0) n0++;
+    /* features: chunk keys, far-edge keys, queries */
+    LA_FN(range_keys)(e, h, token0, c0, cend, k, v, hlo, hk, hv, w->phik, w->ak, w->vp);
+    if (nf > 0) LA_FN(range_keys)(e, h, token0, fa, lf, k, v, hlo, hk, hv, w->phif, w->af, w->vf);
+    LA_FN(chunk_features)(e, h, c0 - token0, len, q, w->phiq, w->aq);
+    LA_FN(wq_sum)(Q, sz, &qm);
+    /* scales: segment 0 shares one with the queue and the far edge; later segments own one */
+    double *M = w->mseg;
+    for (int s = 0; s < nseg; s++) M[s] = e->stabilized ? -INFINITY : 0.0;
+    if (e->stabilized) {
+      M[0] = qm;
+      for (int i = 0; i < len; i++) M[segi[i]] = w->ak[i] > M[segi[i]] ? w->ak[i] : M[segi[i]];
+      for (int i = 0; i < nf; i++) M[0] = w->af[i] > M[0] ? w->af[i] : M[0];
+      for (int i = 0; i < len; i++) {
+        LA_REAL f = (LA_REAL)exp(w->ak[i] - M[segi[i]]);
+        for (int j = 0; j < r; j++) ((LA_REAL *)w->phik)[(size_t)i * r + j] *= f;
+      }
+      for (int i = 0; i < nf; i++) {
+        LA_REAL f = (LA_REAL)exp(w->af[i] - M[0]);
+        for (int j = 0; j < r; j++) ((LA_REAL *)w->phif)[(size_t)i * r + j] *= f;
+      }
+    }
+    memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
+    if (qm != -INFINITY && n0 > 0) { /* queue: chunks [lf, c0) of the segment */
+      const double fq = e->stabilized ? exp(qm - M[0]) : 1.0;
+      for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)(sz[i] * fq);
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, r, (LA_REAL)1, w->phiq, r,
+              sf, dv1, (LA_REAL)0, o, dv1);
+    }
+    if (nf > 0 && n0 > 0) { /* far edge: keys [fa, lf), row i reads j >= c0 + i - W + 1 */
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n0, nf, r, (LA_REAL)1, w->phiq, r,
+              w->phif, r, (LA_REAL)0, Af, nf);
+      for (int i = 0; i < n0; i++)
+        for (int j = 0; j < nf; j++)
+          if (fa + j < c0 + i - W + 1) Af[(size_t)i * nf + j] = 0;
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, nf, (LA_REAL)1, Af, nf, w->vf,
+              dv1, (LA_REAL)1, o, dv1);
+    }
+    /* intra-chunk: j <= i, i - j < W, same segment */
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
+            w->phik, r, (LA_REAL)0, A, len);
+    for (int i = 0; i < len; i++)
+      for (int j = 0; j < len; j++)
+        if (j > i || i - j >= W || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len, w->vp,
+            dv1, (LA_REAL)1, o, dv1);
+    for (int i = 0; i < len; i++) w->aq[i] += M[segi[i]];
+    LA_FN(finalize_rows)(e, w, h, token0, c0 - token0, len, out);
+    /* push this chunk's tail (after its last segment start) */
+    if (nseg > 1) LA_FN(wq_clear)(Q);
+    int bl = 0;
+    while (segi[bl] != nseg - 1) bl++;
+    double m;
+    memset(sz, 0, sizeof(double) * rsz);
+    LA_FN(state_add)(e, w, len, nseg, sz, &m);
+    LA_FN(wq_push)(Q, c0 + bl, cend, sz, m);
+    c0 = cend;
   }
 }
 

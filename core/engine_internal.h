@@ -15,6 +15,10 @@ typedef struct {
   double *aq, *ak;   /* C log-scales */
   int *segi;         /* C: segment of each chunk row, relative to the chunk's first */
   double *mseg;      /* C: log-scale of each of those segments */
+  double *wsz;       /* r x (dv+1) float64 scratch state */
+  void *phif, *vf;   /* window far edge: 2C x r, 2C x (dv+1) */
+  double *af;        /* 2C */
+  void *Af;          /* C x 2C */
   la_den_stats stats;
   char pad[64];      /* keep neighbouring workspaces off one cache line */
 } la_work;

@@ -33,8 +33,11 @@ void la_cli_help(const char *sub) {
       "  --normalize on|off       normalized or unnormalized operator (default on)\n"
       "  --denominator P          error | add:EPS | clamp:EPS | zero-empty (default error)\n"
       "  --allow-signed           allow the signed maps identity and trig in normalized mode\n"
-      "  --window W               causal sliding window (not in this version: refused)\n"
-      "  --segments F             packed-sequence offsets (not in this version: refused)\n"
+      "  --window W               causal sliding window: query i reads keys i-W < j <= i\n"
+      "  --segments F             packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N;\n"
+      "                           the state resets exactly at every offset (both modes)\n"
+      "  --mask F                 refused: general pairwise masks break the shared-summary\n"
+      "                           factorization (use --segments or --window)\n"
       "Execution:\n"
       "  --dtype f32|f64          compute precision (default: dtype of the inputs; f32 synthetic)\n"
       "  --threads T              OpenMP threads per rank (default OMP_NUM_THREADS)\n"
@@ -73,6 +76,18 @@ static int parse_f64(const char *s, double *out) {
   return 0;
 }
 
+static int takes_value(const char *a) {
+  static const char *const opts[] = {
+      "--q", "--k", "--v", "--out", "--report", "--projection", "--save-projection",
+      "--segments", "--checkpoint", "--checkpoint-every", "--n", "--heads", "--dk", "--dv",
+      "--input-scale", "--mode", "--feature-map", "--features", "--scale", "--seed",
+      "--normalize", "--denominator", "--window", "--dtype", "--threads", "--chunk",
+      "--block-tokens", "--mask", NULL};
+  for (int i = 0; opts[i]; i++)
+    if (!strcmp(a, opts[i])) return 1;
+  return 0;
+}
+
 la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, size_t errlen) {
   memset(o, 0, sizeof *o);
   la_config_default(&o->cfg);
@@ -101,6 +116,7 @@ la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, s
     if (!strcmp(a, "--no-progress")) { o->progress = 0; continue; }
     if (!strcmp(a, "--reproducible")) { o->reproducible = 1; continue; }
     if (strncmp(a, "--", 2) != 0) BAD("unexpected argument '%s'", a);
+    if (!takes_value(a)) BAD("unknown option '%s' (see linattn run --help)", a);
     if (i + 1 >= argc) BAD("option %s needs a value", a);
     const char *val = argv[++i];
     if (!strcmp(a, "--q")) o->q = val;
@@ -111,6 +127,10 @@ la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, s
     else if (!strcmp(a, "--projection")) o->projection = val;
     else if (!strcmp(a, "--save-projection")) o->save_projection = val;
     else if (!strcmp(a, "--segments")) o->segments = val;
+    else if (!strcmp(a, "--mask"))
+      BAD("--mask: general pairwise masks are refused: an arbitrary mask breaks the single "
+          "shared summary phi(q)^T S that makes attention linear (DESIGN.md section 3); use "
+          "--segments for packed sequences or --window W for a causal sliding window");
     else if (!strcmp(a, "--checkpoint")) o->checkpoint = val;
     else if (!strcmp(a, "--checkpoint-every")) {
       double s;
@@ -180,8 +200,7 @@ la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, s
     } else BAD("unknown option '%s' (see linattn run --help)", a);
   }
   /* Refuse what this version does not compute, rather than computing something else. */
-  if (o->window) BAD("--window: sliding windows are not implemented in this version");
-  if (o->segments) BAD("--segments: packed sequences are not implemented in this version");
+  o->cfg.window = o->window;
   if (o->checkpoint) BAD("--checkpoint: checkpointing is not implemented in this version");
   if (o->reproducible) BAD("--reproducible: bitwise reproducibility across rank counts is not implemented in this version");
   int nin = !!o->q + !!o->k + !!o->v;

@@ -5,12 +5,7 @@
 #include <string.h>
 #include "linattn/dist.h"
 
-struct la_dist_s {
-  MPI_Comm comm;
-  int rank, size;
-  int64_t bytes;
-  double comm_seconds;
-};
+#include "dist_internal.h"
 
 void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *row0) {
   int64_t q = N / P, rem = N % P;
@@ -29,12 +24,20 @@ la_status la_dist_create(MPI_Comm comm, la_dist *out) {
   MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(d->comm, &d->rank);
   MPI_Comm_size(d->comm, &d->size);
+  /* ranks in reverse order, for suffix scans (§4 bidirectional segments, gradients) */
+  if (MPI_Comm_split(d->comm, 0, d->size - 1 - d->rank, &d->rev) != MPI_SUCCESS) {
+    MPI_Comm_free(&d->comm);
+    free(d);
+    return LA_ERR_MPI;
+  }
+  MPI_Comm_set_errhandler(d->rev, MPI_ERRORS_RETURN);
   *out = d;
   return LA_OK;
 }
 
 void la_dist_destroy(la_dist *d) {
   if (!d || !*d) return;
+  MPI_Comm_free(&(*d)->rev);
   MPI_Comm_free(&(*d)->comm);
   free(*d);
   *d = NULL;
@@ -105,12 +108,13 @@ struct la_dist_req_s {
   MPI_Op op;
   MPI_Datatype el;
   double *in, *out;
-  int exclusive;
+  int exclusive, first; /* first: this rank leads the scan (its Exscan output is undefined) */
   double t0;
 };
 
 /* Start the exscan (causal) or allreduce (bidirectional) of the summaries in s. */
-static la_status combine_begin(la_dist d, const la_state *s, int exclusive, la_dist_req *out) {
+static la_status combine_begin(la_dist d, MPI_Comm comm, const la_state *s, int exclusive,
+                               la_dist_req *out) {
   *out = NULL;
   size_t per = (size_t)s->r * (s->dv + 1) + 2, total = per * s->heads;
   la_dist_req q = calloc(1, sizeof *q);
@@ -127,8 +131,9 @@ static la_status combine_begin(la_dist d, const la_state *s, int exclusive, la_d
   MPI_Type_commit(&q->el);
   MPI_Op_create(scan_op, 0 /* not commutative */, &q->op);
   q->t0 = MPI_Wtime();
-  int rc = exclusive ? MPI_Iexscan(q->in, q->out, s->heads, q->el, q->op, d->comm, &q->req)
-                     : MPI_Iallreduce(q->in, q->out, s->heads, q->el, q->op, d->comm, &q->req);
+  int rc = exclusive ? MPI_Iexscan(q->in, q->out, s->heads, q->el, q->op, comm, &q->req)
+                     : MPI_Iallreduce(q->in, q->out, s->heads, q->el, q->op, comm, &q->req);
+  q->first = exclusive && (comm == d->rev ? d->rank == d->size - 1 : d->rank == 0);
   d->bytes += (int64_t)(sizeof(double) * total);
   if (rc != MPI_SUCCESS) {
     MPI_Op_free(&q->op); MPI_Type_free(&q->el);
@@ -147,7 +152,7 @@ static la_status combine_end(la_dist d, la_dist_req *pq, la_state *s) {
   int rc = MPI_Wait(&q->req, MPI_STATUS_IGNORE);
   d->comm_seconds += MPI_Wtime() - q->t0;
   if (rc == MPI_SUCCESS) {
-    if (q->exclusive && d->rank == 0) la_state_reset(s);
+    if (q->first) la_state_reset(s);
     else unpack(s, q->out);
   }
   MPI_Op_free(&q->op);
@@ -160,20 +165,22 @@ static la_status combine_end(la_dist d, la_dist_req *pq, la_state *s) {
 }
 
 la_status la_dist_iexscan_begin(la_dist d, const la_state *total, la_dist_req *req) {
-  return combine_begin(d, total, 1, req);
+  return combine_begin(d, d->comm, total, 1, req);
 }
 la_status la_dist_iexscan_end(la_dist d, la_dist_req *req, la_state *prefix) {
   return combine_end(d, req, prefix);
 }
 
-static la_status combine(la_dist d, la_state *s, int exclusive) {
+static la_status combine(la_dist d, MPI_Comm comm, la_state *s, int exclusive) {
   la_dist_req q;
-  la_status st = combine_begin(d, s, exclusive, &q);
+  la_status st = combine_begin(d, comm, s, exclusive, &q);
   return st == LA_OK ? combine_end(d, &q, s) : st;
 }
 
-la_status la_dist_exscan(la_dist d, la_state *s) { return combine(d, s, 1); }
-la_status la_dist_allreduce(la_dist d, la_state *s) { return combine(d, s, 0); }
+la_status la_dist_exscan_reverse(la_dist d, la_state *s) { return combine(d, d->rev, s, 1); }
+
+la_status la_dist_exscan(la_dist d, la_state *s) { return combine(d, d->comm, s, 1); }
+la_status la_dist_allreduce(la_dist d, la_state *s) { return combine(d, d->comm, s, 0); }
 
 /* Denominator statistics merged over ranks (sums, min/max, first offender). */
 la_status la_dist_reduce_stats(la_dist d, la_den_stats *st) {
@@ -222,48 +229,4 @@ la_status la_dist_reduce_stats(la_dist d, la_den_stats *st) {
   st->first_overflow_token = gfirst[2] == INT64_MAX ? -1 : gfirst[2];
   st->first_overflow_head = (int)(gfirst[2] == INT64_MAX ? 0 : gfirst[3]);
   return LA_OK;
-}
-
-la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
-                          const void *q, const void *k, const void *v, void *out,
-                          la_den_stats *stats) {
-  int H, r, dv;
-  la_engine_shape(eng, &H, &r, &dv);
-  const int bidir = la_engine_mode(eng) == LA_BIDIRECTIONAL;
-  la_state st = {0}, local = {0};
-  void *raw = NULL;
-  double *lsc = NULL;
-  la_status s = la_state_init(&st, H, r, dv);
-  if (s == LA_OK && bidir) { /* one allreduce of the summaries, then apply */
-    s = la_engine_accumulate(eng, row0, n_local, k, v, &st);
-    s = la_dist_agree(d, s, NULL, 0);
-    if (s == LA_OK) s = la_dist_allreduce(d, &st);
-    if (s == LA_OK) s = la_engine_apply(eng, row0, n_local, q, k, v, &st, out, stats);
-  } else if (s == LA_OK && d->size == 1) {
-    s = la_engine_apply(eng, row0, n_local, q, k, v, &st, out, stats);
-  } else if (s == LA_OK) {
-    /* causal: rank total -> MPI_Iexscan, overlapped with the local outputs from a zero
-     * state, then the correction phi(q)^T P (§4) */
-    size_t es = la_engine_dtype(eng) == LA_F32 ? 4 : 8;
-    raw = malloc(es * (size_t)(n_local > 0 ? n_local : 1) * H * (dv + 1));
-    lsc = malloc(sizeof(double) * (size_t)(n_local > 0 ? n_local : 1) * H);
-    s = (raw && lsc) ? la_state_init(&local, H, r, dv) : LA_ERR_NOMEM;
-    if (s == LA_OK) s = la_engine_accumulate(eng, row0, n_local, k, v, &st);
-    s = la_dist_agree(d, s, NULL, 0);
-    la_dist_req req = NULL;
-    if (s == LA_OK) s = la_dist_iexscan_begin(d, &st, &req);
-    if (s == LA_OK) {
-      la_status ls = la_engine_apply_local(eng, row0, n_local, q, k, v, &local, raw, lsc);
-      s = la_dist_iexscan_end(d, &req, &st);
-      if (s == LA_OK) s = ls;
-    }
-    if (s == LA_OK) s = la_engine_correct(eng, row0, n_local, q, &st, raw, lsc, out, stats);
-  }
-  la_state_free(&st);
-  la_state_free(&local);
-  free(raw);
-  free(lsc);
-  s = la_dist_agree(d, s, NULL, 0);
-  if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
-  return s;
 }

@@ -4,11 +4,13 @@
 #include <string.h>
 #include "cli.h"
 #include "linattn/linattn.h"
+#include "bench.h"
 #include "run.h"
 
 static void usage(void) {
   printf("usage: linattn SUBCOMMAND [options]\n\n"
          "  run     the forward operator (see linattn run --help)\n"
+         "  bench   timing and scaling, exact baselines (see linattn bench --help)\n"
          "  version print the version\n\n"
          "Run as `mpirun -np P linattn ...`, `srun linattn ...`, or plainly as one rank.\n");
 }
@@ -53,6 +55,15 @@ int main(int argc, char **argv) {
         code = la_cmd_run(d, &o);
         la_dist_destroy(&d);
       }
+    }
+  } else if (!strcmp(sub, "bench")) {
+    la_dist d;
+    if (la_dist_create(MPI_COMM_WORLD, &d) != LA_OK) {
+      if (rank == 0) fprintf(stderr, "linattn: error: cannot duplicate MPI_COMM_WORLD\n");
+      code = 1;
+    } else {
+      code = la_cmd_bench(d, argc, argv, 2);
+      la_dist_destroy(&d);
     }
   } else {
     if (rank == 0) fprintf(stderr, "linattn: error: unknown subcommand '%s' (try linattn --help)\n", sub);

@@ -137,6 +137,38 @@ static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t err
   return st;
 }
 
+/* Segment offsets (CONTRACT.md): int64 [S+1], 0 = o_0 < o_1 < ... < o_S = N. */
+static la_status load_segments(const char *path, int64_t N, int64_t **seg, int64_t *count,
+                               char *err, size_t errlen) {
+  la_npy_info I;
+  void *data = NULL;
+  la_status st = la_npy_load(path, &I, &data, err, errlen);
+  if (st != LA_OK) return st;
+  int64_t *o = data;
+  if (I.dtype != LA_I64 || I.ndim != 1 || I.shape[0] < 2) {
+    snprintf(err, errlen, "%s: segment offsets must be a 1-D int64 (<i8) array [S+1] with S >= 1", path);
+    free(data);
+    return LA_ERR_FORMAT;
+  }
+  int64_t n = I.shape[0];
+  if (o[0] != 0 || o[n - 1] != N) {
+    snprintf(err, errlen, "%s: offsets must start at 0 and end at N = %lld (got %lld ... %lld)",
+             path, (long long)N, (long long)o[0], (long long)o[n - 1]);
+    free(data);
+    return LA_ERR_FORMAT;
+  }
+  for (int64_t i = 1; i < n; i++)
+    if (o[i] <= o[i - 1]) {
+      snprintf(err, errlen, "%s: offsets must increase strictly: o[%lld] = %lld after o[%lld] = %lld",
+               path, (long long)i, (long long)o[i], (long long)(i - 1), (long long)o[i - 1]);
+      free(data);
+      return LA_ERR_FORMAT;
+    }
+  *seg = o;
+  *count = n;
+  return LA_OK;
+}
+
 static void progress(la_job *j, const char *what, int64_t done, int64_t total, double t0,
                      double *last) {
   if (!j->o->progress || la_dist_rank(j->d) != 0) return;
@@ -168,7 +200,17 @@ int la_cmd_run(la_dist d, la_cli *o) {
   void *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
   int exitc = 1;
 
+  int64_t *seg = NULL, nseg = 0;
   la_status st = job_shapes(&job, err, sizeof err);
+  if (st == LA_OK && o->projection && la_map_is_random(o->cfg.map)) {
+    /* the projection file sets m */
+    la_npy_info I;
+    st = la_npy_read_info(o->projection, &I, err, sizeof err);
+    if (st == LA_OK && (I.ndim == 2 || I.ndim == 3) && I.shape[I.ndim - 2] >= 1 &&
+        I.shape[I.ndim - 2] <= LA_FEATURES_MAX)
+      o->cfg.features = (int)I.shape[I.ndim - 2];
+  }
+  if (st == LA_OK && o->segments) st = load_segments(o->segments, job.N, &seg, &nseg, err, sizeof err);
   if (st == LA_OK) {
     st = la_config_check(&o->cfg, job.dk, err, sizeof err);
   }
@@ -200,6 +242,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
   }
   if (st == LA_OK) {
     st = la_engine_create(&o->cfg, fm, job.dt, job.dv, &eng);
+    if (st == LA_OK && seg) st = la_engine_set_segments(eng, seg, nseg);
     if (st == LA_OK) st = la_state_init(&state, job.H, la_featmap_width(fm), job.dv);
     if (st == LA_OK) st = la_state_init(&local, job.H, la_featmap_width(fm), job.dv);
     if (st == LA_OK) st = la_den_stats_init(&stats);
@@ -210,10 +253,15 @@ int la_cmd_run(la_dist d, la_cli *o) {
     int64_t shp[3] = {job.N, job.H, job.dv};
     st = la_pout_open(d, o->out, job.dt, 3, shp, o->force, &out, err, sizeof err);
   }
+  /* Windows and bidirectional segments hold the rank's shard in memory (O(N/P)); everything
+   * else streams in blocks of --block-tokens rows. */
+  const int in_memory = (o->cfg.window > 0 && o->cfg.window < job.N) ||
+                        (seg && o->cfg.mode == LA_BIDIRECTIONAL);
   int64_t nloc = 0, row0 = 0, B = o->block, nblk = 0;
   if (st == LA_OK) {
     la_split_ownership(job.N, P, rank, &nloc, &row0);
     int64_t maxloc = job.N / P + (job.N % P ? 1 : 0);
+    if (in_memory) B = maxloc > 0 ? maxloc : 1;
     nblk = (maxloc + B - 1) / B;
     if (B > nloc && nloc > 0) B = nloc;
     size_t es = la_dtype_size(job.dt), hb = (size_t)B * job.H;
@@ -221,11 +269,11 @@ int la_cmd_run(la_dist d, la_cli *o) {
     bk = malloc(es * hb * job.dk + 1);
     bv = malloc(es * hb * job.dv + 1);
     bo = malloc(es * hb * job.dv + 1);
-    if (o->cfg.mode == LA_CAUSAL && P > 1) { /* overlap buffers for block 0 */
+    if (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory) { /* overlap buffers for block 0 */
       raw = malloc(es * hb * (job.dv + 1) + 1);
       lsc = malloc(sizeof(double) * hb + 1);
     }
-    if (!bq || !bk || !bv || !bo || (o->cfg.mode == LA_CAUSAL && P > 1 && (!raw || !lsc))) {
+    if (!bq || !bk || !bv || !bo || (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory && (!raw || !lsc))) {
       snprintf(err, sizeof err, "cannot allocate block buffers of %lld tokens (lower --block-tokens)", (long long)B);
       st = LA_ERR_NOMEM;
     }
@@ -234,7 +282,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
   const int bidir = o->cfg.mode == LA_BIDIRECTIONAL;
   double tp0 = MPI_Wtime(), last = 0;
   /* Pass 1: key summaries (bidirectional, or the rank total to be exscanned). */
-  if (st == LA_OK && (bidir || P > 1)) {
+  if (st == LA_OK && (bidir || P > 1) && !in_memory) {
     for (int64_t b = 0; b < nblk && st == LA_OK; b++) {
       int64_t lo = b * B, n = lo >= nloc ? 0 : (nloc - lo < B ? nloc - lo : B);
       if (n > 0) st = job_read(&job, 1, row0 + lo, n, bk, err, sizeof err);
@@ -254,10 +302,16 @@ int la_cmd_run(la_dist d, la_cli *o) {
   for (int64_t b = 0; b < nblk && st == LA_OK; b++) {
     int64_t lo = b * B, n = lo >= nloc ? 0 : (nloc - lo < B ? nloc - lo : B);
     if (n > 0) st = job_read(&job, 0, row0 + lo, n, bq, err, sizeof err);
-    if (!bidir && n > 0 && st == LA_OK) st = job_read(&job, 1, row0 + lo, n, bk, err, sizeof err);
-    if (!bidir && n > 0 && st == LA_OK) st = job_read(&job, 2, row0 + lo, n, bv, err, sizeof err);
+    if ((!bidir || in_memory) && n > 0 && st == LA_OK) st = job_read(&job, 1, row0 + lo, n, bk, err, sizeof err);
+    if ((!bidir || in_memory) && n > 0 && st == LA_OK) st = job_read(&job, 2, row0 + lo, n, bv, err, sizeof err);
     double t0 = MPI_Wtime();
-    if (req) {
+    if (in_memory) {
+      /* one block per rank: la_dist_forward combines the masks across ranks (and merges the
+       * denominator statistics over ranks itself) */
+      st = la_dist_agree(d, st, err, sizeof err);
+      if (st == LA_OK) st = la_dist_forward(d, eng, n, row0 + lo, bq, bk, bv, bo, &stats);
+      if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "forward: %s", la_status_string(st));
+    } else if (req) {
       /* Causal block 0 on many ranks: local outputs from a zero state while the rank prefix
        * travels (MPI_Iexscan), then the correction phi(q)^T P and state = P (+) local. */
       la_status ls = st;
@@ -281,7 +335,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
     st = la_dist_agree(d, st, err, sizeof err);
     progress(&job, bidir || P > 1 ? "pass 2/2 (outputs)" : "outputs", (b + 1) * B > nloc ? nloc : (b + 1) * B, nloc, tp0, &last);
   }
-  if (st == LA_OK) st = la_dist_reduce_stats(d, &stats);
+  if (st == LA_OK && !in_memory) st = la_dist_reduce_stats(d, &stats);
   if (st == LA_OK && o->cfg.normalize && stats.violations > 0) {
     snprintf(err, sizeof err,
              "denominator policy '%s': %lld of %lld rows have a denominator %s; first at "
@@ -330,7 +384,8 @@ int la_cmd_run(la_dist d, la_cli *o) {
       rep.scale = o->cfg.scale > 0 ? o->cfg.scale : 1.0 / sqrt((double)job.dk);
       rep.ranks = P;
       rep.threads = la_engine_threads(eng);
-      rep.segments = 1;
+      rep.segments = seg ? nseg - 1 : 1;
+      rep.window = o->cfg.window;
       rep.t_total = t_total;
       rep.t_read = ttm[0];
       rep.t_compute = ttm[1];
@@ -360,6 +415,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
   } else {
     exitc = 0;
   }
+  free(seg);
   free(bq);
   free(bk);
   free(bv);

@@ -41,6 +41,7 @@ typedef struct {
   int allow_signed;         /* --allow-signed */
   int chunk;                /* --chunk C; 0 = tuned default */
   int threads;              /* --threads; 0 = OpenMP default */
+  int64_t window;           /* --window W (causal): keys i-W < j <= i; 0 = none */
 } la_config;
 
 /* Bounds of the tunables. */
@@ -138,6 +139,8 @@ int la_engine_threads(const la_engine eng);
 void la_engine_shape(const la_engine eng, int *heads, int *r, int *dv);
 la_mode la_engine_mode(const la_engine eng);
 la_dtype la_engine_dtype(const la_engine eng);
+int64_t la_engine_window(const la_engine eng);
+int la_engine_input_dim(const la_engine eng);
 
 /* Keys pass: state <- state (+) summary(keys of this block), for every head. Inputs are
  * [n, H, dk] and [n, H, dv] in the engine's dtype; token0 is the block's first global token.
@@ -149,6 +152,13 @@ la_status la_engine_accumulate(la_engine eng, int64_t token0, int64_t n, const v
  * pointer (the caller owns them until the engine is destroyed). NULL: one segment. The state
  * resets exactly at every o_s; scan elements carry f = 1 when their range holds a start. */
 la_status la_engine_set_segments(la_engine eng, const int64_t *offsets, int64_t count);
+/* General pairwise masks (§3) are refused: an arbitrary mask breaks the single shared summary
+ * phi(q)^T S. Always returns LA_ERR_UNSUPPORTED and writes why to err. Use
+ * la_engine_set_segments or la_config.window. */
+la_status la_engine_set_mask(la_engine eng, const void *mask, char *err, size_t errlen);
+/* First segment start >= t (INT64_MAX if none; without segments only t <= 0 gives 0). */
+int64_t la_engine_segment_at_or_after(const la_engine eng, int64_t t);
+int la_engine_has_segments(const la_engine eng);
 
 /* Apply pass on a block of n tokens whose first global token is token0.
  * causal: outputs with the incoming prefix `state` (updated to include this block).
@@ -169,6 +179,33 @@ la_status la_engine_apply_local(la_engine eng, int64_t token0, int64_t n, const 
 la_status la_engine_correct(la_engine eng, int64_t token0, int64_t n, const void *q,
                             const la_state *prefix, const void *raw, const double *lsc,
                             void *out, la_den_stats *stats);
+
+/* Bidirectional with segments (§3, §4), on a rank's whole range [token0, token0+n):
+ * every segment piece gets its own summary; the piece at the start adds `left` (the tail of
+ * the keys before token0, ignored when token0 starts a segment) and the piece at the end adds
+ * `right` (the keys after token0+n up to the segment's end, ignored when token0+n starts a
+ * segment or is N). */
+la_status la_engine_apply_segmented(la_engine eng, int64_t token0, int64_t n, const void *q,
+                                    const void *k, const void *v, const la_state *left,
+                                    const la_state *right, void *out, la_den_stats *stats);
+
+/* Causal sliding window (§3), on a rank's whole range [token0, token0+n), without
+ * subtraction: per chunk, exact masked products for the chunk and for the far edge of the
+ * window (at most 2C-2 keys), plus a two-stacks queue of chunk summaries for the rest.
+ * The keys before token0 that the window needs come as
+ *   halo_k, halo_v: raw rows [la_window_halo(...).lo, .hi) and
+ *   mid: the summary of keys [hi, token0) (identity when hi == token0).
+ * Memory: O(min(W, N)/C * r * dv) per head for the queue. */
+la_status la_engine_apply_window(la_engine eng, int64_t token0, int64_t n, const void *q,
+                                 const void *k, const void *v, int64_t halo_lo,
+                                 int64_t halo_hi, const void *halo_k, const void *halo_v,
+                                 const la_state *mid, void *out, la_den_stats *stats);
+
+/* The halo a rank with range [token0, token0+n) needs for window W and chunk C (§3): raw key
+ * rows [*lo, *hi) and the summary of [*hi, token0). Depends only on its arguments (every
+ * rank can compute any other rank's halo). With segments the raw rows start no earlier than
+ * the segment of token0; a rank starting a segment needs nothing (*lo = *hi = token0). */
+void la_window_halo(const la_engine eng, int64_t token0, int64_t n, int64_t *lo, int64_t *hi);
 
 /* One-shot forward on a whole in-memory sequence (both modes). */
 la_status la_forward(la_engine eng, int64_t n, const void *q, const void *k, const void *v,

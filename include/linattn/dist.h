@@ -35,6 +35,9 @@ la_status la_dist_agree(la_dist d, la_status st, char *msg, size_t msglen);
  * bidirectional: state <- allreduce of the summaries (log-scale aware). */
 la_status la_dist_exscan(la_dist d, la_state *state);
 la_status la_dist_allreduce(la_dist d, la_state *state);
+/* Collective: state <- the combination of the elements of all later ranks, nearest last
+ * (a scan over the reversed communicator); the last rank gets the identity. */
+la_status la_dist_exscan_reverse(la_dist d, la_state *state);
 
 /* Nonblocking exclusive scan of the rank totals (MPI_Iexscan), to overlap with local work.
  * begin is Collective (every rank must call it); end waits and writes the prefix

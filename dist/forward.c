@@ -1,0 +1,206 @@
+/* The distributed forward on in-memory shards (DESIGN.md §4): each rank passes its own rows
+ * (la_split_ownership) and every mask of §3 is combined across ranks here:
+ * - causal: rank totals -> MPI_Iexscan, overlapped with the local outputs from a zero state,
+ *   then the correction phi(q)^T P; segments ride in the scan element's flag;
+ * - bidirectional: one allreduce of the summaries; with segments, prefix (exscan) + local +
+ *   suffix (exscan over the reversed communicator) for the pieces that span ranks;
+ * - causal sliding window: the halo of raw keys and one middle summary come from the
+ *   preceding ranks by point-to-point messages (never a gather). */
+#include <stdlib.h>
+#include <string.h>
+#include "dist_internal.h"
+
+static la_status forward_causal(la_dist d, la_engine eng, int64_t n, int64_t row0,
+                                const void *q, const void *k, const void *v, void *out,
+                                la_den_stats *stats) {
+  int H, r, dv;
+  la_engine_shape(eng, &H, &r, &dv);
+  la_state st = {0}, local = {0};
+  la_status s = la_state_init(&st, H, r, dv);
+  if (s != LA_OK) return s;
+  if (d->size == 1) {
+    s = la_engine_apply(eng, row0, n, q, k, v, &st, out, stats);
+    la_state_free(&st);
+    return s;
+  }
+  size_t es = la_engine_dtype(eng) == LA_F32 ? 4 : 8, rows = (size_t)(n > 0 ? n : 1) * H;
+  void *raw = malloc(es * rows * (dv + 1));
+  double *lsc = malloc(sizeof(double) * rows);
+  s = (raw && lsc) ? la_state_init(&local, H, r, dv) : LA_ERR_NOMEM;
+  if (s == LA_OK) s = la_engine_accumulate(eng, row0, n, k, v, &st);
+  s = la_dist_agree(d, s, NULL, 0);
+  la_dist_req req = NULL;
+  if (s == LA_OK) s = la_dist_iexscan_begin(d, &st, &req);
+  if (s == LA_OK) {
+    la_status ls = la_engine_apply_local(eng, row0, n, q, k, v, &local, raw, lsc);
+    s = la_dist_iexscan_end(d, &req, &st);
+    if (s == LA_OK) s = ls;
+  }
+  if (s == LA_OK) s = la_engine_correct(eng, row0, n, q, &st, raw, lsc, out, stats);
+  la_state_free(&st);
+  la_state_free(&local);
+  free(raw);
+  free(lsc);
+  return s;
+}
+
+static la_status forward_bidir(la_dist d, la_engine eng, int64_t n, int64_t row0,
+                               const void *q, const void *k, const void *v, void *out,
+                               la_den_stats *stats) {
+  int H, r, dv;
+  la_engine_shape(eng, &H, &r, &dv);
+  la_state st = {0}, head = {0};
+  la_status s = la_state_init(&st, H, r, dv);
+  if (s != LA_OK) return s;
+  if (!la_engine_has_segments(eng)) {
+    s = la_engine_accumulate(eng, row0, n, k, v, &st);
+    s = la_dist_agree(d, s, NULL, 0);
+    if (s == LA_OK && d->size > 1) s = la_dist_allreduce(d, &st);
+    if (s == LA_OK) s = la_engine_apply(eng, row0, n, q, k, v, &st, out, stats);
+    la_state_free(&st);
+    return s;
+  }
+  /* tail (keys after the last start) goes right; head (keys before the first start) left */
+  s = la_state_init(&head, H, r, dv);
+  if (s == LA_OK) s = la_engine_accumulate(eng, row0, n, k, v, &st);
+  if (s == LA_OK) {
+    int64_t t = la_engine_segment_at_or_after(eng, row0);
+    int64_t hn = t - row0 < n ? t - row0 : n;
+    if (hn > 0) s = la_engine_accumulate(eng, row0, hn, k, v, &head);
+    if (t < row0 + n)
+      for (int h = 0; h < H; h++) head.f[h] = 1; /* blocks the suffix from further right */
+  }
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK) s = la_dist_exscan(d, &st);
+  if (s == LA_OK) s = la_dist_exscan_reverse(d, &head);
+  if (s == LA_OK) s = la_engine_apply_segmented(eng, row0, n, q, k, v, &st, &head, out, stats);
+  la_state_free(&st);
+  la_state_free(&head);
+  return s;
+}
+
+/* Halo of the sliding window (§3): what rank p needs from rank q's rows [q0, q1). */
+static void halo_parts(la_engine eng, int64_t N, int P, int p, int64_t q0, int64_t q1,
+                       int64_t *ra, int64_t *rb, int64_t *ma, int64_t *mb) {
+  int64_t np, p0, lo, hi;
+  la_split_ownership(N, P, p, &np, &p0);
+  la_window_halo(eng, p0, np, &lo, &hi);
+  *ra = lo > q0 ? lo : q0;
+  *rb = hi < q1 ? hi : q1;
+  *ma = hi > q0 ? hi : q0;
+  *mb = p0 < q1 ? p0 : q1;
+}
+
+static la_status forward_window(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,
+                                const void *q, const void *k, const void *v, void *out,
+                                la_den_stats *stats) {
+  int H, r, dv, dk = 0;
+  la_engine_shape(eng, &H, &r, &dv);
+  la_status s = LA_OK;
+  const size_t es = la_engine_dtype(eng) == LA_F32 ? 4 : 8;
+  dk = la_engine_input_dim(eng);
+  const size_t rowk = es * H * dk, rowv = es * H * dv;
+  const size_t per = (size_t)r * (dv + 1) + 2;
+  int64_t lo, hi;
+  la_window_halo(eng, row0, n, &lo, &hi);
+  char *hk = malloc(rowk * (size_t)(hi - lo) + 1), *hv = malloc(rowv * (size_t)(hi - lo) + 1);
+  double *midbuf = malloc(sizeof(double) * per * H * d->size);
+  double *sendmid = malloc(sizeof(double) * per * H * d->size);
+  MPI_Request *reqs = malloc(sizeof(MPI_Request) * 6 * d->size);
+  la_state mid = {0}, part = {0};
+  if (!hk || !hv || !midbuf || !sendmid || !reqs) s = LA_ERR_NOMEM;
+  if (s == LA_OK) s = la_state_init(&mid, H, r, dv);
+  if (s == LA_OK) s = la_state_init(&part, H, r, dv);
+  s = la_dist_agree(d, s, NULL, 0);
+  int nreq = 0;
+  char *have = calloc((size_t)d->size, 1);
+  if (s == LA_OK && !have) s = LA_ERR_NOMEM;
+  if (s == LA_OK) {
+    MPI_Datatype tk, tv;
+    MPI_Type_contiguous((int)rowk, MPI_BYTE, &tk);
+    MPI_Type_contiguous((int)rowv, MPI_BYTE, &tv);
+    MPI_Type_commit(&tk);
+    MPI_Type_commit(&tv);
+    double t0 = MPI_Wtime();
+    /* receives: raw rows and a middle part from every earlier rank that holds some */
+    for (int src = 0; src < d->rank; src++) {
+      int64_t qn, q0, ra, rb, ma, mb;
+      la_split_ownership(N, d->size, src, &qn, &q0);
+      halo_parts(eng, N, d->size, d->rank, q0, q0 + qn, &ra, &rb, &ma, &mb);
+      if (rb > ra) {
+        MPI_Irecv(hk + rowk * (size_t)(ra - lo), (int)(rb - ra), tk, src, 101, d->comm, &reqs[nreq++]);
+        MPI_Irecv(hv + rowv * (size_t)(ra - lo), (int)(rb - ra), tv, src, 102, d->comm, &reqs[nreq++]);
+      }
+      if (mb > ma) {
+        MPI_Irecv(midbuf + per * H * src, (int)(per * H), MPI_DOUBLE, src, 103, d->comm, &reqs[nreq++]);
+        have[src] = 1;
+      }
+    }
+    /* sends to every later rank whose halo reaches our rows */
+    for (int dst = d->rank + 1; dst < d->size && s == LA_OK; dst++) {
+      int64_t ra, rb, ma, mb;
+      halo_parts(eng, N, d->size, dst, row0, row0 + n, &ra, &rb, &ma, &mb);
+      if (rb > ra) {
+        MPI_Isend((const char *)k + rowk * (size_t)(ra - row0), (int)(rb - ra), tk, dst, 101, d->comm, &reqs[nreq++]);
+        MPI_Isend((const char *)v + rowv * (size_t)(ra - row0), (int)(rb - ra), tv, dst, 102, d->comm, &reqs[nreq++]);
+        d->bytes += (int64_t)((rb - ra) * (rowk + rowv));
+      }
+      if (mb > ma) {
+        la_state_reset(&part);
+        s = la_engine_accumulate(eng, ma, mb - ma, (const char *)k + rowk * (size_t)(ma - row0),
+                                 (const char *)v + rowv * (size_t)(ma - row0), &part);
+        double *b = sendmid + per * H * dst;
+        size_t rsz = per - 2;
+        for (int h = 0; h < H; h++) {
+          memcpy(b + h * per, part.sz + h * rsz, sizeof(double) * rsz);
+          b[h * per + rsz] = part.m[h];
+          b[h * per + rsz + 1] = part.f[h];
+        }
+        MPI_Isend(b, (int)(per * H), MPI_DOUBLE, dst, 103, d->comm, &reqs[nreq++]);
+        d->bytes += (int64_t)(sizeof(double) * per * H);
+      }
+    }
+    if (MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE) != MPI_SUCCESS) s = LA_ERR_MPI;
+    d->comm_seconds += MPI_Wtime() - t0;
+    MPI_Type_free(&tk);
+    MPI_Type_free(&tv);
+    /* middle summary: the parts in rank order */
+    for (int src = 0; src < d->rank && s == LA_OK; src++) {
+      if (!have[src]) continue;
+      const double *b = midbuf + per * H * src;
+      size_t rsz = per - 2;
+      for (int h = 0; h < H; h++) {
+        int f = b[h * per + rsz + 1] != 0;
+        la_state_combine_head(mid.sz + h * rsz, mid.m + h, mid.f + h, b + h * per, b + h * per + rsz, &f, rsz);
+      }
+    }
+  }
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK) s = la_engine_apply_window(eng, row0, n, q, k, v, lo, hi, hk, hv, &mid, out, stats);
+  free(have);
+  free(hk);
+  free(hv);
+  free(midbuf);
+  free(sendmid);
+  free(reqs);
+  la_state_free(&mid);
+  la_state_free(&part);
+  return s;
+}
+
+la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
+                          const void *q, const void *k, const void *v, void *out,
+                          la_den_stats *stats) {
+  int64_t N = 0;
+  if (MPI_Allreduce(&n_local, &N, 1, MPI_INT64_T, MPI_SUM, d->comm) != MPI_SUCCESS) return LA_ERR_MPI;
+  la_status s;
+  if (la_engine_mode(eng) == LA_BIDIRECTIONAL)
+    s = forward_bidir(d, eng, n_local, row0, q, k, v, out, stats);
+  else if (la_engine_window(eng) > 0 && la_engine_window(eng) < N)
+    s = forward_window(d, eng, N, n_local, row0, q, k, v, out, stats);
+  else /* a window of N or more is the plain causal operator */
+    s = forward_causal(d, eng, n_local, row0, q, k, v, out, stats);
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
+  return s;
+}

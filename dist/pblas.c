@@ -1,0 +1,193 @@
+/* Dense quadratic baseline with PBLAS on a BLACS grid (DESIGN.md §4, "ScaLAPACK has two
+ * roles"): the n x n score matrix is formed, block-cyclically distributed, one row panel at a
+ * time. It exists to be timed against the linear engine, so it is float64 and unblocked in N.
+ * Debian's libscalapack-openmpi ships no C header: the prototypes are declared here. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bench.h"
+
+extern void Cblacs_pinfo(int *mypnum, int *nprocs);
+extern int Csys2blacs_handle(MPI_Comm comm);
+extern void Cfree_blacs_system_handle(int handle);
+extern void Cblacs_gridinit(int *ctxt, const char *order, int nprow, int npcol);
+extern void Cblacs_gridinfo(int ctxt, int *nprow, int *npcol, int *myrow, int *mycol);
+extern void Cblacs_gridexit(int ctxt);
+extern void Cdgamx2d(int ctxt, const char *scope, const char *top, int m, int n, double *a,
+                     int lda, int *ra, int *ca, int ldia, int rdest, int cdest);
+extern void Cdgsum2d(int ctxt, const char *scope, const char *top, int m, int n, double *a,
+                     int lda, int rdest, int cdest);
+extern int numroc_(const int *n, const int *nb, const int *iproc, const int *isrc,
+                   const int *nprocs);
+extern void descinit_(int *desc, const int *m, const int *n, const int *mb, const int *nb,
+                      const int *irsrc, const int *icsrc, const int *ctxt, const int *lld,
+                      int *info);
+extern void pdgemm_(const char *ta, const char *tb, const int *m, const int *n, const int *k,
+                    const double *alpha, const double *a, const int *ia, const int *ja,
+                    const int *desca, const double *b, const int *ib, const int *jb,
+                    const int *descb, const double *beta, double *c, const int *ic,
+                    const int *jc, const int *descc);
+extern void openblas_set_num_threads(int) __attribute__((weak));
+
+#define LA_PBLAS_PANEL_ENTRIES ((int64_t)1 << 26) /* 512 MiB of scores per panel, all ranks */
+#define LA_PBLAS_TILE 256                          /* rows per thread tile of the local loops */
+
+/* Global index of local index l in a block-cyclic dimension (source process 0). */
+static int64_t g_index(int64_t l, int nb, int p, int np) {
+  return (l / nb) * (int64_t)nb * np + (int64_t)p * nb + l % nb;
+}
+
+typedef struct {
+  int m, n, ml, nl, desc[9];
+  double *a;
+} dmat;
+
+static int dmat_init(dmat *x, int m, int n, int nb, int ctxt, int myr, int myc, int pr, int pc) {
+  const int zero = 0;
+  x->m = m;
+  x->n = n;
+  x->ml = numroc_(&m, &nb, &myr, &zero, &pr);
+  x->nl = numroc_(&n, &nb, &myc, &zero, &pc);
+  int lld = x->ml > 1 ? x->ml : 1, info = 0;
+  descinit_(x->desc, &m, &n, &nb, &nb, &zero, &zero, &ctxt, &lld, &info);
+  x->a = malloc(sizeof(double) * ((size_t)lld * (x->nl > 0 ? x->nl : 1)));
+  return info == 0 && x->a != NULL;
+}
+
+/* Local part of the global [N, d] tensor t, one row block at a time through io->fill. */
+static void dmat_fill(dmat *x, int t, int nb, int myr, int myc, int pr, int pc,
+                      const la_pblas_io *io, double *rows) {
+  const int lld = x->ml > 1 ? x->ml : 1;
+  for (int l0 = 0; l0 < x->ml; l0 += nb) {
+    int64_t g0 = g_index(l0, nb, myr, pr);
+    int cnt = x->ml - l0 < nb ? x->ml - l0 : nb;
+    io->fill(io->ctx, t, g0, cnt, rows);
+    for (int lc = 0; lc < x->nl; lc++) {
+      int64_t gc = g_index(lc, nb, myc, pc);
+      for (int i = 0; i < cnt; i++) x->a[(size_t)lc * lld + l0 + i] = rows[(size_t)i * x->n + gc];
+    }
+  }
+}
+
+la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double scale,
+                             la_mode mode, int nb, int64_t panel_rows, int threads,
+                             const la_pblas_io *io, double *seconds, char *err, size_t errlen) {
+  *seconds = 0;
+  if (n64 < 1 || n64 > INT_MAX / 2 || dk < 1 || dv < 1 || nb < 1 || !(scale > 0)) {
+    snprintf(err, errlen, "pblas baseline: n = %lld must be in [1, 2^30]", (long long)n64);
+    return LA_ERR_ARG;
+  }
+  const int N = (int)n64, causal = mode == LA_CAUSAL, one = 1;
+  const double done = 1.0, dzero = 0.0;
+  int P, me, np;
+  MPI_Comm_size(comm, &P);
+  int pc = 1;
+  for (int c = 1; (int64_t)c * c <= P; c++)
+    if (P % c == 0) pc = c;
+  const int pr = P / pc;
+  Cblacs_pinfo(&me, &np);
+  int sys = Csys2blacs_handle(comm), ctxt = sys, myr, myc, npr, npc;
+  Cblacs_gridinit(&ctxt, "Row", pr, pc);
+  Cblacs_gridinfo(ctxt, &npr, &npc, &myr, &myc);
+  /* Panel rows: a multiple of nb*pr, so panel row i and Q/O row ia+i share a process row. */
+  const int64_t unit = (int64_t)nb * pr;
+  int64_t R = (N + unit - 1) / unit * unit, cap = LA_PBLAS_PANEL_ENTRIES / N / unit * unit;
+  if (panel_rows > 0) cap = (panel_rows + unit - 1) / unit * unit;
+  if (cap < unit) cap = unit;
+  if (R > cap) R = cap;
+  dmat Q = {0}, K = {0}, V = {0}, O = {0}, S = {0};
+  int ok = dmat_init(&Q, N, dk, nb, ctxt, myr, myc, pr, pc) &&
+           dmat_init(&K, N, dk, nb, ctxt, myr, myc, pr, pc) &&
+           dmat_init(&V, N, dv, nb, ctxt, myr, myc, pr, pc) &&
+           dmat_init(&O, N, dv, nb, ctxt, myr, myc, pr, pc) &&
+           dmat_init(&S, (int)R, N, nb, ctxt, myr, myc, pr, pc);
+  double *rows = malloc(sizeof(double) * (size_t)nb * (dk > dv ? dk : dv));
+  double *rmax = malloc(sizeof(double) * (S.ml > 0 ? S.ml : 1));
+  double *rsum = malloc(sizeof(double) * (S.ml > 0 ? S.ml : 1));
+  int64_t *gcol = malloc(sizeof(int64_t) * (S.nl > 0 ? S.nl : 1));
+  int64_t *prow = malloc(sizeof(int64_t) * (S.ml > 0 ? S.ml : 1));
+  ok = ok && rows && rmax && rsum && gcol && prow;
+  int all_ok = 0;
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+  la_status st = LA_OK;
+  if (!all_ok) {
+    snprintf(err, errlen, "pblas baseline: cannot allocate the %lld x %lld score panel (lower "
+             "--baseline-max-n)", (long long)R, (long long)N);
+    st = LA_ERR_NOMEM;
+    goto done;
+  }
+  dmat_fill(&Q, 0, nb, myr, myc, pr, pc, io, rows);
+  dmat_fill(&K, 1, nb, myr, myc, pr, pc, io, rows);
+  dmat_fill(&V, 2, nb, myr, myc, pr, pc, io, rows);
+  for (int lj = 0; lj < S.nl; lj++) gcol[lj] = g_index(lj, nb, myc, pc);
+  for (int li = 0; li < S.ml; li++) prow[li] = g_index(li, nb, myr, pr);
+  /* Touch the panel before the clock starts: a dense code reuses its score buffer. */
+  memset(S.a, 0, sizeof(double) * (size_t)(S.ml > 1 ? S.ml : 1) * (S.nl > 0 ? S.nl : 1));
+  if (openblas_set_num_threads) openblas_set_num_threads(threads > 0 ? threads : 1);
+  const int sl = S.ml > 1 ? S.ml : 1, ol = O.ml > 1 ? O.ml : 1;
+  MPI_Barrier(comm);
+  double t0 = MPI_Wtime();
+  for (int64_t ia = 0; ia < N; ia += R) {
+    const int m = (int)(N - ia < R ? N - ia : R), ia1 = (int)ia + 1;
+    pdgemm_("N", "T", &m, &N, &dk, &scale, Q.a, &ia1, &one, Q.desc, K.a, &one, &one, K.desc,
+            &dzero, S.a, &one, &one, S.desc);
+    /* Mask (causal: key j > query i) and the local row max, then (after the max over the
+     * process row) P = exp(S - max) and the local row sums. S is column-major: threads take
+     * tiles of rows and sweep the columns, so the inner loop is contiguous. */
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : 1)
+    for (int t0 = 0; t0 < S.ml; t0 += LA_PBLAS_TILE) {
+      const int t1 = S.ml - t0 < LA_PBLAS_TILE ? S.ml : t0 + LA_PBLAS_TILE;
+      for (int li = t0; li < t1; li++) rmax[li] = -INFINITY;
+      for (int lj = 0; lj < S.nl; lj++) {
+        double *s = S.a + (size_t)lj * sl;
+        for (int li = t0; li < t1; li++) {
+          if (causal && gcol[lj] > ia + prow[li]) s[li] = -INFINITY;
+          rmax[li] = s[li] > rmax[li] ? s[li] : rmax[li];
+        }
+      }
+      for (int li = t0; li < t1; li++) /* rows past this panel: any finite value */
+        if (prow[li] >= m) rmax[li] = 0.0;
+    }
+    if (S.ml > 0) Cdgamx2d(ctxt, "Row", " ", S.ml, 1, rmax, S.ml, NULL, NULL, -1, -1, -1);
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : 1)
+    for (int t0 = 0; t0 < S.ml; t0 += LA_PBLAS_TILE) {
+      const int t1 = S.ml - t0 < LA_PBLAS_TILE ? S.ml : t0 + LA_PBLAS_TILE;
+      for (int li = t0; li < t1; li++) rsum[li] = 0.0;
+      for (int lj = 0; lj < S.nl; lj++) {
+        double *s = S.a + (size_t)lj * sl;
+        for (int li = t0; li < t1; li++) {
+          s[li] = exp(s[li] - rmax[li]); /* exp(-inf) = 0 for masked entries */
+          rsum[li] += s[li];
+        }
+      }
+    }
+    if (S.ml > 0) Cdgsum2d(ctxt, "Row", " ", S.ml, 1, rsum, S.ml, -1, -1);
+    pdgemm_("N", "N", &m, &dv, &N, &done, S.a, &one, &one, S.desc, V.a, &one, &one, V.desc,
+            &dzero, O.a, &ia1, &one, O.desc);
+    /* O rows of this panel /= row sums; panel-local row = O-local row - offset (aligned). */
+    const int64_t off = ia / unit * nb;
+    for (int lo = 0; lo < O.ml; lo++) {
+      int64_t gi = g_index(lo, nb, myr, pr);
+      if (gi < ia || gi >= ia + m) continue;
+      const double inv = 1.0 / rsum[lo - off];
+      for (int lc = 0; lc < O.nl; lc++) O.a[(size_t)lc * ol + lo] *= inv;
+    }
+  }
+  double t = MPI_Wtime() - t0;
+  MPI_Allreduce(&t, seconds, 1, MPI_DOUBLE, MPI_MAX, comm);
+  if (openblas_set_num_threads) openblas_set_num_threads(1);
+  if (io->emit)
+    for (int l0 = 0; l0 < O.ml; l0 += nb)
+      for (int c0 = 0; c0 < O.nl; c0 += nb)
+        io->emit(io->ctx, g_index(l0, nb, myr, pr), O.ml - l0 < nb ? O.ml - l0 : nb,
+                 g_index(c0, nb, myc, pc), O.nl - c0 < nb ? O.nl - c0 : nb,
+                 O.a + (size_t)c0 * ol + l0, ol);
+done:
+  free(Q.a); free(K.a); free(V.a); free(O.a); free(S.a);
+  free(rows); free(rmax); free(rsum); free(gcol); free(prow);
+  Cblacs_gridexit(ctxt);
+  Cfree_blacs_system_handle(sys);
+  return st;
+}
