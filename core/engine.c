@@ -288,7 +288,7 @@ la_status la_engine_set_mask(la_engine e, const void *mask, char *err, size_t er
 #define LA_EXPR exp
 #include "engine_impl.h"
 
-static int thread_id(void) {
+int la_thread_id(void) {
 #ifdef _OPENMP
   return omp_get_thread_num();
 #else
@@ -296,7 +296,7 @@ static int thread_id(void) {
 #endif
 }
 
-static void merge_stats(la_engine e, la_den_stats *stats) {
+void la_engine_merge_stats(la_engine e, la_den_stats *stats) {
   for (int t = 0; t < e->T; t++) {
     if (stats) la_den_stats_merge(stats, &e->work[t].stats);
     la_den_stats_free(&e->work[t].stats);
@@ -332,7 +332,7 @@ la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const voi
     int h = it / B, b = it % B;
     int64_t lo, hi;
     superblock(n, e->C, B, b, &lo, &hi);
-    accum_range(e, &e->work[thread_id()], h, token0, lo, hi, k, v, e->part.sz + (size_t)it * rsz,
+    accum_range(e, &e->work[la_thread_id()], h, token0, lo, hi, k, v, e->part.sz + (size_t)it * rsz,
                 e->part.m + it, e->part.f + it);
   }
   for (int h = 0; h < H; h++)
@@ -361,13 +361,13 @@ la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q,
       int h = it / B, b = it % B;
       int64_t lo, hi;
       superblock(n, e->C, B, b, &lo, &hi);
-      la_work *w = &e->work[thread_id()];
+      la_work *w = &e->work[la_thread_id()];
       if (e->dt == LA_F32)
         apply_bidir_f32(e, w, h, token0, lo, hi, q, state->sz + h * rsz, state->m[h], out);
       else
         apply_bidir_f64(e, w, h, token0, lo, hi, q, state->sz + h * rsz, state->m[h], out);
     }
-    merge_stats(e, stats);
+    la_engine_merge_stats(e, stats);
     return LA_OK;
   }
   return causal_apply(e, token0, n, q, k, v, state, out, stats, NULL, NULL);
@@ -396,13 +396,13 @@ la_status la_engine_correct(la_engine e, int64_t token0, int64_t n, const void *
     int h = it / B, b = it % B;
     int64_t lo, hi;
     superblock(n, e->C, B, b, &lo, &hi);
-    la_work *w = &e->work[thread_id()];
+    la_work *w = &e->work[la_thread_id()];
     if (e->dt == LA_F32)
       correct_rows_f32(e, w, h, token0, lo, hi, q, prefix->sz + h * rsz, prefix->m[h], raw, lsc, out);
     else
       correct_rows_f64(e, w, h, token0, lo, hi, q, prefix->sz + h * rsz, prefix->m[h], raw, lsc, out);
   }
-  merge_stats(e, stats);
+  la_engine_merge_stats(e, stats);
   return LA_OK;
 }
 
@@ -421,7 +421,7 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
       if (b == B - 1) continue; /* the last superblock's total is not needed */
       int64_t lo, hi;
       superblock(n, e->C, B, b, &lo, &hi);
-      accum_range(e, &e->work[thread_id()], h, token0, lo, hi, k, v,
+      accum_range(e, &e->work[la_thread_id()], h, token0, lo, hi, k, v,
                   e->part.sz + (size_t)it * rsz, e->part.m + it, e->part.f + it);
     }
   }
@@ -446,7 +446,7 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
     int h = it / B, b = it % B;
     int64_t lo, hi;
     superblock(n, e->C, B, b, &lo, &hi);
-    la_work *w = &e->work[thread_id()];
+    la_work *w = &e->work[la_thread_id()];
     if (e->dt == LA_F32)
       apply_causal_f32(e, w, h, token0, lo, hi, q, k, v, e->part.sz + (size_t)it * rsz,
                        e->part.m + it, e->part.f + it, out, raw, lsc);
@@ -461,7 +461,7 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
     state->m[h] = e->part.m[idx];
     state->f[h] = e->part.f[idx];
   }
-  merge_stats(e, stats);
+  la_engine_merge_stats(e, stats);
   return LA_OK;
 }
 
@@ -476,7 +476,7 @@ la_status la_engine_apply_segmented(la_engine e, int64_t token0, int64_t n, cons
   const size_t rsz = (size_t)e->r * (e->dv + 1);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++) {
-    la_work *w = &e->work[thread_id()];
+    la_work *w = &e->work[la_thread_id()];
     if (e->dt == LA_F32)
       apply_segmented_f32(e, w, h, token0, n, q, k, v, left->sz + h * rsz, left->m[h],
                           right->sz + h * rsz, right->m[h], out);
@@ -484,7 +484,7 @@ la_status la_engine_apply_segmented(la_engine e, int64_t token0, int64_t n, cons
       apply_segmented_f64(e, w, h, token0, n, q, k, v, left->sz + h * rsz, left->m[h],
                           right->sz + h * rsz, right->m[h], out);
   }
-  merge_stats(e, stats);
+  la_engine_merge_stats(e, stats);
   return LA_OK;
 }
 
@@ -518,7 +518,7 @@ la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const v
   la_status st = LA_OK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++) {
-    la_work *w = &e->work[thread_id()];
+    la_work *w = &e->work[la_thread_id()];
     /* the queue: allocated once per head and call, O(min(W, N)/C) summaries */
     int64_t *ab = malloc(sizeof(int64_t) * 2 * cap);
     double *store = malloc(sizeof(double) * (2 * rsz + 2) * cap + sizeof(double) * rsz);
@@ -545,7 +545,7 @@ la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const v
     free(ab);
     free(store);
   }
-  merge_stats(e, stats);
+  la_engine_merge_stats(e, stats);
   return st;
 }
 

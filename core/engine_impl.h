@@ -468,6 +468,8 @@ static void LA_FN(apply_window)(la_engine e, la_work *w, int h, int64_t token0, 
   }
 }
 
+#include "backward_impl.h"
+
 #undef LA_FN
 #undef LA_CAT
 #undef LA_CAT2

@@ -36,5 +36,20 @@ struct la_engine_s {
   const int64_t *seg_off; /* segment offsets o_0 = 0 < ... < o_S = N (caller's), or NULL */
   int64_t seg_count;      /* S + 1 */
 };
+/* Shared by engine.c and backward.c. */
+int la_thread_id(void);
+void la_engine_merge_stats(la_engine e, la_den_stats *stats);
+void bwd_replay_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const float *q,
+                    const float *k, const float *v, const float *g, double *sz, double *m,
+                    int *f, float *dq, double *side, double *rsz, double *rm, int64_t cut);
+void bwd_replay_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const double *q,
+                    const double *k, const double *v, const double *g, double *sz, double *m,
+                    int *f, double *dq, double *side, double *rsz, double *rm, int64_t cut);
+void bwd_reverse_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const float *q,
+                     const float *k, const float *v, const float *g, const double *side,
+                     double *dsz, double *mu, float *dk, float *dv);
+void bwd_reverse_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const double *q,
+                     const double *k, const double *v, const double *g, const double *side,
+                     double *dsz, double *mu, double *dk, double *dv);
 
 #endif

@@ -81,6 +81,72 @@ void LA_CAT(la_featmap_eval, LA_SFX)(const la_featmap fm, int h, int64_t n,
   }
 }
 
+/* Chain rule through phi (DESIGN.md §4 "Gradients"): dx = J_phi(x)^T dphi for n rows of head h.
+ * For the exponential maps only the products dphi_i * phi_i enter, so dphi and phi may be on
+ * reciprocal scales (stabilized rows); for elu1, relu, identity and precomputed both are on
+ * the true scale. dphi is overwritten; sums is scratch of n doubles. dx rows have stride ldx.
+ * Domain: finite x.
+ *   favor+:    dx = sqrt(s) W^T P - s x sum(P),                   P = dphi * phi
+ *   favor-hyp: dx = sqrt(s) W^T (P+ - P-) - s x sum(P+ + P-)
+ *   trig:      dx = s x sum(P) + sqrt(s) W^T (dphi_s * phi_c - dphi_c * phi_s) */
+void LA_CAT(la_featmap_chain, LA_SFX)(const la_featmap fm, int h, int64_t n, const LA_REAL *x,
+                                      int64_t ld, LA_REAL *dphi, const LA_REAL *phi,
+                                      LA_REAL *dx, int64_t ldx, double *sums) {
+  const int dk = fm->dk, r = fm->r, m = fm->m;
+  if (n == 0) return;
+  switch (fm->kind) {
+  case LA_MAP_ELU1:
+    for (int64_t i = 0; i < n; i++)
+      for (int j = 0; j < dk; j++)
+        dx[i * ldx + j] = dphi[i * r + j] * (x[i * ld + j] > 0 ? (LA_REAL)1 : phi[i * r + j]);
+    return;
+  case LA_MAP_RELU:
+    for (int64_t i = 0; i < n; i++)
+      for (int j = 0; j < dk; j++)
+        dx[i * ldx + j] = x[i * ld + j] > 0 ? dphi[i * r + j] : (LA_REAL)0;
+    return;
+  case LA_MAP_IDENTITY:
+  case LA_MAP_PRECOMPUTED:
+    for (int64_t i = 0; i < n; i++) memcpy(dx + i * ldx, dphi + i * r, sizeof(LA_REAL) * dk);
+    return;
+  default:
+    break;
+  }
+  const double s = fm->s;
+  for (int64_t i = 0; i < n; i++) {
+    LA_REAL *d = dphi + i * r;
+    const LA_REAL *p = phi + i * r;
+    double tot = 0;
+    if (fm->kind == LA_MAP_TRIG) {
+      for (int j = 0; j < r; j++) tot += (double)d[j] * p[j];
+      for (int j = 0; j < m; j++) {
+        LA_REAL t = d[m + j] * p[j] - d[j] * p[m + j];
+        d[j] = t; /* first m columns now hold the W^T coefficients */
+      }
+      sums[i] = s * tot;
+    } else if (fm->kind == LA_MAP_FAVOR_HYP) {
+      for (int j = 0; j < m; j++) {
+        LA_REAL pp = d[j] * p[j], pm = d[m + j] * p[m + j];
+        tot += (double)pp + pm;
+        d[j] = pp - pm;
+      }
+      sums[i] = -s * tot;
+    } else {
+      for (int j = 0; j < m; j++) {
+        d[j] *= p[j];
+        tot += d[j];
+      }
+      sums[i] = -s * tot;
+    }
+  }
+  /* dx = coeff (n x m, stride r) * omega_s (m x dk) + sums * x */
+  const LA_REAL *om = fm->LA_OMEGA + (size_t)h * m * dk;
+  LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, dk, m, (LA_REAL)1, dphi, r, om, dk,
+          (LA_REAL)0, dx, (int)ldx);
+  for (int64_t i = 0; i < n; i++)
+    for (int j = 0; j < dk; j++) dx[i * ldx + j] += (LA_REAL)(sums[i] * x[i * ld + j]);
+}
+
 #undef LA_CAT
 #undef LA_CAT2
 #undef LA_REAL

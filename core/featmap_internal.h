@@ -17,5 +17,9 @@ void la_featmap_eval_f32(const la_featmap fm, int h, int64_t n, const float *x, 
                          float *phi, double *a);
 void la_featmap_eval_f64(const la_featmap fm, int h, int64_t n, const double *x, int64_t ld,
                          double *phi, double *a);
+void la_featmap_chain_f32(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
+                          float *dphi, const float *phi, float *dx, int64_t ldx, double *sums);
+void la_featmap_chain_f64(const la_featmap fm, int h, int64_t n, const double *x, int64_t ld,
+                          double *dphi, const double *phi, double *dx, int64_t ldx, double *sums);
 
 #endif

@@ -52,10 +52,17 @@ void la_cli_help(const char *sub) {
       "  --checkpoint DIR         (not in this version: refused)\n"
       "  --checkpoint-every S     (not in this version: refused)\n"
       "  --reproducible           (not in this version: refused)\n"
+      "%s"
       "  -h, --help               this text\n"
       "\n"
       "Exit codes: 0 ok, 2 usage error or bad input, 3 denominator policy violated, 1 other.\n",
-      sub);
+      sub,
+      strcmp(sub, "grad") ? ""
+      : "Gradients (linattn grad; the loss is sum(out * G), the projection is held fixed):\n"
+        "  --grad-out F             G = dL/dout [N,H,dv] (synthetic: drawn from the seed)\n"
+        "  --grad-q F --grad-k F --grad-v F\n"
+        "                           outputs dL/dQ, dL/dK, dL/dV, each the shape of its input\n"
+        "                           (precomputed: with respect to phi(Q) and phi(K))\n");
 }
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -76,20 +83,34 @@ static int parse_f64(const char *s, double *out) {
   return 0;
 }
 
+static la_status cli_parse(int argc, char **argv, int first, la_cli *o, int grad, char *err,
+                           size_t errlen);
+
 static int takes_value(const char *a) {
   static const char *const opts[] = {
       "--q", "--k", "--v", "--out", "--report", "--projection", "--save-projection",
       "--segments", "--checkpoint", "--checkpoint-every", "--n", "--heads", "--dk", "--dv",
       "--input-scale", "--mode", "--feature-map", "--features", "--scale", "--seed",
       "--normalize", "--denominator", "--window", "--dtype", "--threads", "--chunk",
-      "--block-tokens", "--mask", NULL};
+      "--block-tokens", "--mask", "--grad-out", "--grad-q", "--grad-k", "--grad-v", NULL};
   for (int i = 0; opts[i]; i++)
     if (!strcmp(a, opts[i])) return 1;
   return 0;
 }
 
+la_status la_cli_parse_grad(int argc, char **argv, int first, la_cli *o, char *err,
+                            size_t errlen) {
+  return cli_parse(argc, argv, first, o, 1, err, errlen);
+}
+
 la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, size_t errlen) {
+  return cli_parse(argc, argv, first, o, 0, err, errlen);
+}
+
+static la_status cli_parse(int argc, char **argv, int first, la_cli *o, int grad, char *err,
+                           size_t errlen) {
   memset(o, 0, sizeof *o);
+  o->is_grad = grad;
   la_config_default(&o->cfg);
   o->n = 65536;
   o->heads = 4;
@@ -127,6 +148,10 @@ la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, s
     else if (!strcmp(a, "--projection")) o->projection = val;
     else if (!strcmp(a, "--save-projection")) o->save_projection = val;
     else if (!strcmp(a, "--segments")) o->segments = val;
+    else if (!strcmp(a, "--grad-out")) o->grad_out = val;
+    else if (!strcmp(a, "--grad-q")) o->grad_q = val;
+    else if (!strcmp(a, "--grad-k")) o->grad_k = val;
+    else if (!strcmp(a, "--grad-v")) o->grad_v = val;
     else if (!strcmp(a, "--mask"))
       BAD("--mask: general pairwise masks are refused: an arbitrary mask breaks the single "
           "shared summary phi(q)^T S that makes attention linear (DESIGN.md section 3); use "
@@ -203,6 +228,8 @@ la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, s
   o->cfg.window = o->window;
   if (o->checkpoint) BAD("--checkpoint: checkpointing is not implemented in this version");
   if (o->reproducible) BAD("--reproducible: bitwise reproducibility across rank counts is not implemented in this version");
+  if (!o->is_grad && (o->grad_out || o->grad_q || o->grad_k || o->grad_v))
+    BAD("--grad-out/--grad-q/--grad-k/--grad-v belong to `linattn grad`");
   int nin = !!o->q + !!o->k + !!o->v;
   if (nin != 0 && nin != 3) BAD("--q, --k and --v must be given together");
   return LA_OK;

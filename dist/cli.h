@@ -8,6 +8,7 @@ typedef struct {
   la_config cfg;
   const char *q, *k, *v, *out, *report, *projection, *save_projection, *segments;
   const char *checkpoint;
+  const char *grad_out, *grad_q, *grad_k, *grad_v; /* linattn grad */
   const char *den_string; /* --denominator as given */
   int64_t n;              /* synthetic */
   int heads, dk, dv;
@@ -16,12 +17,16 @@ typedef struct {
   la_dtype dtype;
   int64_t window;
   int force, progress, reproducible, help;
+  int is_grad;
   int64_t block; /* --block-tokens: streaming block per rank */
 } la_cli;
 
 /* Parse argv[first..argc). Returns LA_OK, or LA_ERR_ARG with a one-line reason naming the
  * option. */
 la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, size_t errlen);
-void la_cli_help(const char *subcommand);
+/* The same for `linattn grad` (every run option plus --grad-out/-q/-k/-v). */
+la_status la_cli_parse_grad(int argc, char **argv, int first, la_cli *o, char *err,
+                            size_t errlen);
+void la_cli_help(const char *subcommand); /* "run" or "grad" */
 
 #endif

@@ -10,6 +10,7 @@
 static void usage(void) {
   printf("usage: linattn SUBCOMMAND [options]\n\n"
          "  run     the forward operator (see linattn run --help)\n"
+         "  grad    the backward pass: dL/dQ, dL/dK, dL/dV (see linattn grad --help)\n"
          "  bench   timing and scaling, exact baselines (see linattn bench --help)\n"
          "  version print the version\n\n"
          "Run as `mpirun -np P linattn ...`, `srun linattn ...`, or plainly as one rank.\n");
@@ -37,10 +38,12 @@ int main(int argc, char **argv) {
     code = sub ? 0 : 2;
   } else if (!strcmp(sub, "version") || !strcmp(sub, "--version")) {
     if (rank == 0) printf("linattn %s\n", LA_VERSION_STRING);
-  } else if (!strcmp(sub, "run")) {
+  } else if (!strcmp(sub, "run") || !strcmp(sub, "grad")) {
+    const int grad = !strcmp(sub, "grad");
     la_cli o;
     char err[1024];
-    la_status st = la_cli_parse(argc, argv, 2, &o, err, sizeof err);
+    la_status st = grad ? la_cli_parse_grad(argc, argv, 2, &o, err, sizeof err)
+                        : la_cli_parse(argc, argv, 2, &o, err, sizeof err);
     if (st != LA_OK) {
       if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err);
       code = la_status_exit_code(st);
@@ -52,7 +55,7 @@ int main(int argc, char **argv) {
         if (rank == 0) fprintf(stderr, "linattn: error: cannot duplicate MPI_COMM_WORLD\n");
         code = 1;
       } else {
-        code = la_cmd_run(d, &o);
+        code = grad ? la_cmd_grad(d, &o) : la_cmd_run(d, &o);
         la_dist_destroy(&d);
       }
     }

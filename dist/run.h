@@ -4,4 +4,5 @@
 #include "cli.h"
 #include "linattn/dist.h"
 int la_cmd_run(la_dist d, la_cli *o);
+int la_cmd_grad(la_dist d, la_cli *o);
 #endif

@@ -55,6 +55,13 @@ la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row
                           const void *q, const void *k, const void *v, void *out,
                           la_den_stats *stats);
 
+/* Collective: the backward on sharded rows (each rank its own n_local rows from row0):
+ * dq, dk, dv from g = dL/dout for the loss sum(out * g). stats are merged over ranks.
+ * Windows, and segments in bidirectional mode, are not supported yet (LA_ERR_UNSUPPORTED). */
+la_status la_dist_backward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
+                           const void *q, const void *k, const void *v, const void *g,
+                           void *dq, void *dk, void *dv, la_den_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

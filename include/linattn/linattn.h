@@ -6,4 +6,6 @@
 #include "linattn/types.h"
 #include "linattn/core.h"
 #include "linattn/npy.h"
+#include "linattn/grad.h"
+#include "linattn/report.h"
 #endif

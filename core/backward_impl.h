@@ -1,0 +1,215 @@
+/* Backward kernels for one precision; included by engine.c after engine_impl.h.
+ * DESIGN.md §4 "Gradients". With a_i = dL/dnum_i and b_i = dL/dden_i:
+ *   dphi(q_i) = (S|z)_i [a_i; b_i],     dphi(k_j) = dS'_j [v_j; 1],     dv_j = dS_j^T phi(k_j),
+ *   dS'_j = sum over the queries i that read key j of phi(q_i) [a_i; b_i]^T.
+ * Work is done on "pieces": chunks of C tokens further split at segment starts, so each piece
+ * lies in one segment and has one key log-scale M. In stabilized form (§2) the query side
+ * needs no scale at all (dphi_s * phi_s is the true product); the key side carries e^{-M_i}
+ * through a log-scaled suffix state (mu), and every factor e^{a_k + mu} is <= 1.
+ * Per (token, head) the replay stores (fa, b, M) so that a_s = fa * G. */
+
+/* Length of the piece starting at relative position p of [0, n) (global token0 + p). Pieces
+ * are the intervals between consecutive points of {multiples of C} U {segment starts}, so the
+ * replay and the reverse pass cut the block identically. */
+static int LA_FN(piece_len)(la_engine e, int64_t token0, int64_t p, int64_t n) {
+  int64_t end = (p / e->C + 1) * e->C;
+  if (end > n) end = n;
+  int64_t nxt = next_start_after(e, token0 + p) - token0;
+  if (nxt < end) end = nxt;
+  return (int)(end - p);
+}
+
+/* Forward replay of one head: outputs are recomputed, the gradient coefficients a, b formed,
+ * dq written, (fa, b, M) stored in side, and the rank's reverse-scan element (the queries
+ * before the block's first segment start) accumulated into (rsz, rm). Causal, or
+ * bidirectional from the complete summary (sz, m). */
+void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                              const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
+                              const LA_REAL *g, double *sz, double *m, int *f, LA_REAL *dq,
+                              double *side, double *rsz_, double *rm, int64_t cut) {
+  const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H, bidir = e->cfg.mode == LA_BIDIRECTIONAL;
+  const size_t rsz = (size_t)r * dv1;
+  const la_config *cfg = &e->cfg;
+  LA_REAL *sf = w->sf, *A = w->A, *o = w->o, *AB = w->vf, *tmp = w->tmp;
+  LA_REAL *dphi = w->phif;
+  const int64_t ldk = (int64_t)H * e->dk;
+  if (bidir)
+    for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
+  for (int64_t p0 = 0; p0 < n;) {
+    const int len = LA_FN(piece_len)(e, token0, p0, n);
+    double M = bidir ? *m : 0.0, mprev = *m;
+    LA_FN(chunk_features)(e, h, p0, len, q, w->phiq, w->aq);
+    LA_FN(chunk_values)(e, h, p0, len, v, w->vp);
+    if (!bidir) {
+      if (is_segment_start(e, token0 + p0)) {
+        memset(sz, 0, sizeof(double) * rsz);
+        *m = mprev = -INFINITY;
+        *f = 1;
+      }
+      LA_FN(chunk_features)(e, h, p0, len, k, w->phik, w->ak);
+      for (int i = 0; i < len; i++) w->segi[i] = 0;
+      LA_FN(rescale_keys)(e, w, len, 1, 0, sz, m);
+      M = w->mseg[0];
+      for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
+    }
+    /* [num | den] of the piece */
+    if (mprev != -INFINITY)
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,
+              dv1, (LA_REAL)0, o, dv1);
+    else
+      memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
+    if (!bidir) {
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
+              w->phik, r, (LA_REAL)0, A, len);
+      for (int i = 0; i < len; i++)
+        for (int j = i + 1; j < len; j++) A[(size_t)i * len + j] = 0;
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len,
+              w->vp, dv1, (LA_REAL)1, o, dv1);
+    }
+    /* a = fa G, b (the policy's derivative, on the stabilized scale) */
+    for (int i = 0; i < len; i++) {
+      const int64_t tok = token0 + p0 + i;
+      const LA_REAL *gi = g + (p0 + i) * (int64_t)H * dv + (int64_t)h * dv, *oi = o + (size_t)i * dv1;
+      const double den_s = (double)oi[dv], lsc = w->aq[i] + M;
+      double fa = 0, b = 0;
+      den_note(&w->stats, den_s, lsc);
+      if (cfg->normalize) {
+        int zero;
+        double d = den_divisor(cfg, &w->stats, den_s, lsc, tok, h, &zero);
+        if (!zero) {
+          double gn = 0;
+          for (int j = 0; j < dv; j++) gn += (double)gi[j] * oi[j];
+          fa = 1.0 / d;
+          /* clamp below E: the divisor is the constant E, so no d/dden */
+          int constant = cfg->den_policy == LA_DEN_CLAMP && !(den_s >= cfg->den_eps * exp(-lsc));
+          b = constant ? 0.0 : -gn / (d * d);
+        }
+      } else {
+        fa = exp(lsc);
+        if (!isfinite(fa)) overflow_note(&w->stats, tok, h);
+      }
+      LA_REAL *abi = AB + (size_t)i * dv1;
+      for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(fa * gi[j]);
+      abi[dv] = (LA_REAL)b;
+      double *sd = side + ((p0 + i) * (int64_t)H + h) * 3;
+      sd[0] = fa;
+      sd[1] = b;
+      sd[2] = M;
+    }
+    /* dphi_s(q) = AB (S|z)^T (+ intra: tril(AB [V|1]^T) Phi_k) */
+    if (mprev != -INFINITY)
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, r, dv1, (LA_REAL)1, AB, dv1, sf, dv1,
+              (LA_REAL)0, dphi, r);
+    else
+      memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
+    if (!bidir) {
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, dv1, (LA_REAL)1, AB, dv1, w->vp,
+              dv1, (LA_REAL)0, A, len);
+      for (int i = 0; i < len; i++)
+        for (int j = i + 1; j < len; j++) A[(size_t)i * len + j] = 0;
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, (LA_REAL)1, A, len, w->phik,
+              r, (LA_REAL)1, dphi, r);
+    }
+    LA_CAT(la_featmap_chain, LA_SFX)(e->fm, h, len, q + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
+                                     w->phiq, dq + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
+    /* reverse-scan element: queries before the block's first segment start */
+    if (token0 + p0 < cut) {
+      LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, AB,
+              dv1, (LA_REAL)0, tmp, dv1);
+      double *wsz = w->wsz, wm = -M;
+      for (size_t i = 0; i < rsz; i++) wsz[i] = (double)tmp[i];
+      int f0 = 0, f1 = 0;
+      la_state_combine_head(rsz_, rm, &f0, wsz, &wm, &f1, rsz);
+    }
+    if (!bidir) LA_FN(state_add)(e, w, len, 1, sz, m);
+    p0 += len;
+  }
+}
+
+/* Reverse pass of one head, from the suffix state (dsz, mu) of the queries after the block:
+ * dk and dv from the stored (fa, b, M). Causal (suffix sums with a causal intra-piece mask) or
+ * bidirectional (dsz is the complete sum of the segment, no intra term). */
+void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                               const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
+                               const LA_REAL *g, const double *side, double *dsz, double *mu,
+                               LA_REAL *dk, LA_REAL *dvo) {
+  const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H, bidir = e->cfg.mode == LA_BIDIRECTIONAL;
+  const size_t rsz = (size_t)r * dv1;
+  LA_REAL *sf = w->sf, *A = w->A, *AB = w->vf, *tmp = w->tmp, *dphi = w->phif;
+  const int64_t ldk = (int64_t)H * e->dk, ldv = (int64_t)H * dv;
+  /* piece starts, walked backwards: recompute them forwards into a small stack per chunk */
+  int64_t p_end = n;
+  while (p_end > 0) {
+    /* the piece ending at p_end starts at the later of the chunk grid point and the segment start */
+    int64_t p0 = ((p_end - 1) / e->C) * e->C;
+    int64_t ss = segment_start(e, token0 + p_end - 1) - token0;
+    if (ss > p0) p0 = ss;
+    const int len = (int)(p_end - p0);
+    const double M = side[(p0 * (int64_t)H + h) * 3 + 2];
+    LA_FN(chunk_features)(e, h, p0, len, k, w->phik, w->ak);
+    LA_FN(chunk_features)(e, h, p0, len, q, w->phiq, w->aq);
+    LA_FN(chunk_values)(e, h, p0, len, v, w->vp);
+    for (int i = 0; i < len; i++) {
+      const double *sd = side + ((p0 + i) * (int64_t)H + h) * 3;
+      const LA_REAL *gi = g + (p0 + i) * ldv + (int64_t)h * dv;
+      LA_REAL *abi = AB + (size_t)i * dv1;
+      for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(sd[0] * gi[j]);
+      abi[dv] = (LA_REAL)sd[1];
+    }
+    /* common scale: mu_new = max(mu, -M); queries get e^{-M - mu_new}, keys e^{a_k + mu_new} */
+    const double mu_new = (bidir || *mu == -INFINITY || -M > *mu) ? -M : *mu;
+    if (!bidir && *mu != -INFINITY && *mu != mu_new) {
+      double fct = exp(*mu - mu_new);
+      for (size_t i = 0; i < rsz; i++) dsz[i] *= fct;
+    }
+    if (!bidir) *mu = mu_new;
+    const LA_REAL fq = (LA_REAL)exp(-M - mu_new);
+    if (fq != (LA_REAL)1)
+      for (size_t i = 0; i < (size_t)len * r; i++) ((LA_REAL *)w->phiq)[i] *= fq;
+    for (int i = 0; i < len; i++) {
+      LA_REAL fk = (LA_REAL)(e->stabilized ? exp(w->ak[i] + mu_new) : 1.0);
+      if (fk != (LA_REAL)1)
+        for (int j = 0; j < r; j++) ((LA_REAL *)w->phik)[(size_t)i * r + j] *= fk;
+    }
+    /* inter: dphi_k = [V|1] dS'^T, dv = Keff dS ; intra: masked by i >= j */
+    const int have = *mu != -INFINITY || bidir;
+    LA_REAL *dvp = dvo + p0 * ldv + (int64_t)h * dv;
+    if (have) {
+      for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)dsz[i];
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, r, dv1, (LA_REAL)1, w->vp, dv1, sf,
+              dv1, (LA_REAL)0, dphi, r);
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv, r, (LA_REAL)1, w->phik, r, sf,
+              dv1, (LA_REAL)0, dvp, (int)ldv);
+    } else {
+      memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
+      for (int i = 0; i < len; i++) memset(dvp + i * ldv, 0, sizeof(LA_REAL) * dv);
+    }
+    if (!bidir) {
+      /* Sc[j][i] = [v_j;1].[a_i;b_i], i >= j */
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, dv1, (LA_REAL)1, w->vp, dv1, AB,
+              dv1, (LA_REAL)0, A, len);
+      for (int j = 0; j < len; j++)
+        for (int i = 0; i < j; i++) A[(size_t)j * len + i] = 0;
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, (LA_REAL)1, A, len, w->phiq,
+              r, (LA_REAL)1, dphi, r);
+      /* Km[j][i] = Keff_j . Qs_i, i >= j */
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phik, r,
+              w->phiq, r, (LA_REAL)0, A, len);
+      for (int j = 0; j < len; j++)
+        for (int i = 0; i < j; i++) A[(size_t)j * len + i] = 0;
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv, len, (LA_REAL)1, A, len, AB, dv1,
+              (LA_REAL)1, dvp, (int)ldv);
+      /* dS' += Qs^T AB, then drop it at a segment start */
+      LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, AB, dv1,
+              (LA_REAL)0, tmp, dv1);
+      for (size_t i = 0; i < rsz; i++) dsz[i] += (double)tmp[i];
+      if (is_segment_start(e, token0 + p0)) {
+        memset(dsz, 0, sizeof(double) * rsz);
+        *mu = -INFINITY;
+      }
+    }
+    LA_CAT(la_featmap_chain, LA_SFX)(e->fm, h, len, k + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
+                                     w->phik, dk + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
+    p_end = p0;
+  }
+}

@@ -1,0 +1,84 @@
+/* `linattn grad`: the backward pass (CONTRACT.md). Each rank holds its shard of Q, K, V and
+ * dL/dout in memory, la_dist_backward combines across ranks, and dL/dQ, dL/dK, dL/dV are
+ * written collectively like `run` writes its output (temporary name, then rename). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "job.h"
+#include "run.h"
+
+int la_cmd_grad(la_dist d, la_cli *o) {
+  char err[1024] = "";
+  const int rank = la_dist_rank(d), P = la_dist_size(d);
+  la_job job;
+  la_den_stats stats = {0};
+  la_pout outs[3];
+  memset(outs, 0, sizeof outs);
+  const char *paths[3] = {o->grad_q, o->grad_k, o->grad_v};
+  void *buf[4] = {NULL, NULL, NULL, NULL}, *grad[3] = {NULL, NULL, NULL};
+  la_status st = la_job_setup(&job, d, o, 1, err, sizeof err);
+  if (st == LA_OK) {
+    st = la_den_stats_init(&stats);
+    if (st == LA_OK && o->cfg.window > 0 && o->cfg.window < job.N) {
+      snprintf(err, sizeof err, "--window: the backward of a sliding window is not implemented in this version");
+      st = LA_ERR_UNSUPPORTED;
+    }
+    if (st == LA_OK && job.seg && o->cfg.mode == LA_BIDIRECTIONAL) {
+      snprintf(err, sizeof err, "--segments: the bidirectional backward with segments is not implemented in this version");
+      st = LA_ERR_UNSUPPORTED;
+    }
+    st = la_dist_agree(d, st, err, sizeof err);
+  }
+  /* outputs: each the shape of its input ([N,H,d], or [N,d] when the input was 2-D) */
+  for (int t = 0; t < 3 && st == LA_OK; t++) {
+    if (!paths[t]) continue;
+    int d3 = job.in[t].path ? job.in[t].info.ndim == 3 : 1, w = t == 2 ? job.dv : job.dk;
+    int64_t shp[3] = {job.N, d3 ? job.H : w, w};
+    st = la_pout_open(d, paths[t], job.dt, d3 ? 3 : 2, shp, o->force, &outs[t], err, sizeof err);
+  }
+  int64_t n = 0, row0 = 0;
+  if (st == LA_OK) {
+    la_split_ownership(job.N, P, rank, &n, &row0);
+    size_t es = la_dtype_size(job.dt), rows = (size_t)(n > 0 ? n : 1) * job.H;
+    for (int t = 0; t < 4; t++) buf[t] = malloc(es * rows * (t == 0 || t == 1 ? job.dk : job.dv));
+    for (int t = 0; t < 3; t++) grad[t] = malloc(es * rows * (t == 2 ? job.dv : job.dk));
+    for (int t = 0; t < 4; t++)
+      if (!buf[t] || (t < 3 && !grad[t])) st = LA_ERR_NOMEM;
+    if (st != LA_OK) snprintf(err, sizeof err, "cannot hold this rank's %lld rows in memory", (long long)n);
+    for (int t = 0; t < 4 && st == LA_OK && n > 0; t++)
+      st = la_job_read(&job, t, row0, n, buf[t], err, sizeof err);
+    st = la_dist_agree(d, st, err, sizeof err);
+  }
+  if (st == LA_OK) {
+    double t0 = MPI_Wtime();
+    st = la_dist_backward(d, job.eng, n, row0, buf[0], buf[1], buf[2], buf[3], grad[0], grad[1],
+                          grad[2], &stats);
+    job.t_compute += MPI_Wtime() - t0;
+    if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "backward: %s", la_status_string(st));
+  }
+  if (st == LA_OK) st = la_job_verdict(&job, &stats, "gradient", err, sizeof err);
+  for (int t = 0; t < 3 && st == LA_OK; t++) {
+    if (!paths[t]) continue;
+    double t0 = MPI_Wtime();
+    if (n > 0) st = la_pout_write(&outs[t], row0, n, grad[t], err, sizeof err);
+    st = la_dist_agree(d, st, err, sizeof err);
+    job.t_write += MPI_Wtime() - t0;
+  }
+  /* all three appear, or none */
+  for (int t = 0; t < 3; t++) {
+    if (!paths[t]) continue;
+    la_status cs = la_pout_close(d, &outs[t], st == LA_OK, err, sizeof err);
+    if (st == LA_OK) st = cs;
+  }
+  if (st == LA_OK) st = la_job_report(&job, "grad", &stats, o->grad_q, 3.0, err, sizeof err);
+  int exitc = 0;
+  if (st != LA_OK) {
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_status_string(st));
+    exitc = la_status_exit_code(st);
+  }
+  for (int t = 0; t < 4; t++) free(buf[t]);
+  for (int t = 0; t < 3; t++) free(grad[t]);
+  la_den_stats_free(&stats);
+  la_job_close(&job);
+  return exitc;
+}

@@ -1,0 +1,341 @@
+/* Shared set-up, input, verdict and report of the `linattn` subcommands (job.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include "job.h"
+
+
+static const char *tensor_name(int t) {
+  return t == 0 ? "--q" : t == 1 ? "--k" : t == 2 ? "--v" : "--grad-out";
+}
+
+/* Shapes of Q, K, V: [N,H,d] or [N,d]; the same N and H; Q and K the same d. */
+static la_status job_shapes(la_job *j, char *err, size_t errlen) {
+  la_cli *o = j->o;
+  if (j->synthetic) {
+    j->N = o->n;
+    j->H = o->heads;
+    j->dk = o->dk;
+    j->dv = o->dv;
+    j->dt = o->dtype;
+    return LA_OK;
+  }
+  const char *paths[3] = {o->q, o->k, o->v};
+  int64_t N[3], H[3], D[3];
+  for (int t = 0; t < 3; t++) {
+    la_status st = la_pin_open(j->d, paths[t], &j->in[t], err, errlen);
+    if (st != LA_OK) return st;
+    const la_npy_info *I = &j->in[t].info;
+    if (I->dtype == LA_I64 || I->ndim < 2 || I->ndim > 3) {
+      snprintf(err, errlen, "%s: %s must be a float array [N,H,d] or [N,d] (got %d dims, %s)",
+               paths[t], tensor_name(t), I->ndim, la_dtype_name(I->dtype));
+      return LA_ERR_SHAPE;
+    }
+    N[t] = I->shape[0];
+    H[t] = I->ndim == 3 ? I->shape[1] : 1;
+    D[t] = I->shape[I->ndim - 1];
+    if (H[t] < 1 || D[t] < 1 || H[t] > 4096 || D[t] > LA_DIM_MAX) {
+      snprintf(err, errlen, "%s: heads %lld and width %lld must be in [1,4096] and [1,%d]",
+               paths[t], (long long)H[t], (long long)D[t], LA_DIM_MAX);
+      return LA_ERR_SHAPE;
+    }
+  }
+  for (int t = 1; t < 3; t++)
+    if (N[t] != N[0] || H[t] != H[0]) {
+      snprintf(err, errlen, "%s: shape [N=%lld, H=%lld] disagrees with %s [N=%lld, H=%lld]",
+               paths[t], (long long)N[t], (long long)H[t], paths[0], (long long)N[0],
+               (long long)H[0]);
+      return LA_ERR_SHAPE;
+    }
+  if (D[1] != D[0]) {
+    snprintf(err, errlen, "%s: key width %lld disagrees with the query width %lld of %s",
+             paths[1], (long long)D[1], (long long)D[0], paths[0]);
+    return LA_ERR_SHAPE;
+  }
+  if (!o->dtype_set) {
+    for (int t = 1; t < 3; t++)
+      if (j->in[t].info.dtype != j->in[0].info.dtype) {
+        snprintf(err, errlen, "%s: dtype %s differs from %s (%s); pass --dtype to convert",
+                 paths[t], la_dtype_name(j->in[t].info.dtype), paths[0],
+                 la_dtype_name(j->in[0].info.dtype));
+        return LA_ERR_SHAPE;
+      }
+    j->dt = j->in[0].info.dtype;
+  } else {
+    j->dt = o->dtype;
+  }
+  j->N = N[0];
+  j->H = (int)H[0];
+  j->dk = (int)D[0];
+  j->dv = (int)D[2];
+  return LA_OK;
+}
+
+/* dL/dout for grad: --grad-out [N,H,dv] (or [N,dv] for H = 1); the generator by default for
+ * the synthetic workload. */
+static la_status job_grad_input(la_job *j, char *err, size_t errlen) {
+  const char *g = j->o->grad_out;
+  if (!g) {
+    if (j->synthetic) return LA_OK;
+    snprintf(err, errlen, "--grad-out: dL/dout [N,H,dv] is required with input files");
+    return LA_ERR_ARG;
+  }
+  la_status st = la_pin_open(j->d, g, &j->in[3], err, errlen);
+  if (st != LA_OK) return st;
+  const la_npy_info *I = &j->in[3].info;
+  int ok = I->dtype != LA_I64 && I->shape[0] == j->N &&
+           ((I->ndim == 3 && I->shape[1] == j->H && I->shape[2] == j->dv) ||
+            (I->ndim == 2 && j->H == 1 && I->shape[1] == j->dv));
+  if (!ok) {
+    snprintf(err, errlen, "%s: --grad-out must be a float array [N=%lld, H=%d, dv=%d]", g,
+             (long long)j->N, j->H, j->dv);
+    return LA_ERR_SHAPE;
+  }
+  if (!j->o->dtype_set && I->dtype != j->dt) {
+    snprintf(err, errlen, "%s: dtype %s differs from the inputs (%s); pass --dtype to convert", g,
+             la_dtype_name(I->dtype), la_dtype_name(j->dt));
+    return LA_ERR_SHAPE;
+  }
+  return LA_OK;
+}
+
+/* Rows [row0, row0+n) of tensor t into buf, then the finite check. */
+la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf, char *err,
+                          size_t errlen) {
+  double t0 = MPI_Wtime();
+  int d = t >= 2 ? j->dv : j->dk;
+  la_status st = LA_OK;
+  if (!j->in[t].path) /* the generator; G (tensor 3) is unit normal */
+    la_synth_rows(j->o->cfg.seed, t, row0, n, j->H, d, t == 3 ? 1.0 : j->o->input_scale, j->dt, buf);
+  else
+    st = la_pin_read(&j->in[t], row0, n, j->dt, buf, err, errlen);
+  j->t_read += MPI_Wtime() - t0;
+  if (st != LA_OK) return st;
+  int64_t bt;
+  int bh, bc;
+  if (la_check_finite(j->dt, buf, n, j->H, d, row0, &bt, &bh, &bc) != LA_OK) {
+    snprintf(err, errlen, "%s: non-finite value at (token %lld, head %d, column %d)",
+             j->in[t].path ? j->in[t].path : tensor_name(t),
+             (long long)bt, bh, bc);
+    return LA_ERR_NONFINITE;
+  }
+  return LA_OK;
+}
+
+static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t errlen) {
+  la_cli *o = j->o;
+  la_npy_info I;
+  void *data = NULL;
+  la_status st = la_npy_load(o->projection, &I, &data, err, errlen);
+  if (st != LA_OK) return st;
+  int shared = I.ndim == 2;
+  int64_t m = I.ndim >= 2 ? I.shape[I.ndim - 2] : 0, dk = I.ndim >= 2 ? I.shape[I.ndim - 1] : 0;
+  if (I.dtype == LA_I64 || (I.ndim != 2 && I.ndim != 3) || (I.ndim == 3 && I.shape[0] != j->H) ||
+      dk != j->dk || m != o->cfg.features) {
+    snprintf(err, errlen, "%s: projection must be [H=%d, m, dk=%d] or [m, dk=%d] float, "
+             "with m = --features (%d)", o->projection, j->H, j->dk, j->dk, o->cfg.features);
+    free(data);
+    return LA_ERR_SHAPE;
+  }
+  double *om = malloc(sizeof(double) * (size_t)I.count);
+  if (!om) { free(data); return LA_ERR_NOMEM; }
+  for (int64_t i = 0; i < I.count; i++)
+    om[i] = I.dtype == LA_F32 ? (double)((float *)data)[i] : ((double *)data)[i];
+  free(data);
+  st = la_featmap_set_projection(fm, om, (int)m, shared);
+  free(om);
+  if (st == LA_ERR_NONFINITE) snprintf(err, errlen, "%s: non-finite projection entry", o->projection);
+  return st;
+}
+
+/* Segment offsets (CONTRACT.md): int64 [S+1], 0 = o_0 < o_1 < ... < o_S = N. */
+static la_status load_segments(const char *path, int64_t N, int64_t **seg, int64_t *count,
+                               char *err, size_t errlen) {
+  la_npy_info I;
+  void *data = NULL;
+  la_status st = la_npy_load(path, &I, &data, err, errlen);
+  if (st != LA_OK) return st;
+  int64_t *o = data;
+  if (I.dtype != LA_I64 || I.ndim != 1 || I.shape[0] < 2) {
+    snprintf(err, errlen, "%s: segment offsets must be a 1-D int64 (<i8) array [S+1] with S >= 1", path);
+    free(data);
+    return LA_ERR_FORMAT;
+  }
+  int64_t n = I.shape[0];
+  if (o[0] != 0 || o[n - 1] != N) {
+    snprintf(err, errlen, "%s: offsets must start at 0 and end at N = %lld (got %lld ... %lld)",
+             path, (long long)N, (long long)o[0], (long long)o[n - 1]);
+    free(data);
+    return LA_ERR_FORMAT;
+  }
+  for (int64_t i = 1; i < n; i++)
+    if (o[i] <= o[i - 1]) {
+      snprintf(err, errlen, "%s: offsets must increase strictly: o[%lld] = %lld after o[%lld] = %lld",
+               path, (long long)i, (long long)o[i], (long long)(i - 1), (long long)o[i - 1]);
+      free(data);
+      return LA_ERR_FORMAT;
+    }
+  *seg = o;
+  *count = n;
+  return LA_OK;
+}
+
+void la_job_progress(la_job *j, const char *what, int64_t done, int64_t total, double t0,
+                     double *last) {
+  if (!j->o->progress || la_dist_rank(j->d) != 0) return;
+  double now = MPI_Wtime();
+  if (done < total && now - *last < 1.0) return;
+  *last = now;
+  double rate = done / fmax(now - t0, 1e-9), eta = rate > 0 ? (total - done) / rate : 0;
+  fprintf(stderr, "linattn: %s %5.1f%%  %.3g tokens/s per rank  ETA %.0f s\n", what,
+          total ? 100.0 * done / total : 100.0, rate, eta);
+}
+
+la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, size_t errlen) {
+  memset(j, 0, sizeof *j);
+  j->o = o;
+  j->d = d;
+  j->t_start = MPI_Wtime();
+  j->synthetic = o->q == NULL;
+  for (int t = 0; t < 4; t++) j->in[t].fh = MPI_FILE_NULL;
+  const int rank = la_dist_rank(d);
+  la_status st = job_shapes(j, err, errlen);
+  if (st == LA_OK && want_g) st = job_grad_input(j, err, errlen);
+  if (st == LA_OK && o->projection && la_map_is_random(o->cfg.map)) {
+    /* the projection file sets m */
+    la_npy_info I;
+    st = la_npy_read_info(o->projection, &I, err, errlen);
+    if (st == LA_OK && (I.ndim == 2 || I.ndim == 3) && I.shape[I.ndim - 2] >= 1 &&
+        I.shape[I.ndim - 2] <= LA_FEATURES_MAX)
+      o->cfg.features = (int)I.shape[I.ndim - 2];
+  }
+  if (st == LA_OK && o->segments) st = load_segments(o->segments, j->N, &j->seg, &j->nseg, err, errlen);
+  if (st == LA_OK) {
+    st = la_config_check(&o->cfg, j->dk, err, errlen);
+  }
+  if (st == LA_OK && o->projection && !la_map_is_random(o->cfg.map)) {
+    snprintf(err, errlen, "--projection: the %s map has no projection", la_map_name(o->cfg.map));
+    st = LA_ERR_ARG;
+  }
+  if (st == LA_OK && o->report && !o->force && rank == 0 && la_path_exists(o->report)) {
+    snprintf(err, errlen, "%s: exists (use --force to overwrite)", o->report);
+    st = LA_ERR_EXISTS;
+  }
+  st = la_dist_agree(d, st, err, errlen);
+  if (st == LA_OK) {
+    st = la_featmap_create(&o->cfg, j->H, j->dk, &j->fm);
+    if (st == LA_OK && o->projection) st = load_projection(j, j->fm, err, errlen);
+    if (st == LA_OK && o->save_projection && rank == 0) {
+      int m;
+      const double *om = la_featmap_projection(j->fm, &m);
+      if (!om) {
+        snprintf(err, errlen, "--save-projection: the %s map has no projection", la_map_name(o->cfg.map));
+        st = LA_ERR_ARG;
+      } else {
+        int64_t shp[3] = {j->H, m, j->dk};
+        st = la_npy_save(o->save_projection, LA_F64, 3, shp, om, o->force, err, errlen);
+      }
+    }
+    if (st != LA_OK && !err[0]) snprintf(err, errlen, "feature map: %s", la_status_string(st));
+    st = la_dist_agree(d, st, err, errlen);
+  }
+  if (st == LA_OK) {
+    st = la_engine_create(&o->cfg, j->fm, j->dt, j->dv, &j->eng);
+    if (st == LA_OK && j->seg) st = la_engine_set_segments(j->eng, j->seg, j->nseg);
+    if (st != LA_OK) snprintf(err, errlen, "engine: %s", la_status_string(st));
+    st = la_dist_agree(d, st, err, errlen);
+  }
+  return st;
+}
+
+void la_job_close(la_job *j) {
+  la_engine_destroy(&j->eng);
+  la_featmap_destroy(&j->fm);
+  for (int t = 0; t < 4; t++) la_pin_close(&j->in[t]);
+  free(j->seg);
+  j->seg = NULL;
+}
+
+la_status la_job_verdict(const la_job *j, const la_den_stats *stats, const char *what,
+                         char *err, size_t errlen) {
+  const la_cli *o = j->o;
+  if (o->cfg.normalize && stats->violations > 0) {
+    snprintf(err, errlen,
+             "denominator policy '%s': %lld of %lld rows have a denominator %s; first at "
+             "(token %lld, head %d); nothing written (see --denominator)",
+             o->den_string, (long long)stats->violations, (long long)stats->rows,
+             o->cfg.den_policy == LA_DEN_ZERO_EMPTY ? "< 0 or non-finite"
+                                                    : "<= 0 or non-finite",
+             (long long)stats->first_bad_token, stats->first_bad_head);
+    return LA_ERR_DENOMINATOR;
+  }
+  if (stats->overflows > 0) {
+    snprintf(err, errlen,
+             "%s: unnormalized output overflows the %s range in %lld rows; first at (token %lld, "
+             "head %d); nothing written",
+             what, la_dtype_name(j->dt), (long long)stats->overflows,
+             (long long)stats->first_overflow_token, stats->first_overflow_head);
+    return LA_ERR_OVERFLOW;
+  }
+  return LA_OK;
+}
+
+la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, const char *out,
+                        double flops_factor, char *err, size_t errlen) {
+  la_status st = LA_OK;
+  la_dist d = j->d;
+  const la_cli *o = j->o;
+  const int rank = la_dist_rank(d), P = la_dist_size(d);
+  double t_total = MPI_Wtime() - j->t_start;
+  {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    int64_t rss = (int64_t)ru.ru_maxrss * 1024, rss_max = rss, bytes = la_dist_comm_bytes(d), bytes_max;
+    double tt[3] = {j->t_read, j->t_compute, j->t_write}, ttm[3];
+    MPI_Allreduce(&rss, &rss_max, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(d));
+    MPI_Allreduce(&bytes, &bytes_max, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(d));
+    MPI_Allreduce(tt, ttm, 3, MPI_DOUBLE, MPI_MAX, la_dist_comm(d));
+    if (rank == 0) {
+      la_report rep = {0};
+      rep.subcommand = sub;
+      rep.cfg = o->cfg;
+      rep.den_policy_string = o->den_string;
+      rep.dtype = j->dt;
+      rep.n = j->N;
+      rep.heads = j->H;
+      rep.dk = j->dk;
+      rep.dv = j->dv;
+      rep.r = la_featmap_width(j->fm);
+      rep.chunk = la_engine_chunk(j->eng);
+      rep.scale = o->cfg.scale > 0 ? o->cfg.scale : 1.0 / sqrt((double)j->dk);
+      rep.ranks = P;
+      rep.threads = la_engine_threads(j->eng);
+      rep.segments = j->seg ? j->nseg - 1 : 1;
+      rep.window = o->cfg.window;
+      rep.t_total = t_total;
+      rep.t_read = ttm[0];
+      rep.t_compute = ttm[1];
+      rep.t_comm = la_dist_comm_seconds(d);
+      rep.t_write = ttm[2];
+      double fl = flops_factor * la_useful_flops(&o->cfg, j->N, j->H, j->dk, j->dv, rep.r);
+      rep.gflops = ttm[1] > 0 ? fl / ttm[1] * 1e-9 : NAN;
+      rep.tokens_per_second = ttm[1] > 0 ? j->N / ttm[1] : NAN;
+      rep.den = *stats;
+      rep.peak_rss_bytes_max_rank = rss_max;
+      rep.comm_bytes_per_rank = bytes_max;
+      rep.input = j->synthetic ? "synthetic" : o->q;
+      rep.output = out;
+      fprintf(stderr,
+              "linattn: %s %s %s %s N=%lld H=%d dk=%d dv=%d r=%d ranks=%d threads=%d: "
+              "%.3g s compute, %.4g tokens/s, %.4g GFLOP/s, den min %.3g\n",
+              sub, o->cfg.mode == LA_CAUSAL ? "causal" : "bidirectional", la_map_name(o->cfg.map),
+              la_dtype_name(j->dt), (long long)j->N, j->H, j->dk, j->dv, rep.r, P,
+              rep.threads, ttm[1], rep.tokens_per_second, rep.gflops, stats->min);
+      if (o->report) st = la_report_write(o->report, &rep, o->force, err, errlen);
+    }
+    st = la_dist_agree(d, st, err, errlen);
+  }
+  return st;
+}

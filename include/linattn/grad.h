@@ -1,0 +1,39 @@
+/* linattn backward pass (DESIGN.md §4 "Gradients"): dL/dQ, dL/dK, dL/dV from dL/dout for
+ * the operator the configuration defines (map, mode, normalization, denominator policy,
+ * segments). The projection is held fixed; with `precomputed` the gradients are with
+ * respect to phi(Q) and phi(K). Not Collective; dist.h has the distributed driver. */
+#ifndef LINATTN_GRAD_H
+#define LINATTN_GRAD_H
+#include "linattn/core.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Doubles of side storage the backward needs per block: 3 per (token, head). */
+size_t la_backward_side_size(const la_engine eng, int64_t n);
+
+/* Pass 1 (forward replay) on block [token0, token0+n): recomputes the outputs, forms the
+ * coefficients of the denominator policy, writes dq and the side storage, and accumulates
+ * into rev the reverse-scan element: the queries' sum phi(q_i) [a_i; b_i]^T before the
+ * block's first segment start (causal) or over all queries (bidirectional).
+ * causal: state is the prefix and is advanced over the block; bidirectional: state is the
+ * complete summary. stats collects the denominator statistics and violations. */
+la_status la_backward_replay(la_engine eng, int64_t token0, int64_t n, const void *q,
+                             const void *k, const void *v, const void *g, la_state *state,
+                             void *dq, double *side, la_state *rev, la_den_stats *stats);
+
+/* Pass 2 (reverse) on the same block: dk and dv from the side storage, with suffix holding
+ * the sum over the queries after the block (causal; advanced backwards over the block) or
+ * the complete query sum (bidirectional). */
+la_status la_backward_reverse(la_engine eng, int64_t token0, int64_t n, const void *q,
+                              const void *k, const void *v, const void *g, const double *side,
+                              la_state *suffix, void *dk, void *dv);
+
+/* Both passes on one rank's whole sequence. */
+la_status la_backward(la_engine eng, int64_t n, const void *q, const void *k, const void *v,
+                      const void *g, void *dq, void *dk, void *dv, la_den_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
