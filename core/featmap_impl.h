@@ -95,15 +95,19 @@ void LA_CAT(la_featmap_chain, LA_SFX)(const la_featmap fm, int h, int64_t n, con
   const int dk = fm->dk, r = fm->r, m = fm->m;
   if (n == 0) return;
   switch (fm->kind) {
-  case LA_MAP_ELU1:
-    for (int64_t i = 0; i < n; i++)
-      for (int j = 0; j < dk; j++)
-        dx[i * ldx + j] = dphi[i * r + j] * (x[i * ld + j] > 0 ? (LA_REAL)1 : phi[i * r + j]);
+  case LA_MAP_ELU1: /* d/dx (elu(x)+1) = 1 for x > 0, e^x = phi otherwise */
+    for (int64_t i = 0; i < n; i++) {
+      const LA_REAL *restrict xi = x + i * ld, *restrict di = dphi + i * r, *restrict pi = phi + i * r;
+      LA_REAL *restrict yi = dx + i * ldx;
+      for (int j = 0; j < dk; j++) yi[j] = di[j] * (xi[j] > 0 ? (LA_REAL)1 : pi[j]);
+    }
     return;
   case LA_MAP_RELU:
-    for (int64_t i = 0; i < n; i++)
-      for (int j = 0; j < dk; j++)
-        dx[i * ldx + j] = x[i * ld + j] > 0 ? dphi[i * r + j] : (LA_REAL)0;
+    for (int64_t i = 0; i < n; i++) {
+      const LA_REAL *restrict xi = x + i * ld, *restrict di = dphi + i * r;
+      LA_REAL *restrict yi = dx + i * ldx;
+      for (int j = 0; j < dk; j++) yi[j] = xi[j] > 0 ? di[j] : (LA_REAL)0;
+    }
     return;
   case LA_MAP_IDENTITY:
   case LA_MAP_PRECOMPUTED:
