@@ -13,7 +13,59 @@ size_t la_backward_side_size(const la_engine e, int64_t n) { return (size_t)3 * 
 static la_status check(const la_engine e, const la_state *s) {
   if (!s || s->heads != e->H || s->r != e->r || s->dv != e->dv) return LA_ERR_ARG;
   if (e->cfg.window > 0) return LA_ERR_UNSUPPORTED;
-  if (e->cfg.mode == LA_BIDIRECTIONAL && e->seg_off) return LA_ERR_UNSUPPORTED;
+  return LA_OK;
+}
+
+la_status la_backward_segmented(la_engine e, int64_t token0, int64_t n, const void *q,
+                                const void *k, const void *v, const void *g,
+                                const la_state *left, const la_state *right, void *dq, void *dk,
+                                void *dv, double *side, la_state *head_rev,
+                                la_state *tail_rev, la_den_stats *stats) {
+  la_status st = check(e, head_rev);
+  if (st == LA_OK) st = check(e, tail_rev);
+  if (st == LA_OK && (e->cfg.mode != LA_BIDIRECTIONAL || !e->seg_off)) st = LA_ERR_ARG;
+  if (st != LA_OK || n == 0) return st;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < e->H; h++) {
+    la_work *w = &e->work[la_thread_id()];
+    if (e->dt == LA_F32)
+      bwd_segmented_f32(e, w, h, token0, n, q, k, v, g, left->sz + h * rsz, left->m[h],
+                        right->sz + h * rsz, right->m[h], dq, side, head_rev->sz + h * rsz,
+                        head_rev->m + h, tail_rev->sz + h * rsz, tail_rev->m + h, dk, dv);
+    else
+      bwd_segmented_f64(e, w, h, token0, n, q, k, v, g, left->sz + h * rsz, left->m[h],
+                        right->sz + h * rsz, right->m[h], dq, side, head_rev->sz + h * rsz,
+                        head_rev->m + h, tail_rev->sz + h * rsz, tail_rev->m + h, dk, dv);
+  }
+  /* scan flags: the block holds a segment start */
+  int has = la_engine_segment_at_or_after(e, token0) < token0 + n;
+  for (int h = 0; h < e->H; h++) head_rev->f[h] = tail_rev->f[h] = has;
+  la_engine_merge_stats(e, stats);
+  return LA_OK;
+}
+
+la_status la_backward_segmented_ends(la_engine e, int64_t token0, int64_t n, const void *q,
+                                     const void *k, const void *v, const void *g,
+                                     const double *side, const la_state *left_rev,
+                                     const la_state *right_rev, const la_state *head_rev,
+                                     const la_state *tail_rev, void *dk, void *dv) {
+  if (n == 0) return LA_OK;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < e->H; h++) {
+    la_work *w = &e->work[la_thread_id()];
+    if (e->dt == LA_F32)
+      bwd_segmented_ends_f32(e, w, h, token0, n, q, k, v, g, side, left_rev->sz + h * rsz,
+                             left_rev->m[h], right_rev->sz + h * rsz, right_rev->m[h],
+                             head_rev->sz + h * rsz, head_rev->m[h], tail_rev->sz + h * rsz,
+                             tail_rev->m[h], dk, dv);
+    else
+      bwd_segmented_ends_f64(e, w, h, token0, n, q, k, v, g, side, left_rev->sz + h * rsz,
+                             left_rev->m[h], right_rev->sz + h * rsz, right_rev->m[h],
+                             head_rev->sz + h * rsz, head_rev->m[h], tail_rev->sz + h * rsz,
+                             tail_rev->m[h], dk, dv);
+  }
   return LA_OK;
 }
 
@@ -64,10 +116,22 @@ la_status la_backward_reverse(la_engine e, int64_t token0, int64_t n, const void
 
 la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                       const void *g, void *dq, void *dk, void *dv, la_den_stats *stats) {
-  la_state st = {0}, rev = {0};
+  la_state st = {0}, rev = {0}, tail = {0};
   double *side = malloc(sizeof(double) * (la_backward_side_size(e, n) + 1));
   la_status s = side ? la_state_init(&st, e->H, e->r, e->dv) : LA_ERR_NOMEM;
   if (s == LA_OK) s = la_state_init(&rev, e->H, e->r, e->dv);
+  if (s == LA_OK) s = la_state_init(&tail, e->H, e->r, e->dv);
+  if (s == LA_OK && e->cfg.mode == LA_BIDIRECTIONAL && e->seg_off) {
+    /* st stays the identity: nothing lies left or right of the sequence */
+    s = la_backward_segmented(e, 0, n, q, k, v, g, &st, &st, dq, dk, dv, side, &rev, &tail, stats);
+    if (s == LA_OK)
+      s = la_backward_segmented_ends(e, 0, n, q, k, v, g, side, &st, &st, &rev, &tail, dk, dv);
+    la_state_free(&tail);
+    la_state_free(&st);
+    la_state_free(&rev);
+    free(side);
+    return s;
+  }
   if (s == LA_OK && e->cfg.mode == LA_BIDIRECTIONAL) s = la_engine_accumulate(e, 0, n, k, v, &st);
   if (s == LA_OK) s = la_backward_replay(e, 0, n, q, k, v, g, &st, dq, side, &rev, stats);
   if (s == LA_OK) {
@@ -76,6 +140,7 @@ la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, cons
   }
   la_state_free(&st);
   la_state_free(&rev);
+  la_state_free(&tail);
   free(side);
   return s;
 }

@@ -213,3 +213,86 @@ void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     p_end = p0;
   }
 }
+
+/* Bidirectional with segments, one head (§3, §4): every segment piece of the block gets its
+ * summary (left/right added at the block's ends, as in the forward), the replay runs per piece,
+ * and pieces that lie wholly inside the block are finished at once. The query sums of the
+ * first and last piece are returned (head_rev, tail_rev) for the cross-rank scans; their
+ * reverse pass runs later (bwd_segmented_ends). */
+void LA_FN(bwd_segmented)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                          const LA_REAL *q, const LA_REAL *k, const LA_REAL *v, const LA_REAL *g,
+                          const double *lsz, double lm, const double *rsz_, double rm,
+                          LA_REAL *dq, double *side, double *hsz, double *hm, double *tsz,
+                          double *tm, LA_REAL *dk, LA_REAL *dvo) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  const int64_t ldk = (int64_t)e->H * e->dk, ldv = (int64_t)e->H * e->dv, ld1 = e->H;
+  double *sz = w->wsz;
+  double *qs = malloc(sizeof(double) * rsz); /* once per head and call */
+  if (!qs) return;
+  for (int64_t a = 0; a < n;) {
+    int64_t b = n, nxt = next_start_after(e, token0 + a);
+    if (nxt - token0 < b) b = nxt - token0;
+    const int first = a == 0 && !is_segment_start(e, token0);
+    const int last = b == n && !is_segment_start(e, token0 + n);
+    double m = -INFINITY, qm = -INFINITY;
+    int f = 0, zf = 0, of = 0;
+    memset(sz, 0, sizeof(double) * rsz);
+    if (first) {
+      memcpy(sz, lsz, sizeof(double) * rsz);
+      m = lm;
+    }
+    LA_FN(accum_range)(e, w, h, token0, a, b, k, v, sz, &m, &f);
+    if (last && rm != -INFINITY) la_state_combine_head(sz, &m, &zf, rsz_, &rm, &of, rsz);
+    /* replay of the piece's queries against the segment's summary */
+    memset(qs, 0, sizeof(double) * rsz);
+    int fdummy = 0;
+    LA_FN(bwd_replay)(e, w, h, token0 + a, b - a, q + a * ldk, k + a * ldk, v + a * ldv,
+                      g + a * ldv, sz, &m, &fdummy, dq + a * ldk, side + a * ld1 * 3, qs, &qm,
+                      INT64_MAX);
+    if (first || last) {
+      if (first) { memcpy(hsz, qs, sizeof(double) * rsz); *hm = qm; }
+      if (last) { memcpy(tsz, qs, sizeof(double) * rsz); *tm = qm; }
+    } else {
+      LA_FN(bwd_reverse)(e, w, h, token0 + a, b - a, q + a * ldk, k + a * ldk, v + a * ldv,
+                         g + a * ldv, side + a * ld1 * 3, qs, &qm, dk + a * ldk, dvo + a * ldv);
+    }
+    a = b;
+  }
+  free(qs);
+}
+
+/* The reverse pass of the first and last piece, once the query sums from the other ranks
+ * (lrev from the left, rrev from the right) have arrived. */
+void LA_FN(bwd_segmented_ends)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                               const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
+                               const LA_REAL *g, const double *side, const double *lrsz,
+                               double lrm, const double *rrsz, double rrm, const double *hsz,
+                               double hm, const double *tsz, double tm, LA_REAL *dk,
+                               LA_REAL *dvo) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  const int64_t ldk = (int64_t)e->H * e->dk, ldv = (int64_t)e->H * e->dv, ld1 = e->H;
+  double *sz = w->wsz;
+  const int64_t b1 = next_start_after(e, token0) - token0;          /* end of the first piece */
+  const int64_t aL = segment_start(e, token0 + n - 1) - token0;      /* start of the last piece */
+  const int first = !is_segment_start(e, token0), last = !is_segment_start(e, token0 + n);
+  for (int pass = 0; pass < 2; pass++) {
+    int64_t a = pass == 0 ? 0 : (aL > 0 ? aL : 0), b = pass == 0 ? (b1 < n ? b1 : n) : n;
+    int is_first = a == 0 && first, is_last = b == n && last;
+    if (!is_first && !is_last) continue;
+    if (pass == 1 && a == 0) break; /* one piece: done in pass 0 */
+    double m = -INFINITY;
+    int f0 = 0, f1 = 0;
+    memset(sz, 0, sizeof(double) * rsz);
+    la_state_combine_head(sz, &m, &f0, is_first ? hsz : tsz, is_first ? &hm : &tm, &f1, rsz);
+    f0 = f1 = 0;
+    if (is_first && lrm != -INFINITY) la_state_combine_head(sz, &m, &f0, lrsz, &lrm, &f1, rsz);
+    f0 = f1 = 0;
+    if (is_last && rrm != -INFINITY) la_state_combine_head(sz, &m, &f0, rrsz, &rrm, &f1, rsz);
+    double *szc = malloc(sizeof(double) * rsz);
+    if (!szc) return;
+    memcpy(szc, sz, sizeof(double) * rsz);
+    LA_FN(bwd_reverse)(e, w, h, token0 + a, b - a, q + a * ldk, k + a * ldk, v + a * ldv,
+                       g + a * ldv, side + a * ld1 * 3, szc, &m, dk + a * ldk, dvo + a * ldv);
+    free(szc);
+  }
+}

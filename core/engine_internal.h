@@ -51,5 +51,23 @@ void bwd_reverse_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n, 
 void bwd_reverse_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const double *q,
                      const double *k, const double *v, const double *g, const double *side,
                      double *dsz, double *mu, double *dk, double *dv);
+void bwd_segmented_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const float *q,
+                       const float *k, const float *v, const float *g, const double *lsz,
+                       double lm, const double *rsz, double rm, float *dq, double *side,
+                       double *hsz, double *hm, double *tsz, double *tm, float *dk, float *dv);
+void bwd_segmented_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const double *q,
+                       const double *k, const double *v, const double *g, const double *lsz,
+                       double lm, const double *rsz, double rm, double *dq, double *side,
+                       double *hsz, double *hm, double *tsz, double *tm, double *dk, double *dv);
+void bwd_segmented_ends_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                            const float *q, const float *k, const float *v, const float *g,
+                            const double *side, const double *lrsz, double lrm,
+                            const double *rrsz, double rrm, const double *hsz, double hm,
+                            const double *tsz, double tm, float *dk, float *dv);
+void bwd_segmented_ends_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                            const double *q, const double *k, const double *v, const double *g,
+                            const double *side, const double *lrsz, double lrm,
+                            const double *rrsz, double rrm, const double *hsz, double hm,
+                            const double *tsz, double tm, double *dk, double *dv);
 
 #endif

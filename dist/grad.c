@@ -23,10 +23,6 @@ int la_cmd_grad(la_dist d, la_cli *o) {
       snprintf(err, sizeof err, "--window: the backward of a sliding window is not implemented in this version");
       st = LA_ERR_UNSUPPORTED;
     }
-    if (st == LA_OK && job.seg && o->cfg.mode == LA_BIDIRECTIONAL) {
-      snprintf(err, sizeof err, "--segments: the bidirectional backward with segments is not implemented in this version");
-      st = LA_ERR_UNSUPPORTED;
-    }
     st = la_dist_agree(d, st, err, sizeof err);
   }
   /* outputs: each the shape of its input ([N,H,d], or [N,d] when the input was 2-D) */

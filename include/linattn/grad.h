@@ -29,6 +29,23 @@ la_status la_backward_reverse(la_engine eng, int64_t token0, int64_t n, const vo
                               const void *k, const void *v, const void *g, const double *side,
                               la_state *suffix, void *dk, void *dv);
 
+/* Bidirectional with segments on a rank's whole range: left/right are the forward summaries
+ * of the keys before/after the range (as la_engine_apply_segmented takes them). Pieces inside
+ * the range are finished; the query sums of the first and last piece come back in head_rev
+ * and tail_rev (flag: the range holds a segment start) for the scans, and
+ * la_backward_segmented_ends completes those two pieces from the sums of the other ranks
+ * (left_rev: exscan of the tails; right_rev: reverse exscan of the heads). */
+la_status la_backward_segmented(la_engine eng, int64_t token0, int64_t n, const void *q,
+                                const void *k, const void *v, const void *g,
+                                const la_state *left, const la_state *right, void *dq, void *dk,
+                                void *dv, double *side, la_state *head_rev, la_state *tail_rev,
+                                la_den_stats *stats);
+la_status la_backward_segmented_ends(la_engine eng, int64_t token0, int64_t n, const void *q,
+                                     const void *k, const void *v, const void *g,
+                                     const double *side, const la_state *left_rev,
+                                     const la_state *right_rev, const la_state *head_rev,
+                                     const la_state *tail_rev, void *dk, void *dv);
+
 /* Both passes on one rank's whole sequence. */
 la_status la_backward(la_engine eng, int64_t n, const void *q, const void *k, const void *v,
                       const void *g, void *dq, void *dk, void *dv, la_den_stats *stats);
