@@ -19,6 +19,45 @@ static int LA_FN(piece_len)(la_engine e, int64_t token0, int64_t p, int64_t n) {
   return (int)(end - p);
 }
 
+/* The coefficients of one row block (§4 "Gradients"): a_s = fa G and b for the denominator
+ * policy, from o = [num_s | den_s] with per-row key scales M (lsc = aq + M, w->aq holding aq).
+ * Writes AB = [a_s | b] and side = (fa, b, M) per row; notes denominators and violations. */
+static void LA_FN(grad_coeffs)(la_engine e, la_work *w, int h, int64_t tok0, int len,
+                               const LA_REAL *g, const LA_REAL *o, const double *M, LA_REAL *AB,
+                               double *side) {
+  const int dv = e->dv, dv1 = dv + 1, H = e->H;
+  const la_config *cfg = &e->cfg;
+  for (int i = 0; i < len; i++) {
+    const int64_t tok = tok0 + i;
+    const LA_REAL *gi = g + (int64_t)i * H * dv + (int64_t)h * dv, *oi = o + (size_t)i * dv1;
+    const double den_s = (double)oi[dv], lsc = w->aq[i] + M[i];
+    double fa = 0, b = 0;
+    den_note(&w->stats, den_s, lsc);
+    if (cfg->normalize) {
+      int zero;
+      double d = den_divisor(cfg, &w->stats, den_s, lsc, tok, h, &zero);
+      if (!zero) {
+        double gn = 0;
+        for (int j = 0; j < dv; j++) gn += (double)gi[j] * oi[j];
+        fa = 1.0 / d;
+        /* clamp below E: the divisor is the constant E, so no d/dden */
+        int constant = cfg->den_policy == LA_DEN_CLAMP && !(den_s >= cfg->den_eps * exp(-lsc));
+        b = constant ? 0.0 : -gn / (d * d);
+      }
+    } else {
+      fa = exp(lsc);
+      if (!isfinite(fa)) overflow_note(&w->stats, tok, h);
+    }
+    LA_REAL *abi = AB + (size_t)i * dv1;
+    for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(fa * gi[j]);
+    abi[dv] = (LA_REAL)b;
+    double *sd = side + ((int64_t)i * H + h) * 3;
+    sd[0] = fa;
+    sd[1] = b;
+    sd[2] = M[i];
+  }
+}
+
 /* Forward replay of one head: outputs are recomputed, the gradient coefficients a, b formed,
  * dq written, (fa, b, M) stored in side, and the rank's reverse-scan element (the queries
  * before the block's first segment start) accumulated into (rsz, rm). Causal, or
@@ -29,9 +68,8 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
                               double *side, double *rsz_, double *rm, int64_t cut) {
   const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H, bidir = e->cfg.mode == LA_BIDIRECTIONAL;
   const size_t rsz = (size_t)r * dv1;
-  const la_config *cfg = &e->cfg;
-  LA_REAL *sf = w->sf, *A = w->A, *o = w->o, *AB = w->vf, *tmp = w->tmp;
-  LA_REAL *dphi = w->phif;
+  LA_REAL *sf = w->sf, *A = w->A, *o = w->o, *AB = w->ab, *tmp = w->tmp;
+  LA_REAL *dphi = w->dphi;
   const int64_t ldk = (int64_t)H * e->dk;
   if (bidir)
     for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
@@ -66,36 +104,9 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len,
               w->vp, dv1, (LA_REAL)1, o, dv1);
     }
-    /* a = fa G, b (the policy's derivative, on the stabilized scale) */
-    for (int i = 0; i < len; i++) {
-      const int64_t tok = token0 + p0 + i;
-      const LA_REAL *gi = g + (p0 + i) * (int64_t)H * dv + (int64_t)h * dv, *oi = o + (size_t)i * dv1;
-      const double den_s = (double)oi[dv], lsc = w->aq[i] + M;
-      double fa = 0, b = 0;
-      den_note(&w->stats, den_s, lsc);
-      if (cfg->normalize) {
-        int zero;
-        double d = den_divisor(cfg, &w->stats, den_s, lsc, tok, h, &zero);
-        if (!zero) {
-          double gn = 0;
-          for (int j = 0; j < dv; j++) gn += (double)gi[j] * oi[j];
-          fa = 1.0 / d;
-          /* clamp below E: the divisor is the constant E, so no d/dden */
-          int constant = cfg->den_policy == LA_DEN_CLAMP && !(den_s >= cfg->den_eps * exp(-lsc));
-          b = constant ? 0.0 : -gn / (d * d);
-        }
-      } else {
-        fa = exp(lsc);
-        if (!isfinite(fa)) overflow_note(&w->stats, tok, h);
-      }
-      LA_REAL *abi = AB + (size_t)i * dv1;
-      for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(fa * gi[j]);
-      abi[dv] = (LA_REAL)b;
-      double *sd = side + ((p0 + i) * (int64_t)H + h) * 3;
-      sd[0] = fa;
-      sd[1] = b;
-      sd[2] = M;
-    }
+    for (int i = 0; i < len; i++) w->ak2[i] = M;
+    LA_FN(grad_coeffs)(e, w, h, token0 + p0, len, g + p0 * (int64_t)H * dv, o, w->ak2, AB,
+                       side + p0 * (int64_t)H * 3);
     /* dphi_s(q) = AB (S|z)^T (+ intra: tril(AB [V|1]^T) Phi_k) */
     if (mprev != -INFINITY)
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, r, dv1, (LA_REAL)1, AB, dv1, sf, dv1,
@@ -135,7 +146,7 @@ void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t 
                                LA_REAL *dk, LA_REAL *dvo) {
   const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H, bidir = e->cfg.mode == LA_BIDIRECTIONAL;
   const size_t rsz = (size_t)r * dv1;
-  LA_REAL *sf = w->sf, *A = w->A, *AB = w->vf, *tmp = w->tmp, *dphi = w->phif;
+  LA_REAL *sf = w->sf, *A = w->A, *AB = w->ab, *tmp = w->tmp, *dphi = w->dphi;
   const int64_t ldk = (int64_t)H * e->dk, ldv = (int64_t)H * dv;
   /* piece starts, walked backwards: recompute them forwards into a small stack per chunk */
   int64_t p_end = n;

@@ -19,6 +19,8 @@ typedef struct {
   void *phif, *vf;   /* window far edge: 2C x r, 2C x (dv+1) */
   double *af;        /* 2C */
   void *Af;          /* C x 2C */
+  void *ab, *dphi;   /* backward: C x (dv+1) coefficients [a | b], C x r feature gradients */
+  double *ak2;       /* C */
   la_den_stats stats;
   char pad[64];      /* keep neighbouring workspaces off one cache line */
 } la_work;
