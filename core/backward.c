@@ -10,9 +10,81 @@
 
 size_t la_backward_side_size(const la_engine e, int64_t n) { return (size_t)3 * n * e->H; }
 
+static la_status shape_ok(const la_engine e, const la_state *s) {
+  return (!s || s->heads != e->H || s->r != e->r || s->dv != e->dv) ? LA_ERR_ARG : LA_OK;
+}
+
 static la_status check(const la_engine e, const la_state *s) {
-  if (!s || s->heads != e->H || s->r != e->r || s->dv != e->dv) return LA_ERR_ARG;
-  if (e->cfg.window > 0) return LA_ERR_UNSUPPORTED;
+  /* a window of N or more is the plain causal operator; shorter ones have their own entry
+   * points (la_backward_window*), which the callers choose */
+  return shape_ok(e, s);
+}
+
+static int queue_cap(const la_engine e, int64_t reach) {
+  int64_t span = e->cfg.window < reach ? e->cfg.window : reach;
+  return (int)(span / e->C) + 8;
+}
+
+la_status la_backward_window(la_engine e, int64_t token0, int64_t n, const void *q,
+                             const void *k, const void *v, const void *g, int64_t hlo,
+                             int64_t hhi, const void *hk, const void *hv, const la_state *mid,
+                             void *dq, double *side, la_den_stats *stats) {
+  if (e->cfg.mode != LA_CAUSAL || e->cfg.window <= 0 || shape_ok(e, mid) != LA_OK || hlo > hhi ||
+      hhi > token0)
+    return LA_ERR_ARG;
+  if (n == 0) return LA_OK;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  const int cap = queue_cap(e, token0 + n);
+  la_status st = LA_OK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < e->H; h++) {
+    la_status hs = LA_OK;
+    la_window_replay_head(e, &e->work[la_thread_id()], h, token0, n, q, k, v, hlo, hhi, hk, hv,
+                          mid->sz + h * rsz, mid->m[h], g, dq, side, cap, &hs);
+    if (hs != LA_OK) {
+#pragma omp critical
+      st = hs;
+    }
+  }
+  la_engine_merge_stats(e, stats);
+  return st;
+}
+
+la_status la_backward_window_reverse(la_engine e, int64_t token0, int64_t n, const void *q,
+                                     const void *k, const void *v, const void *g,
+                                     const double *side, int64_t flo, int64_t fhi,
+                                     const void *fq, const void *fg, const double *fside,
+                                     const la_state *fmid, void *dk, void *dv) {
+  if (e->cfg.mode != LA_CAUSAL || e->cfg.window <= 0 || shape_ok(e, fmid) != LA_OK ||
+      flo < token0 + n || fhi < flo)
+    return LA_ERR_ARG;
+  if (n == 0) return LA_OK;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  const int cap = queue_cap(e, fhi - token0);
+  la_status st = LA_OK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < e->H; h++) {
+    la_status hs = LA_OK;
+    la_window_reverse_head(e, &e->work[la_thread_id()], h, token0, n, q, k, v, g, side, flo, fhi,
+                           fq, fg, fside, fmid->sz + h * rsz, fmid->m[h], dk, dv, cap, &hs);
+    if (hs != LA_OK) {
+#pragma omp critical
+      st = hs;
+    }
+  }
+  return st;
+}
+
+la_status la_backward_query_summary(la_engine e, int64_t token0, int64_t n, const void *q,
+                                    const void *g, const double *side, int64_t a, int64_t b,
+                                    la_state *out) {
+  if (shape_ok(e, out) != LA_OK || a < token0 || b > token0 + n || a > b) return LA_ERR_ARG;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < e->H; h++)
+    la_query_summary_head(e, &e->work[la_thread_id()], h, token0, n, a, b, q, g, side,
+                          out->sz + h * rsz, out->m + h);
+  for (int h = 0; h < e->H; h++) out->f[h] = 0;
   return LA_OK;
 }
 
@@ -121,6 +193,17 @@ la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, cons
   la_status s = side ? la_state_init(&st, e->H, e->r, e->dv) : LA_ERR_NOMEM;
   if (s == LA_OK) s = la_state_init(&rev, e->H, e->r, e->dv);
   if (s == LA_OK) s = la_state_init(&tail, e->H, e->r, e->dv);
+  if (s == LA_OK && e->cfg.window > 0 && e->cfg.window < n) {
+    /* nothing before or after the sequence: empty halos */
+    s = la_backward_window(e, 0, n, q, k, v, g, 0, 0, NULL, NULL, &st, dq, side, stats);
+    if (s == LA_OK)
+      s = la_backward_window_reverse(e, 0, n, q, k, v, g, side, n, n, NULL, NULL, NULL, &st, dk, dv);
+    la_state_free(&tail);
+    la_state_free(&st);
+    la_state_free(&rev);
+    free(side);
+    return s;
+  }
   if (s == LA_OK && e->cfg.mode == LA_BIDIRECTIONAL && e->seg_off) {
     /* st stays the identity: nothing lies left or right of the sequence */
     s = la_backward_segmented(e, 0, n, q, k, v, g, &st, &st, dq, dk, dv, side, &rev, &tail, stats);

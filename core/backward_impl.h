@@ -307,3 +307,207 @@ void LA_FN(bwd_segmented_ends)(la_engine e, la_work *w, int h, int64_t token0, i
     free(szc);
   }
 }
+
+/* Query rows' features, [a | b] and key scales M for global tokens [a0, b0): own rows, or the
+ * future halo (t >= token0 + n, rows from flo). phi gets phi_s(q) e^{X - M_i}. */
+static void LA_FN(range_queries)(la_engine e, int h, int64_t token0, int64_t n, int64_t a0,
+                                 int64_t b0, const LA_REAL *q, const LA_REAL *g,
+                                 const double *side, int64_t flo, const LA_REAL *fq,
+                                 const LA_REAL *fg, const double *fside, double X, LA_REAL *phi,
+                                 double *aq, LA_REAL *AB, double *M) {
+  const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H;
+  const int64_t end = token0 + n;
+  for (int64_t t0 = a0; t0 < b0;) {
+    const int own = t0 < end;
+    const int64_t t1 = own ? (b0 < end ? b0 : end) : b0, base = own ? token0 : flo;
+    const LA_REAL *qq = own ? q : fq, *gg = own ? g : fg;
+    const double *ss = own ? side : fside;
+    const int len = (int)(t1 - t0), off = (int)(t0 - a0);
+    LA_FN(chunk_features)(e, h, t0 - base, len, qq, phi + (size_t)off * r, aq + off);
+    for (int i = 0; i < len; i++) {
+      const double *sd = ss + ((t0 - base + i) * H + h) * 3;
+      const LA_REAL *gi = gg + (t0 - base + i) * (int64_t)H * dv + (int64_t)h * dv;
+      LA_REAL *abi = AB + (size_t)(off + i) * dv1;
+      for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(sd[0] * gi[j]);
+      abi[dv] = (LA_REAL)sd[1];
+      M[off + i] = sd[2];
+      if (X != -INFINITY) {
+        LA_REAL fct = (LA_REAL)exp(X - sd[2]);
+        if (fct != (LA_REAL)1)
+          for (int j = 0; j < r; j++) phi[(size_t)(off + i) * r + j] *= fct;
+      }
+    }
+    t0 = t1;
+  }
+}
+
+/* Summary of the query side over [a0, b0) (one segment): sum phi_s(q_i) [a_i; b_i]^T e^{-M_i},
+ * returned on the log-scale m = max(-M_i). */
+static void LA_FN(query_summary)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                                 int64_t a0, int64_t b0, const LA_REAL *q, const LA_REAL *g,
+                                 const double *side, int64_t flo, const LA_REAL *fq,
+                                 const LA_REAL *fg, const double *fside, double *sz, double *m) {
+  const int r = e->r, dv1 = e->dv + 1;
+  const size_t rsz = (size_t)r * dv1;
+  LA_REAL *tmp = w->tmp;
+  *m = -INFINITY;
+  memset(sz, 0, sizeof(double) * rsz);
+  for (int64_t a = a0; a < b0;) {
+    int len = (int)(b0 - a < e->C ? b0 - a : e->C);
+    LA_FN(range_queries)(e, h, token0, n, a, a + len, q, g, side, flo, fq, fg, fside, -INFINITY,
+                         w->phiq, w->aq, w->ab, w->ak2);
+    double mu = -INFINITY;
+    for (int i = 0; i < len; i++) mu = -w->ak2[i] > mu ? -w->ak2[i] : mu;
+    for (int i = 0; i < len; i++) {
+      LA_REAL fct = (LA_REAL)exp(-w->ak2[i] - mu);
+      if (fct != (LA_REAL)1)
+        for (int j = 0; j < r; j++) ((LA_REAL *)w->phiq)[(size_t)i * r + j] *= fct;
+    }
+    LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, w->ab,
+            dv1, (LA_REAL)0, tmp, dv1);
+    double *wz = w->wsz;
+    for (size_t i = 0; i < rsz; i++) wz[i] = (double)tmp[i];
+    LA_FN(wq_add)(sz, m, wz, mu, rsz);
+    a += len;
+  }
+}
+
+/* Reverse pass of the causal sliding window (§3, §4 "Gradients"), one head: key j receives
+ * from the queries i in [j, j+W-1] of its segment. Mirror of apply_window: key chunks from
+ * last to first; per chunk the queries split into the chunk itself, a far edge of at most
+ * 2C-2 rows (masked per key), and a two-stacks queue of query summaries in between; future
+ * rows beyond the rank come as a halo [flo, fhi) plus one summary fmid of [token0+n, flo).
+ * Pairs are scaled per segment of the chunk by X = max a_k: keys e^{a_k - X} <= 1,
+ * queries e^{X - M_i}. */
+void LA_FN(bwd_window_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                               const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
+                               const LA_REAL *g, const double *side, int64_t flo, int64_t fhi,
+                               const LA_REAL *fq, const LA_REAL *fg, const double *fside,
+                               const double *fmidsz, double fmidm, LA_FN(wqueue) *Q,
+                               LA_REAL *dk, LA_REAL *dvo) {
+  const int r = e->r, dv = e->dv, dv1 = dv + 1, C = e->C, H = e->H;
+  const int64_t W = e->cfg.window, end = token0 + n;
+  const int64_t ldk = (int64_t)H * e->dk, ldv = (int64_t)H * dv;
+  const size_t rsz = (size_t)r * dv1;
+  LA_REAL *sf = w->sf, *A = w->A, *Af = w->Af, *AB = w->ab, *dphi = w->dphi;
+  double *sz = w->wsz, qm;
+  const int64_t Nlim = fhi > end ? fhi : end; /* no query beyond the halo is ever read */
+  LA_FN(wq_clear)(Q);
+  /* queue at the last chunk: far-future pieces (farthest first), then the middle summary */
+  const int64_t Elast = next_start_after(e, end - 1) < Nlim ? next_start_after(e, end - 1) : Nlim;
+  if (Elast > end && fhi > end) {
+    int64_t c0L = ((end - 1) / C) * C;
+    if (c0L < token0) c0L = token0;
+    int64_t hf = (c0L + W) / C * C;
+    hf = hf < Elast ? hf : Elast;
+    hf = hf > end ? hf : end;
+    for (int64_t b = hf; b > flo;) {
+      int64_t a = ((b - 1) / C) * C;
+      if (a < flo) a = flo;
+      double m;
+      LA_FN(query_summary)(e, w, h, token0, n, a, b, q, g, side, flo, fq, fg, fside, sz, &m);
+      LA_FN(wq_push)(Q, a, b, sz, m);
+      b = a;
+    }
+  }
+  if (flo > end && fmidm != -INFINITY) LA_FN(wq_push)(Q, end, flo, fmidsz, fmidm);
+  for (int64_t cend = end; cend > token0;) {
+    int64_t c0 = ((cend - 1) / C) * C;
+    if (c0 < token0) c0 = token0;
+    const int len = (int)(cend - c0);
+    int reset;
+    const int nseg = seg_layout(e, c0, len, w->segi, &reset);
+    const int *segi = w->segi;
+    int64_t E = next_start_after(e, cend - 1);
+    if (E > Nlim) E = Nlim;
+    if (E == cend) LA_FN(wq_clear)(Q); /* the queries after the chunk are another segment */
+    int64_t hf = (c0 + W) / C * C;
+    hf = hf < E ? hf : E;
+    hf = hf > cend ? hf : cend;
+    while (Q->count > 0 && Q->a[Q->head] >= hf) LA_FN(wq_pop)(Q);
+    int64_t fe = cend - 1 + W < E ? cend - 1 + W : E;
+    const int nf = fe > hf ? (int)(fe - hf) : 0;
+    int bl = 0;
+    while (segi[bl] != nseg - 1) bl++;
+    const int nl = len - bl;
+    /* keys, scaled per segment by X_s = max a_k */
+    LA_FN(chunk_features)(e, h, c0 - token0, len, k, w->phik, w->ak);
+    LA_FN(chunk_values)(e, h, c0 - token0, len, v, w->vp);
+    double *X = w->mseg;
+    for (int s = 0; s < nseg; s++) X[s] = -INFINITY;
+    for (int i = 0; i < len; i++) X[segi[i]] = w->ak[i] > X[segi[i]] ? w->ak[i] : X[segi[i]];
+    if (!e->stabilized)
+      for (int s = 0; s < nseg; s++) X[s] = 0;
+    for (int i = 0; i < len; i++) {
+      LA_REAL fct = (LA_REAL)exp(w->ak[i] - X[segi[i]]);
+      if (fct != (LA_REAL)1)
+        for (int j = 0; j < r; j++) ((LA_REAL *)w->phik)[(size_t)i * r + j] *= fct;
+    }
+    /* the chunk's queries, scaled per row by e^{X_seg - M_i} */
+    LA_FN(range_queries)(e, h, token0, n, c0, cend, q, g, side, flo, fq, fg, fside, -INFINITY,
+                         w->phiq, w->aq, AB, w->ak2);
+    for (int i = 0; i < len; i++) {
+      LA_REAL fct = (LA_REAL)exp(X[segi[i]] - w->ak2[i]);
+      if (fct != (LA_REAL)1)
+        for (int j = 0; j < r; j++) ((LA_REAL *)w->phiq)[(size_t)i * r + j] *= fct;
+    }
+    LA_REAL *dvp = dvo + (c0 - token0) * ldv + (int64_t)h * dv;
+    memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
+    for (int i = 0; i < len; i++) memset(dvp + i * ldv, 0, sizeof(LA_REAL) * dv);
+    const double XL = X[nseg - 1];
+    LA_FN(wq_sum)(Q, sz, &qm);
+    if (qm != -INFINITY && nl > 0) { /* queue: queries [cend, hf) of the last segment */
+      const double fct = exp(qm + XL);
+      for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)(sz[i] * fct);
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nl, r, dv1, (LA_REAL)1,
+              (LA_REAL *)w->vp + (size_t)bl * dv1, dv1, sf, dv1, (LA_REAL)0, dphi + (size_t)bl * r, r);
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, nl, dv, r, (LA_REAL)1,
+              (LA_REAL *)w->phik + (size_t)bl * r, r, sf, dv1, (LA_REAL)0, dvp + bl * ldv, (int)ldv);
+    }
+    if (nf > 0 && nl > 0) { /* far edge: queries [hf, fe), key j reads i <= j + W - 1 */
+      LA_FN(range_queries)(e, h, token0, n, hf, fe, q, g, side, flo, fq, fg, fside, XL, w->phif,
+                           w->af, w->vf, w->ak2 + 0);
+      /* Sc[j][i] = [v_j;1].[a_i;b_i] */
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nl, nf, dv1, (LA_REAL)1,
+              (LA_REAL *)w->vp + (size_t)bl * dv1, dv1, w->vf, dv1, (LA_REAL)0, Af, nf);
+      for (int j = 0; j < nl; j++)
+        for (int i = 0; i < nf; i++)
+          if (hf + i > c0 + bl + j + W - 1) Af[(size_t)j * nf + i] = 0;
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, nl, r, nf, (LA_REAL)1, Af, nf, w->phif,
+              r, (LA_REAL)1, dphi + (size_t)bl * r, r);
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nl, nf, r, (LA_REAL)1,
+              (LA_REAL *)w->phik + (size_t)bl * r, r, w->phif, r, (LA_REAL)0, Af, nf);
+      for (int j = 0; j < nl; j++)
+        for (int i = 0; i < nf; i++)
+          if (hf + i > c0 + bl + j + W - 1) Af[(size_t)j * nf + i] = 0;
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, nl, dv, nf, (LA_REAL)1, Af, nf, w->vf,
+              dv1, (LA_REAL)1, dvp + bl * ldv, (int)ldv);
+    }
+    /* intra: i >= j, i - j < W, same segment */
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, dv1, (LA_REAL)1, w->vp, dv1, AB,
+            dv1, (LA_REAL)0, A, len);
+    for (int j = 0; j < len; j++)
+      for (int i = 0; i < len; i++)
+        if (i < j || i - j >= W || segi[i] != segi[j]) A[(size_t)j * len + i] = 0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, (LA_REAL)1, A, len, w->phiq,
+            r, (LA_REAL)1, dphi, r);
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phik, r, w->phiq,
+            r, (LA_REAL)0, A, len);
+    for (int j = 0; j < len; j++)
+      for (int i = 0; i < len; i++)
+        if (i < j || i - j >= W || segi[i] != segi[j]) A[(size_t)j * len + i] = 0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv, len, (LA_REAL)1, A, len, AB, dv1,
+            (LA_REAL)1, dvp, (int)ldv);
+    LA_CAT(la_featmap_chain, LA_SFX)(e->fm, h, len, k + (c0 - token0) * ldk + (int64_t)h * e->dk,
+                                     ldk, dphi, w->phik,
+                                     dk + (c0 - token0) * ldk + (int64_t)h * e->dk, ldk, w->af);
+    /* push the query summary of the chunk's first segment (it continues to earlier chunks) */
+    if (nseg > 1) LA_FN(wq_clear)(Q);
+    int b0 = 0;
+    while (b0 < len && segi[b0] == 0) b0++;
+    double m;
+    LA_FN(query_summary)(e, w, h, token0, n, c0, c0 + b0, q, g, side, flo, fq, fg, fside, sz, &m);
+    LA_FN(wq_push)(Q, c0, c0 + b0, sz, m);
+    cend = c0;
+  }
+}

@@ -510,6 +510,98 @@ void la_window_halo(const la_engine e, int64_t token0, int64_t n, int64_t *lo, i
   *hi = A > *lo ? A : *lo;
 }
 
+/* Queue storage for one head: O(min(W, N)/C) summaries (§3). */
+typedef struct {
+  int64_t *ab;
+  double *store;
+} qstore;
+
+static int qstore_alloc(qstore *qs, int cap, size_t rsz) {
+  qs->ab = malloc(sizeof(int64_t) * 2 * cap);
+  qs->store = malloc(sizeof(double) * ((2 * rsz + 2) * cap + rsz));
+  if (qs->ab && qs->store) return 0;
+  free(qs->ab);
+  free(qs->store);
+  return -1;
+}
+
+#define QUEUE_INIT(T, qs, cap, rsz)                                                        \
+  T Q = {cap, 0, 0, 0, rsz, qs.ab, qs.ab + cap, qs.store, qs.store + 2 * rsz * cap,       \
+         qs.store + rsz * cap, qs.store + 2 * rsz * cap + cap,                              \
+         qs.store + 2 * rsz * cap + 2 * cap, -INFINITY}
+
+void la_window_replay_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                           const void *q, const void *k, const void *v, int64_t hlo, int64_t hhi,
+                           const void *hk, const void *hv, const double *midsz, double midm,
+                           const void *g, void *dq, double *side, int cap, la_status *st) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  qstore qs;
+  if (qstore_alloc(&qs, cap, rsz)) {
+    *st = LA_ERR_NOMEM;
+    return;
+  }
+  if (e->dt == LA_F32) {
+    QUEUE_INIT(wqueue_f32, qs, cap, rsz);
+    apply_window_f32(e, w, h, token0, n, q, k, v, hlo, hhi, hk, hv, midsz, midm, &Q, NULL, g, dq, side);
+  } else {
+    QUEUE_INIT(wqueue_f64, qs, cap, rsz);
+    apply_window_f64(e, w, h, token0, n, q, k, v, hlo, hhi, hk, hv, midsz, midm, &Q, NULL, g, dq, side);
+  }
+  free(qs.ab);
+  free(qs.store);
+}
+
+void la_window_reverse_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                            const void *q, const void *k, const void *v, const void *g,
+                            const double *side, int64_t flo, int64_t fhi, const void *fq,
+                            const void *fg, const double *fside, const double *fmidsz,
+                            double fmidm, void *dk, void *dv, int cap, la_status *st) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  qstore qs;
+  if (qstore_alloc(&qs, cap, rsz)) {
+    *st = LA_ERR_NOMEM;
+    return;
+  }
+  if (e->dt == LA_F32) {
+    QUEUE_INIT(wqueue_f32, qs, cap, rsz);
+    bwd_window_reverse_f32(e, w, h, token0, n, q, k, v, g, side, flo, fhi, fq, fg, fside, fmidsz,
+                           fmidm, &Q, dk, dv);
+  } else {
+    QUEUE_INIT(wqueue_f64, qs, cap, rsz);
+    bwd_window_reverse_f64(e, w, h, token0, n, q, k, v, g, side, flo, fhi, fq, fg, fside, fmidsz,
+                           fmidm, &Q, dk, dv);
+  }
+  free(qs.ab);
+  free(qs.store);
+}
+
+void la_query_summary_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                           int64_t a, int64_t b, const void *q, const void *g, const double *side,
+                           double *sz, double *m) {
+  if (e->dt == LA_F32)
+    query_summary_f32(e, w, h, token0, n, a, b, q, g, side, token0 + n, NULL, NULL, NULL, sz, m);
+  else
+    query_summary_f64(e, w, h, token0, n, a, b, q, g, side, token0 + n, NULL, NULL, NULL, sz, m);
+}
+
+void la_window_future(const la_engine e, int64_t token0, int64_t n, int64_t N, int64_t *lo,
+                      int64_t *hi) {
+  const int64_t W = e->cfg.window, C = e->C, end = token0 + n;
+  *lo = *hi = end;
+  if (W <= 0 || n <= 0 || end >= N) return;
+  int64_t E = next_start_after(e, end - 1);
+  if (E > N) E = N;
+  if (E <= end) return;
+  int64_t S = segment_start(e, end - 1), c0 = (S / C) * C;
+  if (c0 < token0) c0 = token0;
+  int64_t A = (c0 + W) / C * C;
+  A = A < E ? A : E;
+  A = A > end ? A : end;
+  int64_t R = end - 1 + W < E ? end - 1 + W : E;
+  *lo = A;
+  *hi = R > A ? R : A;
+}
+
 la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const void *q,
                                  const void *k, const void *v, int64_t hlo, int64_t hhi,
                                  const void *hk, const void *hv, const la_state *mid, void *out,
@@ -540,13 +632,13 @@ la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const v
                       store + rsz * cap, store + 2 * rsz * cap + cap,
                       store + 2 * rsz * cap + 2 * cap, -INFINITY};
       apply_window_f32(e, w, h, token0, n, q, k, v, hlo, hhi, hk, hv, mid->sz + h * rsz,
-                       mid->m[h], &Q, out);
+                       mid->m[h], &Q, out, NULL, NULL, NULL);
     } else {
       wqueue_f64 Q = {cap, 0, 0, 0, rsz, ab, ab + cap, store, store + 2 * rsz * cap,
                       store + rsz * cap, store + 2 * rsz * cap + cap,
                       store + 2 * rsz * cap + 2 * cap, -INFINITY};
       apply_window_f64(e, w, h, token0, n, q, k, v, hlo, hhi, hk, hv, mid->sz + h * rsz,
-                       mid->m[h], &Q, out);
+                       mid->m[h], &Q, out, NULL, NULL, NULL);
     }
     free(ab);
     free(store);

@@ -7,6 +7,10 @@
 #define LA_CAT(a, b) LA_CAT2(a, b)
 #define LA_FN(name) LA_CAT(name, LA_SFX)
 
+static void LA_FN(grad_coeffs)(la_engine e, la_work *w, int h, int64_t tok0, int len,
+                               const LA_REAL *g, const LA_REAL *o, const double *M, LA_REAL *AB,
+                               double *side);
+
 /* Feature rows of chunk [c0, c0+len) of head h from x ([n, H, d] layout). */
 static void LA_FN(chunk_features)(la_engine e, int h, int64_t c0, int len, const LA_REAL *x,
                                   LA_REAL *phi, double *a) {
@@ -367,7 +371,7 @@ static void LA_FN(apply_window)(la_engine e, la_work *w, int h, int64_t token0, 
                                 const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
                                 int64_t hlo, int64_t hhi, const LA_REAL *hk, const LA_REAL *hv,
                                 const double *midsz, double midm, LA_FN(wqueue) *Q,
-                                LA_REAL *out) {
+                                LA_REAL *out, const LA_REAL *g, LA_REAL *dq, double *side) {
   const int r = e->r, dv1 = e->dv + 1, C = e->C;
   const int64_t W = e->cfg.window;
   const size_t rsz = (size_t)r * dv1;
@@ -454,8 +458,40 @@ static void LA_FN(apply_window)(la_engine e, la_work *w, int h, int64_t token0, 
         if (j > i || i - j >= W || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len, w->vp,
             dv1, (LA_REAL)1, o, dv1);
-    for (int i = 0; i < len; i++) w->aq[i] += M[segi[i]];
-    LA_FN(finalize_rows)(e, w, h, token0, c0 - token0, len, out);
+    if (g) {
+      /* backward replay (§4 "Gradients"): a, b of the rows, then dphi(q) from the same three
+       * parts (queue, far edge, chunk) with [a|b] in place of phi(q) */
+      const int dv = e->dv, H = e->H;
+      const int64_t rel = c0 - token0, ldk = (int64_t)H * e->dk;
+      LA_REAL *AB = w->ab, *dphi = w->dphi;
+      for (int i = 0; i < len; i++) w->ak2[i] = M[segi[i]];
+      LA_FN(grad_coeffs)(e, w, h, c0, len, g + rel * H * dv, o, w->ak2, AB, side + rel * H * 3);
+      memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
+      if (qm != -INFINITY && n0 > 0)
+        LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n0, r, dv1, (LA_REAL)1, AB, dv1, sf, dv1,
+                (LA_REAL)0, dphi, r);
+      if (nf > 0 && n0 > 0) {
+        LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n0, nf, dv1, (LA_REAL)1, AB, dv1, w->vf,
+                dv1, (LA_REAL)0, Af, nf);
+        for (int i = 0; i < n0; i++)
+          for (int j = 0; j < nf; j++)
+            if (fa + j < c0 + i - W + 1) Af[(size_t)i * nf + j] = 0;
+        LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, r, nf, (LA_REAL)1, Af, nf, w->phif,
+                r, (LA_REAL)1, dphi, r);
+      }
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, dv1, (LA_REAL)1, AB, dv1, w->vp,
+              dv1, (LA_REAL)0, A, len);
+      for (int i = 0; i < len; i++)
+        for (int j = 0; j < len; j++)
+          if (j > i || i - j >= W || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, (LA_REAL)1, A, len, w->phik,
+              r, (LA_REAL)1, dphi, r);
+      LA_CAT(la_featmap_chain, LA_SFX)(e->fm, h, len, q + rel * ldk + (int64_t)h * e->dk, ldk, dphi,
+                                       w->phiq, dq + rel * ldk + (int64_t)h * e->dk, ldk, w->af);
+    } else {
+      for (int i = 0; i < len; i++) w->aq[i] += M[segi[i]];
+      LA_FN(finalize_rows)(e, w, h, token0, c0 - token0, len, out);
+    }
     /* push this chunk's tail (after its last segment start) */
     if (nseg > 1) LA_FN(wq_clear)(Q);
     int bl = 0;

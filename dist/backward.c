@@ -60,6 +60,145 @@ static la_status backward_segmented(la_dist d, la_engine eng, int64_t n, int64_t
   return s;
 }
 
+/* The future halo of the window backward: the queries' raw rows (q, g, side) in
+ * [*flo, *fhi) and the query summary fmid of [row0+n, *flo), from the later ranks by
+ * point-to-point messages (we send ours to the earlier ranks that need them). Collective. */
+static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_t n,
+                                     int64_t row0, const void *q, const void *g,
+                                     const double *side, int64_t *pflo, int64_t *pfhi,
+                                     char **pfq, char **pfg, double **pfs, la_state *fmid) {
+  int H, r, dv;
+  la_engine_shape(eng, &H, &r, &dv);
+  const size_t es = la_engine_dtype(eng) == LA_F32 ? 4 : 8;
+  const size_t rowq = es * H * la_engine_input_dim(eng), rowg = es * H * dv;
+  const size_t rows3 = sizeof(double) * 3 * H, per = (size_t)r * (dv + 1) + 2;
+  int64_t flo, fhi;
+  la_window_future(eng, row0, n, N, &flo, &fhi);
+  const size_t nf = (size_t)(fhi - flo);
+  char *fq = malloc(rowq * nf + 1), *fg = malloc(rowg * nf + 1);
+  double *fs = malloc(rows3 * nf + 1);
+  double *recvmid = malloc(sizeof(double) * per * H * d->size);
+  double *sendmid = malloc(sizeof(double) * per * H * d->size);
+  char *have = calloc((size_t)d->size, 1);
+  MPI_Request *reqs = malloc(sizeof(MPI_Request) * 8 * d->size);
+  la_state part = {0};
+  la_status s = (fq && fg && fs && recvmid && sendmid && have && reqs) ? LA_OK : LA_ERR_NOMEM;
+  if (s == LA_OK) s = la_state_init(&part, H, r, dv);
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK) {
+    MPI_Datatype tq, tg, ts;
+    MPI_Type_contiguous((int)rowq, MPI_BYTE, &tq);
+    MPI_Type_contiguous((int)rowg, MPI_BYTE, &tg);
+    MPI_Type_contiguous((int)rows3, MPI_BYTE, &ts);
+    MPI_Type_commit(&tq);
+    MPI_Type_commit(&tg);
+    MPI_Type_commit(&ts);
+    int nreq = 0;
+    double t0 = MPI_Wtime();
+    for (int src = d->rank + 1; src < d->size; src++) {
+      int64_t qn, q0;
+      la_split_ownership(N, d->size, src, &qn, &q0);
+      int64_t ra = flo > q0 ? flo : q0, rb = fhi < q0 + qn ? fhi : q0 + qn;
+      int64_t ma = row0 + n > q0 ? row0 + n : q0, mb = flo < q0 + qn ? flo : q0 + qn;
+      if (rb > ra) {
+        MPI_Irecv(fq + rowq * (size_t)(ra - flo), (int)(rb - ra), tq, src, 201, d->comm, &reqs[nreq++]);
+        MPI_Irecv(fg + rowg * (size_t)(ra - flo), (int)(rb - ra), tg, src, 202, d->comm, &reqs[nreq++]);
+        MPI_Irecv((char *)fs + rows3 * (size_t)(ra - flo), (int)(rb - ra), ts, src, 203, d->comm, &reqs[nreq++]);
+      }
+      if (mb > ma) {
+        MPI_Irecv(recvmid + per * H * src, (int)(per * H), MPI_DOUBLE, src, 204, d->comm, &reqs[nreq++]);
+        have[src] = 1;
+      }
+    }
+    for (int dst = 0; dst < d->rank && s == LA_OK; dst++) {
+      int64_t pn, p0, lo2, hi2;
+      la_split_ownership(N, d->size, dst, &pn, &p0);
+      la_window_future(eng, p0, pn, N, &lo2, &hi2);
+      int64_t ra = lo2 > row0 ? lo2 : row0, rb = hi2 < row0 + n ? hi2 : row0 + n;
+      int64_t ma = p0 + pn > row0 ? p0 + pn : row0, mb = lo2 < row0 + n ? lo2 : row0 + n;
+      if (rb > ra) {
+        MPI_Isend((const char *)q + rowq * (size_t)(ra - row0), (int)(rb - ra), tq, dst, 201, d->comm, &reqs[nreq++]);
+        MPI_Isend((const char *)g + rowg * (size_t)(ra - row0), (int)(rb - ra), tg, dst, 202, d->comm, &reqs[nreq++]);
+        MPI_Isend((const char *)side + rows3 * (size_t)(ra - row0), (int)(rb - ra), ts, dst, 203, d->comm, &reqs[nreq++]);
+        d->bytes += (int64_t)((rb - ra) * (rowq + rowg + rows3));
+      }
+      if (mb > ma) {
+        s = la_backward_query_summary(eng, row0, n, q, g, side, ma, mb, &part);
+        double *b = sendmid + per * H * dst;
+        size_t rsz = per - 2;
+        for (int h = 0; h < H; h++) {
+          memcpy(b + h * per, part.sz + h * rsz, sizeof(double) * rsz);
+          b[h * per + rsz] = part.m[h];
+          b[h * per + rsz + 1] = 0;
+        }
+        MPI_Isend(b, (int)(per * H), MPI_DOUBLE, dst, 204, d->comm, &reqs[nreq++]);
+        d->bytes += (int64_t)(sizeof(double) * per * H);
+      }
+    }
+    if (MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE) != MPI_SUCCESS) s = LA_ERR_MPI;
+    d->comm_seconds += MPI_Wtime() - t0;
+    MPI_Type_free(&tq);
+    MPI_Type_free(&tg);
+    MPI_Type_free(&ts);
+    for (int src = d->rank + 1; src < d->size && s == LA_OK; src++) { /* a plain sum */
+      if (!have[src]) continue;
+      const double *b = recvmid + per * H * src;
+      size_t rsz = per - 2;
+      for (int h = 0; h < H; h++) {
+        int f0 = 0, f1 = 0;
+        la_state_combine_head(fmid->sz + h * rsz, fmid->m + h, &f0, b + h * per,
+                              b + h * per + rsz, &f1, rsz);
+      }
+    }
+  }
+  s = la_dist_agree(d, s, NULL, 0);
+  free(recvmid);
+  free(sendmid);
+  free(have);
+  free(reqs);
+  la_state_free(&part);
+  *pflo = flo;
+  *pfhi = fhi;
+  *pfq = fq;
+  *pfg = fg;
+  *pfs = fs;
+  return s;
+}
+
+/* Causal sliding window: the replay with the past halo, then the reverse pass with the
+ * future halo (§3, §4 "Gradients"). */
+static la_status backward_window(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,
+                                 const void *q, const void *k, const void *v, const void *g,
+                                 void *dq, void *dk, void *dv, double *side,
+                                 la_den_stats *stats) {
+  int H, r, dvw;
+  la_engine_shape(eng, &H, &r, &dvw);
+  la_state mid = {0}, fmid = {0};
+  int64_t lo = row0, hi = row0, flo = row0 + n, fhi = row0 + n;
+  char *hk = NULL, *hv = NULL, *fq = NULL, *fg = NULL;
+  double *fs = NULL;
+  la_status s = la_state_init(&mid, H, r, dvw);
+  if (s == LA_OK) s = la_state_init(&fmid, H, r, dvw);
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK) s = la_window_fetch_past(d, eng, N, n, row0, k, v, &lo, &hi, &hk, &hv, &mid);
+  if (s == LA_OK)
+    s = la_backward_window(eng, row0, n, q, k, v, g, lo, hi, hk, hv, &mid, dq, side, stats);
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK)
+    s = window_fetch_future(d, eng, N, n, row0, q, g, side, &flo, &fhi, &fq, &fg, &fs, &fmid);
+  if (s == LA_OK)
+    s = la_backward_window_reverse(eng, row0, n, q, k, v, g, side, flo, fhi, fq, fg, fs, &fmid,
+                                   dk, dv);
+  free(hk);
+  free(hv);
+  free(fq);
+  free(fg);
+  free(fs);
+  la_state_free(&mid);
+  la_state_free(&fmid);
+  return s;
+}
+
 la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, const void *q,
                            const void *k, const void *v, const void *g, void *dq, void *dk,
                            void *dv, la_den_stats *stats) {
@@ -70,7 +209,18 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
   double *side = malloc(sizeof(double) * (la_backward_side_size(eng, n) + 1));
   la_status s = side ? la_state_init(&st, H, r, dvw) : LA_ERR_NOMEM;
   if (s == LA_OK) s = la_state_init(&rev, H, r, dvw);
-  if (s == LA_OK && la_engine_window(eng) > 0) s = LA_ERR_UNSUPPORTED;
+  int64_t N = 0;
+  if (MPI_Allreduce(&n, &N, 1, MPI_INT64_T, MPI_SUM, d->comm) != MPI_SUCCESS) s = LA_ERR_MPI;
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK && la_engine_window(eng) > 0 && la_engine_window(eng) < N) {
+    s = backward_window(d, eng, N, n, row0, q, k, v, g, dq, dk, dv, side, stats);
+    la_state_free(&st);
+    la_state_free(&rev);
+    free(side);
+    s = la_dist_agree(d, s, NULL, 0);
+    if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
+    return s;
+  }
   if (s == LA_OK && bidir && la_engine_has_segments(eng)) {
     s = backward_segmented(d, eng, n, row0, q, k, v, g, dq, dk, dv, side, stats);
     la_state_free(&st);

@@ -11,4 +11,9 @@ struct la_dist_s {
   double comm_seconds;
 };
 
+/* forward.c: the window's halo from the earlier ranks (keys). Collective. */
+la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,
+                               const void *k, const void *v, int64_t *lo, int64_t *hi,
+                               char **hk, char **hv, la_state *mid);
+
 #endif

@@ -91,9 +91,12 @@ static void halo_parts(la_engine eng, int64_t N, int P, int p, int64_t q0, int64
   *mb = p0 < q1 ? p0 : q1;
 }
 
-static la_status forward_window(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,
-                                const void *q, const void *k, const void *v, void *out,
-                                la_den_stats *stats) {
+/* The past halo of the window (§3) for this rank: raw key rows [*lo, *hi) into *hk, *hv and
+ * the summary of [*hi, row0) into mid, by point-to-point messages from the earlier ranks
+ * (and sends of our rows to the later ranks that need them). Collective. */
+la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,
+                               const void *k, const void *v, int64_t *plo, int64_t *phi,
+                               char **phk, char **phv, la_state *mid) {
   int H, r, dv, dk = 0;
   la_engine_shape(eng, &H, &r, &dv);
   la_status s = LA_OK;
@@ -107,9 +110,8 @@ static la_status forward_window(la_dist d, la_engine eng, int64_t N, int64_t n, 
   double *midbuf = malloc(sizeof(double) * per * H * d->size);
   double *sendmid = malloc(sizeof(double) * per * H * d->size);
   MPI_Request *reqs = malloc(sizeof(MPI_Request) * 6 * d->size);
-  la_state mid = {0}, part = {0};
+  la_state part = {0};
   if (!hk || !hv || !midbuf || !sendmid || !reqs) s = LA_ERR_NOMEM;
-  if (s == LA_OK) s = la_state_init(&mid, H, r, dv);
   if (s == LA_OK) s = la_state_init(&part, H, r, dv);
   s = la_dist_agree(d, s, NULL, 0);
   int nreq = 0;
@@ -171,20 +173,38 @@ static la_status forward_window(la_dist d, la_engine eng, int64_t N, int64_t n, 
       size_t rsz = per - 2;
       for (int h = 0; h < H; h++) {
         int f = b[h * per + rsz + 1] != 0;
-        la_state_combine_head(mid.sz + h * rsz, mid.m + h, mid.f + h, b + h * per, b + h * per + rsz, &f, rsz);
+        la_state_combine_head(mid->sz + h * rsz, mid->m + h, mid->f + h, b + h * per, b + h * per + rsz, &f, rsz);
       }
     }
   }
   s = la_dist_agree(d, s, NULL, 0);
-  if (s == LA_OK) s = la_engine_apply_window(eng, row0, n, q, k, v, lo, hi, hk, hv, &mid, out, stats);
   free(have);
-  free(hk);
-  free(hv);
   free(midbuf);
   free(sendmid);
   free(reqs);
-  la_state_free(&mid);
   la_state_free(&part);
+  *plo = lo;
+  *phi = hi;
+  *phk = hk;
+  *phv = hv;
+  return s;
+}
+
+static la_status forward_window(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,
+                                const void *q, const void *k, const void *v, void *out,
+                                la_den_stats *stats) {
+  int H, r, dv;
+  la_engine_shape(eng, &H, &r, &dv);
+  la_state mid = {0};
+  int64_t lo = row0, hi = row0;
+  char *hk = NULL, *hv = NULL;
+  la_status s = la_state_init(&mid, H, r, dv);
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK) s = la_window_fetch_past(d, eng, N, n, row0, k, v, &lo, &hi, &hk, &hv, &mid);
+  if (s == LA_OK) s = la_engine_apply_window(eng, row0, n, q, k, v, lo, hi, hk, hv, &mid, out, stats);
+  free(hk);
+  free(hv);
+  la_state_free(&mid);
   return s;
 }
 

@@ -19,10 +19,6 @@ int la_cmd_grad(la_dist d, la_cli *o) {
   la_status st = la_job_setup(&job, d, o, 1, err, sizeof err);
   if (st == LA_OK) {
     st = la_den_stats_init(&stats);
-    if (st == LA_OK && o->cfg.window > 0 && o->cfg.window < job.N) {
-      snprintf(err, sizeof err, "--window: the backward of a sliding window is not implemented in this version");
-      st = LA_ERR_UNSUPPORTED;
-    }
     st = la_dist_agree(d, st, err, sizeof err);
   }
   /* outputs: each the shape of its input ([N,H,d], or [N,d] when the input was 2-D) */

@@ -206,6 +206,10 @@ la_status la_engine_apply_window(la_engine eng, int64_t token0, int64_t n, const
  * rank can compute any other rank's halo). With segments the raw rows start no earlier than
  * the segment of token0; a rank starting a segment needs nothing (*lo = *hi = token0). */
 void la_window_halo(const la_engine eng, int64_t token0, int64_t n, int64_t *lo, int64_t *hi);
+/* The mirror for the backward (keys read the queries after them): raw query rows [*lo, *hi)
+ * after the range, and a summary of [token0+n, *lo). N is the sequence length. */
+void la_window_future(const la_engine eng, int64_t token0, int64_t n, int64_t N, int64_t *lo,
+                      int64_t *hi);
 
 /* One-shot forward on a whole in-memory sequence (both modes). */
 la_status la_forward(la_engine eng, int64_t n, const void *q, const void *k, const void *v,

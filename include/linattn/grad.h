@@ -46,6 +46,26 @@ la_status la_backward_segmented_ends(la_engine eng, int64_t token0, int64_t n, c
                                      const la_state *right_rev, const la_state *head_rev,
                                      const la_state *tail_rev, void *dk, void *dv);
 
+/* Causal sliding window (§3): the replay on a rank's whole range with the forward halo
+ * (la_window_halo: raw keys [hlo, hhi) and the summary mid of [hhi, token0)), then the
+ * reverse pass with the future halo (la_window_future: the queries' raw rows [flo, fhi) of
+ * q, g and the side storage, and the query summary fmid of [token0+n, flo), which the later
+ * ranks make with la_backward_query_summary on their own rows). */
+la_status la_backward_window(la_engine eng, int64_t token0, int64_t n, const void *q,
+                             const void *k, const void *v, const void *g, int64_t hlo,
+                             int64_t hhi, const void *halo_k, const void *halo_v,
+                             const la_state *mid, void *dq, double *side, la_den_stats *stats);
+la_status la_backward_window_reverse(la_engine eng, int64_t token0, int64_t n, const void *q,
+                                     const void *k, const void *v, const void *g,
+                                     const double *side, int64_t flo, int64_t fhi,
+                                     const void *fut_q, const void *fut_g,
+                                     const double *fut_side, const la_state *fmid, void *dk,
+                                     void *dv);
+/* The query-side summary of own rows [a, b) (one segment) of the block [token0, token0+n). */
+la_status la_backward_query_summary(la_engine eng, int64_t token0, int64_t n, const void *q,
+                                    const void *g, const double *side, int64_t a, int64_t b,
+                                    la_state *out);
+
 /* Both passes on one rank's whole sequence. */
 la_status la_backward(la_engine eng, int64_t n, const void *q, const void *k, const void *v,
                       const void *g, void *dq, void *dk, void *dv, la_den_stats *stats);
