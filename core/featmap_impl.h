@@ -99,14 +99,20 @@ void LA_CAT(la_featmap_chain, LA_SFX)(const la_featmap fm, int h, int64_t n, con
     for (int64_t i = 0; i < n; i++) {
       const LA_REAL *restrict xi = x + i * ld, *restrict di = dphi + i * r, *restrict pi = phi + i * r;
       LA_REAL *restrict yi = dx + i * ldx;
-      for (int j = 0; j < dk; j++) yi[j] = di[j] * (xi[j] > 0 ? (LA_REAL)1 : pi[j]);
+      for (int j = 0; j < dk; j++) { /* unconditional loads, so the select vectorizes */
+        const LA_REAL p = pi[j], d = di[j];
+        yi[j] = xi[j] > 0 ? d : d * p;
+      }
     }
     return;
   case LA_MAP_RELU:
     for (int64_t i = 0; i < n; i++) {
       const LA_REAL *restrict xi = x + i * ld, *restrict di = dphi + i * r;
       LA_REAL *restrict yi = dx + i * ldx;
-      for (int j = 0; j < dk; j++) yi[j] = xi[j] > 0 ? di[j] : (LA_REAL)0;
+      for (int j = 0; j < dk; j++) {
+        const LA_REAL d = di[j];
+        yi[j] = xi[j] > 0 ? d : (LA_REAL)0;
+      }
     }
     return;
   case LA_MAP_IDENTITY:
