@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <cblas.h>
 #include "bench.h"
+#include "cli.h"
 #include "linattn/linattn.h"
 #include "linattn/report.h"
 
@@ -94,15 +95,6 @@ static void bench_help(void) {
       "Exit codes: 0 ok, 2 usage error, 3 denominator policy violated, 1 other.\n");
 }
 
-static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
 /* Comma-separated items into tok[] (modifies a copy in buf). Returns the count, -1 if > max
  * or an item is empty. */
 static int split(const char *s, char *buf, size_t bl, char **tok, int max) {
@@ -161,12 +153,12 @@ static la_status bench_parse(int argc, char **argv, int first, la_bopts *o, char
       if (c < 0) BAD("%s: '%s' is not a comma-separated list of at most %d values", a, val, LA_LIST_MAX);
       for (int j = 0; j < c; j++) {
         if (a[2] == 'n') {
-          if (parse_i64(tok[j], 1, (int64_t)1 << 40, &o->n[j])) BAD("--n: '%s' is not an integer in [1, 2^40]", tok[j]);
+          if (la_parse_i64(tok[j], 1, (int64_t)1 << 40, &o->n[j])) BAD("--n: '%s' is not an integer in [1, 2^40]", tok[j]);
         } else if (a[2] == 'f') {
-          if (parse_i64(tok[j], 1, LA_FEATURES_MAX, &iv)) BAD("--features: '%s' is not in [1, %d]", tok[j], LA_FEATURES_MAX);
+          if (la_parse_i64(tok[j], 1, LA_FEATURES_MAX, &iv)) BAD("--features: '%s' is not in [1, %d]", tok[j], LA_FEATURES_MAX);
           o->features[j] = (int)iv;
         } else {
-          if (parse_i64(tok[j], 1, 4096, &iv)) BAD("--threads: '%s' is not in [1, 4096]", tok[j]);
+          if (la_parse_i64(tok[j], 1, 4096, &iv)) BAD("--threads: '%s' is not in [1, 4096]", tok[j]);
           o->threads[j] = (int)iv;
         }
       }
@@ -192,20 +184,20 @@ static la_status bench_parse(int argc, char **argv, int first, la_bopts *o, char
       }
       o->nmaps = c;
     } else if (!strcmp(a, "--heads")) {
-      if (parse_i64(val, 1, 4096, &iv)) BAD("--heads: '%s' is not in [1, 4096]", val);
+      if (la_parse_i64(val, 1, 4096, &iv)) BAD("--heads: '%s' is not in [1, 4096]", val);
       o->heads = (int)iv;
     } else if (!strcmp(a, "--dk") || !strcmp(a, "--dv")) {
-      if (parse_i64(val, 1, LA_DIM_MAX, &iv)) BAD("%s: '%s' is not in [1, %d]", a, val, LA_DIM_MAX);
+      if (la_parse_i64(val, 1, LA_DIM_MAX, &iv)) BAD("%s: '%s' is not in [1, %d]", a, val, LA_DIM_MAX);
       *(a[3] == 'k' ? &o->dk : &o->dv) = (int)iv;
     } else if (!strcmp(a, "--dtype")) {
       if (!strcmp(val, "f32")) o->dt = LA_F32;
       else if (!strcmp(val, "f64")) o->dt = LA_F64;
       else BAD("--dtype: '%s' is not f32 or f64", val);
     } else if (!strcmp(a, "--repeat")) {
-      if (parse_i64(val, 1, 1000, &iv)) BAD("--repeat: '%s' is not in [1, 1000]", val);
+      if (la_parse_i64(val, 1, 1000, &iv)) BAD("--repeat: '%s' is not in [1, 1000]", val);
       o->repeat = (int)iv;
     } else if (!strcmp(a, "--chunk")) {
-      if (parse_i64(val, LA_CHUNK_MIN, LA_CHUNK_MAX, &iv)) BAD("--chunk: '%s' is not in [%d, %d]", val, LA_CHUNK_MIN, LA_CHUNK_MAX);
+      if (la_parse_i64(val, LA_CHUNK_MIN, LA_CHUNK_MAX, &iv)) BAD("--chunk: '%s' is not in [%d, %d]", val, LA_CHUNK_MIN, LA_CHUNK_MAX);
       o->chunk = (int)iv;
     } else if (!strcmp(a, "--baselines")) {
       if (!strcmp(val, "none")) o->softmax = o->pblas = 0;
@@ -214,17 +206,17 @@ static la_status bench_parse(int argc, char **argv, int first, la_bopts *o, char
       else if (!strcmp(val, "all")) o->softmax = o->pblas = 1;
       else BAD("--baselines: '%s' is not none, softmax, pblas or all", val);
     } else if (!strcmp(a, "--baseline-max-n")) {
-      if (parse_i64(val, 0, (int64_t)1 << 30, &o->baseline_max_n)) BAD("--baseline-max-n: '%s' is not in [0, 2^30]", val);
+      if (la_parse_i64(val, 0, (int64_t)1 << 30, &o->baseline_max_n)) BAD("--baseline-max-n: '%s' is not in [0, 2^30]", val);
     } else if (!strcmp(a, "--pblas-block")) {
-      if (parse_i64(val, 1, 4096, &iv)) BAD("--pblas-block: '%s' is not in [1, 4096]", val);
+      if (la_parse_i64(val, 1, 4096, &iv)) BAD("--pblas-block: '%s' is not in [1, 4096]", val);
       o->pblas_nb = (int)iv;
     } else if (!strcmp(a, "--pblas-panel-rows")) {
-      if (parse_i64(val, 0, (int64_t)1 << 30, &o->pblas_panel)) BAD("--pblas-panel-rows: '%s' is not in [0, 2^30]", val);
+      if (la_parse_i64(val, 0, (int64_t)1 << 30, &o->pblas_panel)) BAD("--pblas-panel-rows: '%s' is not in [0, 2^30]", val);
     } else if (!strcmp(a, "--gemm-size")) {
-      if (parse_i64(val, 16, 16384, &iv)) BAD("--gemm-size: '%s' is not in [16, 16384]", val);
+      if (la_parse_i64(val, 16, 16384, &iv)) BAD("--gemm-size: '%s' is not in [16, 16384]", val);
       o->gemm_size = (int)iv;
     } else if (!strcmp(a, "--seed")) {
-      if (parse_i64(val, 0, INT64_MAX, &iv)) BAD("--seed: '%s' is not an integer >= 0", val);
+      if (la_parse_i64(val, 0, INT64_MAX, &iv)) BAD("--seed: '%s' is not an integer >= 0", val);
       o->seed = (uint64_t)iv;
     } else if (!strcmp(a, "--csv")) {
       o->csv = val;

@@ -65,7 +65,7 @@ void la_cli_help(const char *sub) {
         "                           (precomputed: with respect to phi(Q) and phi(K))\n");
 }
 
-static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+int la_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   char *end;
   errno = 0;
   long long v = strtoll(s, &end, 10);
@@ -74,7 +74,7 @@ static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   return 0;
 }
 
-static int parse_f64(const char *s, double *out) {
+int la_parse_f64(const char *s, double *out) {
   char *end;
   errno = 0;
   double v = strtod(s, &end);
@@ -159,20 +159,20 @@ static la_status cli_parse(int argc, char **argv, int first, la_cli *o, int grad
     else if (!strcmp(a, "--checkpoint")) o->checkpoint = val;
     else if (!strcmp(a, "--checkpoint-every")) {
       double s;
-      if (parse_f64(val, &s) || !(s > 0)) BAD("--checkpoint-every: '%s' is not a positive number of seconds", val);
+      if (la_parse_f64(val, &s) || !(s > 0)) BAD("--checkpoint-every: '%s' is not a positive number of seconds", val);
     } else if (!strcmp(a, "--n")) {
-      if (parse_i64(val, 0, INT64_MAX / 2, &o->n)) BAD("--n: '%s' is not an integer >= 0", val);
+      if (la_parse_i64(val, 0, INT64_MAX / 2, &o->n)) BAD("--n: '%s' is not an integer >= 0", val);
     } else if (!strcmp(a, "--heads")) {
-      if (parse_i64(val, 1, 4096, &iv)) BAD("--heads: '%s' is not in [1, 4096]", val);
+      if (la_parse_i64(val, 1, 4096, &iv)) BAD("--heads: '%s' is not in [1, 4096]", val);
       o->heads = (int)iv;
     } else if (!strcmp(a, "--dk")) {
-      if (parse_i64(val, 1, LA_DIM_MAX, &iv)) BAD("--dk: '%s' is not in [1, %d]", val, LA_DIM_MAX);
+      if (la_parse_i64(val, 1, LA_DIM_MAX, &iv)) BAD("--dk: '%s' is not in [1, %d]", val, LA_DIM_MAX);
       o->dk = (int)iv;
     } else if (!strcmp(a, "--dv")) {
-      if (parse_i64(val, 1, LA_DIM_MAX, &iv)) BAD("--dv: '%s' is not in [1, %d]", val, LA_DIM_MAX);
+      if (la_parse_i64(val, 1, LA_DIM_MAX, &iv)) BAD("--dv: '%s' is not in [1, %d]", val, LA_DIM_MAX);
       o->dv = (int)iv;
     } else if (!strcmp(a, "--input-scale")) {
-      if (parse_f64(val, &o->input_scale) || !(o->input_scale >= 0) || o->input_scale > 1e30)
+      if (la_parse_f64(val, &o->input_scale) || !(o->input_scale >= 0) || o->input_scale > 1e30)
         BAD("--input-scale: '%s' is not a finite number >= 0", val);
     } else if (!strcmp(a, "--mode")) {
       if (!strcmp(val, "causal")) o->cfg.mode = LA_CAUSAL;
@@ -183,13 +183,13 @@ static la_status cli_parse(int argc, char **argv, int first, la_cli *o, int grad
         BAD("--feature-map: unknown map '%s' (elu1, relu, identity, favor+, favor+orf, "
             "favor-hyp, trig, precomputed)", val);
     } else if (!strcmp(a, "--features")) {
-      if (parse_i64(val, 1, LA_FEATURES_MAX, &iv)) BAD("--features: '%s' is not in [1, %d]", val, LA_FEATURES_MAX);
+      if (la_parse_i64(val, 1, LA_FEATURES_MAX, &iv)) BAD("--features: '%s' is not in [1, %d]", val, LA_FEATURES_MAX);
       o->cfg.features = (int)iv;
     } else if (!strcmp(a, "--scale")) {
-      if (parse_f64(val, &o->cfg.scale) || !(o->cfg.scale > 0) || o->cfg.scale > 1e30)
+      if (la_parse_f64(val, &o->cfg.scale) || !(o->cfg.scale > 0) || o->cfg.scale > 1e30)
         BAD("--scale: '%s' is not a finite number > 0", val);
     } else if (!strcmp(a, "--seed")) {
-      if (parse_i64(val, 0, INT64_MAX, &iv)) BAD("--seed: '%s' is not an integer >= 0", val);
+      if (la_parse_i64(val, 0, INT64_MAX, &iv)) BAD("--seed: '%s' is not an integer >= 0", val);
       o->cfg.seed = (uint64_t)iv;
     } else if (!strcmp(a, "--normalize")) {
       if (!strcmp(val, "on")) o->cfg.normalize = 1;
@@ -202,26 +202,26 @@ static la_status cli_parse(int argc, char **argv, int first, la_cli *o, int grad
       else if (!strncmp(val, "add:", 4) || !strncmp(val, "clamp:", 6)) {
         int add = val[0] == 'a';
         o->cfg.den_policy = add ? LA_DEN_ADD : LA_DEN_CLAMP;
-        if (parse_f64(val + (add ? 4 : 6), &o->cfg.den_eps) || !(o->cfg.den_eps > 0) ||
+        if (la_parse_f64(val + (add ? 4 : 6), &o->cfg.den_eps) || !(o->cfg.den_eps > 0) ||
             o->cfg.den_eps > 1e300)
           BAD("--denominator: '%s' needs a finite epsilon > 0, e.g. add:1e-6", val);
       } else BAD("--denominator: '%s' is not error, add:EPS, clamp:EPS or zero-empty", val);
     } else if (!strcmp(a, "--window")) {
-      if (parse_i64(val, 1, INT64_MAX, &o->window)) BAD("--window: '%s' is not an integer >= 1", val);
+      if (la_parse_i64(val, 1, INT64_MAX, &o->window)) BAD("--window: '%s' is not an integer >= 1", val);
     } else if (!strcmp(a, "--dtype")) {
       if (!strcmp(val, "f32")) o->dtype = LA_F32;
       else if (!strcmp(val, "f64")) o->dtype = LA_F64;
       else BAD("--dtype: '%s' is not f32 or f64", val);
       o->dtype_set = 1;
     } else if (!strcmp(a, "--threads")) {
-      if (parse_i64(val, 1, 4096, &iv)) BAD("--threads: '%s' is not in [1, 4096]", val);
+      if (la_parse_i64(val, 1, 4096, &iv)) BAD("--threads: '%s' is not in [1, 4096]", val);
       o->cfg.threads = (int)iv;
     } else if (!strcmp(a, "--chunk")) {
-      if (parse_i64(val, LA_CHUNK_MIN, LA_CHUNK_MAX, &iv))
+      if (la_parse_i64(val, LA_CHUNK_MIN, LA_CHUNK_MAX, &iv))
         BAD("--chunk: '%s' is not in [%d, %d]", val, LA_CHUNK_MIN, LA_CHUNK_MAX);
       o->cfg.chunk = (int)iv;
     } else if (!strcmp(a, "--block-tokens")) {
-      if (parse_i64(val, 1, (int64_t)1 << 30, &o->block)) BAD("--block-tokens: '%s' is not in [1, 2^30]", val);
+      if (la_parse_i64(val, 1, (int64_t)1 << 30, &o->block)) BAD("--block-tokens: '%s' is not in [1, 2^30]", val);
     } else BAD("unknown option '%s' (see linattn run --help)", a);
   }
   /* Refuse what this version does not compute, rather than computing something else. */

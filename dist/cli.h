@@ -27,6 +27,9 @@ la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, s
 /* The same for `linattn grad` (every run option plus --grad-out/-q/-k/-v). */
 la_status la_cli_parse_grad(int argc, char **argv, int first, la_cli *o, char *err,
                             size_t errlen);
+/* Strict number parsing for option values: the whole string, in range. 0 on success. */
+int la_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+int la_parse_f64(const char *s, double *out);
 void la_cli_help(const char *subcommand); /* "run" or "grad" */
 
 #endif
