@@ -50,14 +50,15 @@ la_status la_dist_iexscan_end(la_dist d, la_dist_req *req, la_state *prefix);
 la_status la_dist_reduce_stats(la_dist d, la_den_stats *st);
 
 /* Collective: the whole forward on a sequence sharded by la_split_ownership; each rank
- * passes its own rows (n_local may be 0). stats are merged over ranks on every rank. */
+ * passes its own rows (n_local may be 0), with the engine's segments and window combined
+ * across ranks (§3, §4). stats are merged over ranks on every rank. */
 la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
                           const void *q, const void *k, const void *v, void *out,
                           la_den_stats *stats);
 
 /* Collective: the backward on sharded rows (each rank its own n_local rows from row0):
- * dq, dk, dv from g = dL/dout for the loss sum(out * g). stats are merged over ranks.
- * Windows, and segments in bidirectional mode, are not supported yet (LA_ERR_UNSUPPORTED). */
+ * dq, dk, dv from g = dL/dout for the loss sum(out * g), for every mode, map, policy, segments
+ * (la_engine_set_segments) and window (la_config.window). stats are merged over ranks. */
 la_status la_dist_backward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
                            const void *q, const void *k, const void *v, const void *g,
                            void *dq, void *dk, void *dv, la_den_stats *stats);
