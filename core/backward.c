@@ -8,7 +8,21 @@
 #include "engine_internal.h"
 #include "linattn/grad.h"
 
-size_t la_backward_side_size(const la_engine e, int64_t n) { return (size_t)3 * n * e->H; }
+/* Side rows are 24 bytes at the stride of a dV row when that is large enough (§ header). */
+static size_t side_stride(const la_engine e) {
+  size_t row = (size_t)e->dv * la_dtype_size(e->dt);
+  return row >= 3 * sizeof(double) ? row : 3 * sizeof(double);
+}
+static la_side side_of(const la_engine e, void *side) {
+  return (la_side){(char *)side, side_stride(e)};
+}
+
+size_t la_backward_side_size(const la_engine e, int64_t n) {
+  return side_stride(e) * (size_t)n * e->H;
+}
+int la_backward_side_in_dv(const la_engine e) {
+  return side_stride(e) == (size_t)e->dv * la_dtype_size(e->dt);
+}
 
 static la_status shape_ok(const la_engine e, const la_state *s) {
   return (!s || s->heads != e->H || s->r != e->r || s->dv != e->dv) ? LA_ERR_ARG : LA_OK;
@@ -91,7 +105,7 @@ la_status la_backward_query_summary(la_engine e, int64_t token0, int64_t n, cons
 la_status la_backward_segmented(la_engine e, int64_t token0, int64_t n, const void *q,
                                 const void *k, const void *v, const void *g,
                                 const la_state *left, const la_state *right, void *dq, void *dk,
-                                void *dv, double *side, la_state *head_rev,
+                                void *dv, void *side, la_state *head_rev,
                                 la_state *tail_rev, la_den_stats *stats) {
   la_status st = check(e, head_rev);
   if (st == LA_OK) st = check(e, tail_rev);
@@ -103,11 +117,11 @@ la_status la_backward_segmented(la_engine e, int64_t token0, int64_t n, const vo
     la_work *w = &e->work[la_thread_id()];
     if (e->dt == LA_F32)
       bwd_segmented_f32(e, w, h, token0, n, q, k, v, g, left->sz + h * rsz, left->m[h],
-                        right->sz + h * rsz, right->m[h], dq, side, head_rev->sz + h * rsz,
+                        right->sz + h * rsz, right->m[h], dq, side_of(e, (void *)side), head_rev->sz + h * rsz,
                         head_rev->m + h, tail_rev->sz + h * rsz, tail_rev->m + h, dk, dv);
     else
       bwd_segmented_f64(e, w, h, token0, n, q, k, v, g, left->sz + h * rsz, left->m[h],
-                        right->sz + h * rsz, right->m[h], dq, side, head_rev->sz + h * rsz,
+                        right->sz + h * rsz, right->m[h], dq, side_of(e, (void *)side), head_rev->sz + h * rsz,
                         head_rev->m + h, tail_rev->sz + h * rsz, tail_rev->m + h, dk, dv);
   }
   /* scan flags: the block holds a segment start */
@@ -119,7 +133,7 @@ la_status la_backward_segmented(la_engine e, int64_t token0, int64_t n, const vo
 
 la_status la_backward_segmented_ends(la_engine e, int64_t token0, int64_t n, const void *q,
                                      const void *k, const void *v, const void *g,
-                                     const double *side, const la_state *left_rev,
+                                     const void *side, const la_state *left_rev,
                                      const la_state *right_rev, const la_state *head_rev,
                                      const la_state *tail_rev, void *dk, void *dv) {
   if (n == 0) return LA_OK;
@@ -128,12 +142,12 @@ la_status la_backward_segmented_ends(la_engine e, int64_t token0, int64_t n, con
   for (int h = 0; h < e->H; h++) {
     la_work *w = &e->work[la_thread_id()];
     if (e->dt == LA_F32)
-      bwd_segmented_ends_f32(e, w, h, token0, n, q, k, v, g, side, left_rev->sz + h * rsz,
+      bwd_segmented_ends_f32(e, w, h, token0, n, q, k, v, g, side_of(e, (void *)side), left_rev->sz + h * rsz,
                              left_rev->m[h], right_rev->sz + h * rsz, right_rev->m[h],
                              head_rev->sz + h * rsz, head_rev->m[h], tail_rev->sz + h * rsz,
                              tail_rev->m[h], dk, dv);
     else
-      bwd_segmented_ends_f64(e, w, h, token0, n, q, k, v, g, side, left_rev->sz + h * rsz,
+      bwd_segmented_ends_f64(e, w, h, token0, n, q, k, v, g, side_of(e, (void *)side), left_rev->sz + h * rsz,
                              left_rev->m[h], right_rev->sz + h * rsz, right_rev->m[h],
                              head_rev->sz + h * rsz, head_rev->m[h], tail_rev->sz + h * rsz,
                              tail_rev->m[h], dk, dv);
@@ -143,7 +157,7 @@ la_status la_backward_segmented_ends(la_engine e, int64_t token0, int64_t n, con
 
 la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void *q,
                              const void *k, const void *v, const void *g, la_state *state,
-                             void *dq, double *side, la_state *rev, la_den_stats *stats) {
+                             void *dq, void *side, la_state *rev, la_den_stats *stats) {
   la_status st = check(e, state);
   if (st == LA_OK) st = check(e, rev);
   if (st != LA_OK || n == 0) return st;
@@ -156,10 +170,10 @@ la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void 
     la_work *w = &e->work[la_thread_id()];
     if (e->dt == LA_F32)
       bwd_replay_f32(e, w, h, token0, n, q, k, v, g, state->sz + h * rsz, state->m + h,
-                     state->f + h, dq, side, rev->sz + h * rsz, rev->m + h, cut);
+                     state->f + h, dq, side_of(e, (void *)side), rev->sz + h * rsz, rev->m + h, cut);
     else
       bwd_replay_f64(e, w, h, token0, n, q, k, v, g, state->sz + h * rsz, state->m + h,
-                     state->f + h, dq, side, rev->sz + h * rsz, rev->m + h, cut);
+                     state->f + h, dq, side_of(e, (void *)side), rev->sz + h * rsz, rev->m + h, cut);
   }
   if (e->cfg.mode == LA_CAUSAL && cut < token0 + n)
     for (int h = 0; h < e->H; h++) rev->f[h] = 1;
@@ -168,7 +182,7 @@ la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void 
 }
 
 la_status la_backward_reverse(la_engine e, int64_t token0, int64_t n, const void *q,
-                              const void *k, const void *v, const void *g, const double *side,
+                              const void *k, const void *v, const void *g, const void *side,
                               la_state *suffix, void *dk, void *dv) {
   la_status st = check(e, suffix);
   if (st != LA_OK || n == 0) return st;
@@ -177,10 +191,10 @@ la_status la_backward_reverse(la_engine e, int64_t token0, int64_t n, const void
   for (int h = 0; h < e->H; h++) {
     la_work *w = &e->work[la_thread_id()];
     if (e->dt == LA_F32)
-      bwd_reverse_f32(e, w, h, token0, n, q, k, v, g, side, suffix->sz + h * rsz, suffix->m + h,
+      bwd_reverse_f32(e, w, h, token0, n, q, k, v, g, side_of(e, (void *)side), suffix->sz + h * rsz, suffix->m + h,
                       dk, dv);
     else
-      bwd_reverse_f64(e, w, h, token0, n, q, k, v, g, side, suffix->sz + h * rsz, suffix->m + h,
+      bwd_reverse_f64(e, w, h, token0, n, q, k, v, g, side_of(e, (void *)side), suffix->sz + h * rsz, suffix->m + h,
                       dk, dv);
   }
   return LA_OK;
@@ -189,11 +203,17 @@ la_status la_backward_reverse(la_engine e, int64_t token0, int64_t n, const void
 la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                       const void *g, void *dq, void *dk, void *dv, la_den_stats *stats) {
   la_state st = {0}, rev = {0}, tail = {0};
-  double *side = malloc(sizeof(double) * (la_backward_side_size(e, n) + 1));
+  const int win = e->cfg.window > 0 && e->cfg.window < n;
+  /* the side rows live in dv until the reverse pass overwrites them, except for windows */
+  void *own = (win || !la_backward_side_in_dv(e))
+                  ? malloc(win ? sizeof(double) * 3 * (size_t)n * e->H + 1
+                               : la_backward_side_size(e, n) + 1)
+                  : NULL;
+  void *side = (win || !la_backward_side_in_dv(e)) ? own : dv;
   la_status s = side ? la_state_init(&st, e->H, e->r, e->dv) : LA_ERR_NOMEM;
   if (s == LA_OK) s = la_state_init(&rev, e->H, e->r, e->dv);
   if (s == LA_OK) s = la_state_init(&tail, e->H, e->r, e->dv);
-  if (s == LA_OK && e->cfg.window > 0 && e->cfg.window < n) {
+  if (s == LA_OK && win) {
     /* nothing before or after the sequence: empty halos */
     s = la_backward_window(e, 0, n, q, k, v, g, 0, 0, NULL, NULL, &st, dq, side, stats);
     if (s == LA_OK)
@@ -201,7 +221,7 @@ la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, cons
     la_state_free(&tail);
     la_state_free(&st);
     la_state_free(&rev);
-    free(side);
+    free(own);
     return s;
   }
   if (s == LA_OK && e->cfg.mode == LA_BIDIRECTIONAL && e->seg_off) {
@@ -212,7 +232,7 @@ la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, cons
     la_state_free(&tail);
     la_state_free(&st);
     la_state_free(&rev);
-    free(side);
+    free(own);
     return s;
   }
   if (s == LA_OK && e->cfg.mode == LA_BIDIRECTIONAL) s = la_engine_accumulate(e, 0, n, k, v, &st);
@@ -224,6 +244,6 @@ la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, cons
   la_state_free(&st);
   la_state_free(&rev);
   la_state_free(&tail);
-  free(side);
+  free(own);
   return s;
 }

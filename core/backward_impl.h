@@ -24,7 +24,7 @@ static int LA_FN(piece_len)(la_engine e, int64_t token0, int64_t p, int64_t n) {
  * Writes AB = [a_s | b] and side = (fa, b, M) per row; notes denominators and violations. */
 static void LA_FN(grad_coeffs)(la_engine e, la_work *w, int h, int64_t tok0, int len,
                                const LA_REAL *g, const LA_REAL *o, const double *M, LA_REAL *AB,
-                               double *side) {
+                               la_side side) {
   const int dv = e->dv, dv1 = dv + 1, H = e->H;
   const la_config *cfg = &e->cfg;
   for (int i = 0; i < len; i++) {
@@ -51,10 +51,7 @@ static void LA_FN(grad_coeffs)(la_engine e, la_work *w, int h, int64_t tok0, int
     LA_REAL *abi = AB + (size_t)i * dv1;
     for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(fa * gi[j]);
     abi[dv] = (LA_REAL)b;
-    double *sd = side + ((int64_t)i * H + h) * 3;
-    sd[0] = fa;
-    sd[1] = b;
-    sd[2] = M[i];
+    la_side_put(side, (int64_t)i * H + h, fa, b, M[i]);
   }
 }
 
@@ -65,7 +62,7 @@ static void LA_FN(grad_coeffs)(la_engine e, la_work *w, int h, int64_t tok0, int
 void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
                               const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
                               const LA_REAL *g, double *sz, double *m, int *f, LA_REAL *dq,
-                              double *side, double *rsz_, double *rm, int64_t cut) {
+                              la_side side, double *rsz_, double *rm, int64_t cut) {
   const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H, bidir = e->cfg.mode == LA_BIDIRECTIONAL;
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *A = w->A, *o = w->o, *AB = w->ab, *tmp = w->tmp;
@@ -106,7 +103,7 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
     }
     for (int i = 0; i < len; i++) w->ak2[i] = M;
     LA_FN(grad_coeffs)(e, w, h, token0 + p0, len, g + p0 * (int64_t)H * dv, o, w->ak2, AB,
-                       side + p0 * (int64_t)H * 3);
+                       la_side_rows(side, p0, H));
     /* dphi_s(q) = AB (S|z)^T (+ intra: tril(AB [V|1]^T) Phi_k) */
     if (mprev != -INFINITY)
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, r, dv1, (LA_REAL)1, AB, dv1, sf, dv1,
@@ -142,7 +139,7 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
  * bidirectional (dsz is the complete sum of the segment, no intra term). */
 void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
                                const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
-                               const LA_REAL *g, const double *side, double *dsz, double *mu,
+                               const LA_REAL *g, la_side side, double *dsz, double *mu,
                                LA_REAL *dk, LA_REAL *dvo) {
   const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H, bidir = e->cfg.mode == LA_BIDIRECTIONAL;
   const size_t rsz = (size_t)r * dv1;
@@ -156,12 +153,15 @@ void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     int64_t ss = segment_start(e, token0 + p_end - 1) - token0;
     if (ss > p0) p0 = ss;
     const int len = (int)(p_end - p0);
-    const double M = side[(p0 * (int64_t)H + h) * 3 + 2];
+    double sd0[3];
+    la_side_get(side, p0 * (int64_t)H + h, sd0);
+    const double M = sd0[2];
     LA_FN(chunk_features)(e, h, p0, len, k, w->phik, w->ak);
     LA_FN(chunk_features)(e, h, p0, len, q, w->phiq, w->aq);
     LA_FN(chunk_values)(e, h, p0, len, v, w->vp);
     for (int i = 0; i < len; i++) {
-      const double *sd = side + ((p0 + i) * (int64_t)H + h) * 3;
+      double sd[3];
+      la_side_get(side, (p0 + i) * (int64_t)H + h, sd);
       const LA_REAL *gi = g + (p0 + i) * ldv + (int64_t)h * dv;
       LA_REAL *abi = AB + (size_t)i * dv1;
       for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(sd[0] * gi[j]);
@@ -233,7 +233,7 @@ void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t 
 void LA_FN(bwd_segmented)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
                           const LA_REAL *q, const LA_REAL *k, const LA_REAL *v, const LA_REAL *g,
                           const double *lsz, double lm, const double *rsz_, double rm,
-                          LA_REAL *dq, double *side, double *hsz, double *hm, double *tsz,
+                          LA_REAL *dq, la_side side, double *hsz, double *hm, double *tsz,
                           double *tm, LA_REAL *dk, LA_REAL *dvo) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   const int64_t ldk = (int64_t)e->H * e->dk, ldv = (int64_t)e->H * e->dv, ld1 = e->H;
@@ -258,14 +258,14 @@ void LA_FN(bwd_segmented)(la_engine e, la_work *w, int h, int64_t token0, int64_
     memset(qs, 0, sizeof(double) * rsz);
     int fdummy = 0;
     LA_FN(bwd_replay)(e, w, h, token0 + a, b - a, q + a * ldk, k + a * ldk, v + a * ldv,
-                      g + a * ldv, sz, &m, &fdummy, dq + a * ldk, side + a * ld1 * 3, qs, &qm,
+                      g + a * ldv, sz, &m, &fdummy, dq + a * ldk, la_side_rows(side, a, (int)ld1), qs, &qm,
                       INT64_MAX);
     if (first || last) {
       if (first) { memcpy(hsz, qs, sizeof(double) * rsz); *hm = qm; }
       if (last) { memcpy(tsz, qs, sizeof(double) * rsz); *tm = qm; }
     } else {
       LA_FN(bwd_reverse)(e, w, h, token0 + a, b - a, q + a * ldk, k + a * ldk, v + a * ldv,
-                         g + a * ldv, side + a * ld1 * 3, qs, &qm, dk + a * ldk, dvo + a * ldv);
+                         g + a * ldv, la_side_rows(side, a, (int)ld1), qs, &qm, dk + a * ldk, dvo + a * ldv);
     }
     a = b;
   }
@@ -276,7 +276,7 @@ void LA_FN(bwd_segmented)(la_engine e, la_work *w, int h, int64_t token0, int64_
  * (lrev from the left, rrev from the right) have arrived. */
 void LA_FN(bwd_segmented_ends)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
                                const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
-                               const LA_REAL *g, const double *side, const double *lrsz,
+                               const LA_REAL *g, la_side side, const double *lrsz,
                                double lrm, const double *rrsz, double rrm, const double *hsz,
                                double hm, const double *tsz, double tm, LA_REAL *dk,
                                LA_REAL *dvo) {
@@ -303,7 +303,7 @@ void LA_FN(bwd_segmented_ends)(la_engine e, la_work *w, int h, int64_t token0, i
     if (!szc) return;
     memcpy(szc, sz, sizeof(double) * rsz);
     LA_FN(bwd_reverse)(e, w, h, token0 + a, b - a, q + a * ldk, k + a * ldk, v + a * ldv,
-                       g + a * ldv, side + a * ld1 * 3, szc, &m, dk + a * ldk, dvo + a * ldv);
+                       g + a * ldv, la_side_rows(side, a, (int)ld1), szc, &m, dk + a * ldk, dvo + a * ldv);
     free(szc);
   }
 }

@@ -9,7 +9,7 @@
 
 static void LA_FN(grad_coeffs)(la_engine e, la_work *w, int h, int64_t tok0, int len,
                                const LA_REAL *g, const LA_REAL *o, const double *M, LA_REAL *AB,
-                               double *side);
+                               la_side side);
 
 /* Feature rows of chunk [c0, c0+len) of head h from x ([n, H, d] layout). */
 static void LA_FN(chunk_features)(la_engine e, int h, int64_t c0, int len, const LA_REAL *x,
@@ -465,7 +465,8 @@ static void LA_FN(apply_window)(la_engine e, la_work *w, int h, int64_t token0, 
       const int64_t rel = c0 - token0, ldk = (int64_t)H * e->dk;
       LA_REAL *AB = w->ab, *dphi = w->dphi;
       for (int i = 0; i < len; i++) w->ak2[i] = M[segi[i]];
-      LA_FN(grad_coeffs)(e, w, h, c0, len, g + rel * H * dv, o, w->ak2, AB, side + rel * H * 3);
+      LA_FN(grad_coeffs)(e, w, h, c0, len, g + rel * H * dv, o, w->ak2, AB,
+                         (la_side){(char *)(side + rel * H * 3), 3 * sizeof(double)});
       memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
       if (qm != -INFINITY && n0 > 0)
         LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n0, r, dv1, (LA_REAL)1, AB, dv1, sf, dv1,

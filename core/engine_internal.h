@@ -1,6 +1,7 @@
 /* Private layout of la_engine (core only). */
 #ifndef LINATTN_ENGINE_INTERNAL_H
 #define LINATTN_ENGINE_INTERNAL_H
+#include <string.h>
 #include "featmap_internal.h"
 #include "linattn/core.h"
 
@@ -38,37 +39,57 @@ struct la_engine_s {
   const int64_t *seg_off; /* segment offsets o_0 = 0 < ... < o_S = N (caller's), or NULL */
   int64_t seg_count;      /* S + 1 */
 };
+/* Backward side storage (fa, b, M) per (token, head): 24 bytes at a byte stride, so it can
+ * live inside the dV output buffer (stride dv * sizeof(real) >= 24) until the reverse pass
+ * overwrites each row after reading it; windows use a separate contiguous array. */
+typedef struct {
+  char *base;
+  size_t stride;
+} la_side;
+
+static inline void la_side_put(la_side s, int64_t idx, double fa, double b, double M) {
+  const double t[3] = {fa, b, M};
+  memcpy(s.base + (size_t)idx * s.stride, t, sizeof t);
+}
+static inline void la_side_get(la_side s, int64_t idx, double t[3]) {
+  memcpy(t, s.base + (size_t)idx * s.stride, 3 * sizeof(double));
+}
+static inline la_side la_side_rows(la_side s, int64_t rows, int H) {
+  s.base += (size_t)rows * H * s.stride;
+  return s;
+}
+
 /* Shared by engine.c and backward.c. */
 int la_thread_id(void);
 void la_engine_merge_stats(la_engine e, la_den_stats *stats);
 void bwd_replay_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const float *q,
                     const float *k, const float *v, const float *g, double *sz, double *m,
-                    int *f, float *dq, double *side, double *rsz, double *rm, int64_t cut);
+                    int *f, float *dq, la_side side, double *rsz, double *rm, int64_t cut);
 void bwd_replay_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const double *q,
                     const double *k, const double *v, const double *g, double *sz, double *m,
-                    int *f, double *dq, double *side, double *rsz, double *rm, int64_t cut);
+                    int *f, double *dq, la_side side, double *rsz, double *rm, int64_t cut);
 void bwd_reverse_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const float *q,
-                     const float *k, const float *v, const float *g, const double *side,
+                     const float *k, const float *v, const float *g, la_side side,
                      double *dsz, double *mu, float *dk, float *dv);
 void bwd_reverse_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const double *q,
-                     const double *k, const double *v, const double *g, const double *side,
+                     const double *k, const double *v, const double *g, la_side side,
                      double *dsz, double *mu, double *dk, double *dv);
 void bwd_segmented_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const float *q,
                        const float *k, const float *v, const float *g, const double *lsz,
-                       double lm, const double *rsz, double rm, float *dq, double *side,
+                       double lm, const double *rsz, double rm, float *dq, la_side side,
                        double *hsz, double *hm, double *tsz, double *tm, float *dk, float *dv);
 void bwd_segmented_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const double *q,
                        const double *k, const double *v, const double *g, const double *lsz,
-                       double lm, const double *rsz, double rm, double *dq, double *side,
+                       double lm, const double *rsz, double rm, double *dq, la_side side,
                        double *hsz, double *hm, double *tsz, double *tm, double *dk, double *dv);
 void bwd_segmented_ends_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
                             const float *q, const float *k, const float *v, const float *g,
-                            const double *side, const double *lrsz, double lrm,
+                            la_side side, const double *lrsz, double lrm,
                             const double *rrsz, double rrm, const double *hsz, double hm,
                             const double *tsz, double tm, float *dk, float *dv);
 void bwd_segmented_ends_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
                             const double *q, const double *k, const double *v, const double *g,
-                            const double *side, const double *lrsz, double lrm,
+                            la_side side, const double *lrsz, double lrm,
                             const double *rrsz, double rrm, const double *hsz, double hm,
                             const double *tsz, double tm, double *dk, double *dv);
 /* Window backward entry points (engine_impl.h, backward_impl.h). */

@@ -12,7 +12,7 @@
  * (prefix + local + suffix), then the query sums of spanning segments the same way. */
 static la_status backward_segmented(la_dist d, la_engine eng, int64_t n, int64_t row0,
                                     const void *q, const void *k, const void *v, const void *g,
-                                    void *dq, void *dk, void *dv, double *side,
+                                    void *dq, void *dk, void *dv, void *side,
                                     la_den_stats *stats) {
   int H, r, dvw;
   la_engine_shape(eng, &H, &r, &dvw);
@@ -206,17 +206,26 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
   la_engine_shape(eng, &H, &r, &dvw);
   const int bidir = la_engine_mode(eng) == LA_BIDIRECTIONAL;
   la_state st = {0}, rev = {0};
-  double *side = malloc(sizeof(double) * (la_backward_side_size(eng, n) + 1));
-  la_status s = side ? la_state_init(&st, H, r, dvw) : LA_ERR_NOMEM;
-  if (s == LA_OK) s = la_state_init(&rev, H, r, dvw);
   int64_t N = 0;
+  la_status s = LA_OK;
   if (MPI_Allreduce(&n, &N, 1, MPI_INT64_T, MPI_SUM, d->comm) != MPI_SUCCESS) s = LA_ERR_MPI;
+  const int win = la_engine_window(eng) > 0 && la_engine_window(eng) < N;
+  /* side rows: inside dv (read before overwritten) unless the window's reverse pass needs
+   * later rows, or a dV row is shorter than 24 bytes */
+  void *own = (win || !la_backward_side_in_dv(eng))
+                  ? malloc(win ? sizeof(double) * 3 * (size_t)(n > 0 ? n : 1) * H
+                               : la_backward_side_size(eng, n) + 1)
+                  : NULL;
+  void *side = (win || !la_backward_side_in_dv(eng)) ? own : dv;
+  if (s == LA_OK && !side && n > 0) s = LA_ERR_NOMEM;
+  if (s == LA_OK) s = la_state_init(&st, H, r, dvw);
+  if (s == LA_OK) s = la_state_init(&rev, H, r, dvw);
   s = la_dist_agree(d, s, NULL, 0);
-  if (s == LA_OK && la_engine_window(eng) > 0 && la_engine_window(eng) < N) {
+  if (s == LA_OK && win) {
     s = backward_window(d, eng, N, n, row0, q, k, v, g, dq, dk, dv, side, stats);
     la_state_free(&st);
     la_state_free(&rev);
-    free(side);
+    free(own);
     s = la_dist_agree(d, s, NULL, 0);
     if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
     return s;
@@ -225,7 +234,7 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
     s = backward_segmented(d, eng, n, row0, q, k, v, g, dq, dk, dv, side, stats);
     la_state_free(&st);
     la_state_free(&rev);
-    free(side);
+    free(own);
     s = la_dist_agree(d, s, NULL, 0);
     if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
     return s;
@@ -243,7 +252,7 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
   if (s == LA_OK) s = la_backward_reverse(eng, row0, n, q, k, v, g, side, &rev, dk, dv);
   la_state_free(&st);
   la_state_free(&rev);
-  free(side);
+  free(own);
   s = la_dist_agree(d, s, NULL, 0);
   if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
   return s;

@@ -9,8 +9,14 @@
 extern "C" {
 #endif
 
-/* Doubles of side storage the backward needs per block: 3 per (token, head). */
+/* Side storage of the replay: 3 doubles (fa, b, M) per (token, head), at the byte stride of
+ * a dV row when that holds 24 bytes. Then the dv output buffer itself can be passed as side
+ * (la_backward_side_in_dv): the reverse pass reads each row before it overwrites it, and the
+ * backward needs no memory that grows with N beyond its inputs and outputs. Otherwise pass
+ * la_backward_side_size bytes. (The window entry points take their own contiguous
+ * 3 n H doubles: the reverse pass reads rows after the current one.) */
 size_t la_backward_side_size(const la_engine eng, int64_t n);
+int la_backward_side_in_dv(const la_engine eng);
 
 /* Pass 1 (forward replay) on block [token0, token0+n): recomputes the outputs, forms the
  * coefficients of the denominator policy, writes dq and the side storage, and accumulates
@@ -20,13 +26,13 @@ size_t la_backward_side_size(const la_engine eng, int64_t n);
  * complete summary. stats collects the denominator statistics and violations. */
 la_status la_backward_replay(la_engine eng, int64_t token0, int64_t n, const void *q,
                              const void *k, const void *v, const void *g, la_state *state,
-                             void *dq, double *side, la_state *rev, la_den_stats *stats);
+                             void *dq, void *side, la_state *rev, la_den_stats *stats);
 
 /* Pass 2 (reverse) on the same block: dk and dv from the side storage, with suffix holding
  * the sum over the queries after the block (causal; advanced backwards over the block) or
  * the complete query sum (bidirectional). */
 la_status la_backward_reverse(la_engine eng, int64_t token0, int64_t n, const void *q,
-                              const void *k, const void *v, const void *g, const double *side,
+                              const void *k, const void *v, const void *g, const void *side,
                               la_state *suffix, void *dk, void *dv);
 
 /* Bidirectional with segments on a rank's whole range: left/right are the forward summaries
@@ -38,11 +44,11 @@ la_status la_backward_reverse(la_engine eng, int64_t token0, int64_t n, const vo
 la_status la_backward_segmented(la_engine eng, int64_t token0, int64_t n, const void *q,
                                 const void *k, const void *v, const void *g,
                                 const la_state *left, const la_state *right, void *dq, void *dk,
-                                void *dv, double *side, la_state *head_rev, la_state *tail_rev,
+                                void *dv, void *side, la_state *head_rev, la_state *tail_rev,
                                 la_den_stats *stats);
 la_status la_backward_segmented_ends(la_engine eng, int64_t token0, int64_t n, const void *q,
                                      const void *k, const void *v, const void *g,
-                                     const double *side, const la_state *left_rev,
+                                     const void *side, const la_state *left_rev,
                                      const la_state *right_rev, const la_state *head_rev,
                                      const la_state *tail_rev, void *dk, void *dv);
 
