@@ -160,6 +160,7 @@ static la_status cli_parse(int argc, char **argv, int first, la_cli *o, int grad
     else if (!strcmp(a, "--checkpoint-every")) {
       double s;
       if (la_parse_f64(val, &s) || !(s > 0)) BAD("--checkpoint-every: '%s' is not a positive number of seconds", val);
+      BAD("--checkpoint-every: checkpointing is not implemented in this version");
     } else if (!strcmp(a, "--n")) {
       if (la_parse_i64(val, 0, INT64_MAX / 2, &o->n)) BAD("--n: '%s' is not an integer >= 0", val);
     } else if (!strcmp(a, "--heads")) {
