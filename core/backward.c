@@ -53,8 +53,8 @@ la_status la_backward_window(la_engine e, int64_t token0, int64_t n, const void 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++) {
     la_status hs = LA_OK;
-    la_window_replay_head(e, &e->work[la_thread_id()], h, token0, n, q, k, v, hlo, hhi, hk, hv,
-                          mid->sz + h * rsz, mid->m[h], g, dq, side, cap, &hs);
+    la_window_head(e, &e->work[la_thread_id()], h, token0, n, q, k, v, hlo, hhi, hk, hv,
+                   mid->sz + h * rsz, mid->m[h], NULL, g, dq, side, cap, &hs);
     if (hs != LA_OK) {
 #pragma omp critical
       st = hs;
@@ -218,28 +218,18 @@ la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, cons
     s = la_backward_window(e, 0, n, q, k, v, g, 0, 0, NULL, NULL, &st, dq, side, stats);
     if (s == LA_OK)
       s = la_backward_window_reverse(e, 0, n, q, k, v, g, side, n, n, NULL, NULL, NULL, &st, dk, dv);
-    la_state_free(&tail);
-    la_state_free(&st);
-    la_state_free(&rev);
-    free(own);
-    return s;
-  }
-  if (s == LA_OK && e->cfg.mode == LA_BIDIRECTIONAL && e->seg_off) {
+  } else if (s == LA_OK && e->cfg.mode == LA_BIDIRECTIONAL && e->seg_off) {
     /* st stays the identity: nothing lies left or right of the sequence */
     s = la_backward_segmented(e, 0, n, q, k, v, g, &st, &st, dq, dk, dv, side, &rev, &tail, stats);
     if (s == LA_OK)
       s = la_backward_segmented_ends(e, 0, n, q, k, v, g, side, &st, &st, &rev, &tail, dk, dv);
-    la_state_free(&tail);
-    la_state_free(&st);
-    la_state_free(&rev);
-    free(own);
-    return s;
-  }
-  if (s == LA_OK && e->cfg.mode == LA_BIDIRECTIONAL) s = la_engine_accumulate(e, 0, n, k, v, &st);
-  if (s == LA_OK) s = la_backward_replay(e, 0, n, q, k, v, g, &st, dq, side, &rev, stats);
-  if (s == LA_OK) {
-    if (e->cfg.mode == LA_CAUSAL) la_state_reset(&rev); /* nothing after the sequence */
-    s = la_backward_reverse(e, 0, n, q, k, v, g, side, &rev, dk, dv);
+  } else if (s == LA_OK) {
+    if (e->cfg.mode == LA_BIDIRECTIONAL) s = la_engine_accumulate(e, 0, n, k, v, &st);
+    if (s == LA_OK) s = la_backward_replay(e, 0, n, q, k, v, g, &st, dq, side, &rev, stats);
+    if (s == LA_OK) {
+      if (e->cfg.mode == LA_CAUSAL) la_state_reset(&rev); /* nothing after the sequence */
+      s = la_backward_reverse(e, 0, n, q, k, v, g, side, &rev, dk, dv);
+    }
   }
   la_state_free(&st);
   la_state_free(&rev);

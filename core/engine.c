@@ -530,10 +530,12 @@ static int qstore_alloc(qstore *qs, int cap, size_t rsz) {
          qs.store + rsz * cap, qs.store + 2 * rsz * cap + cap,                              \
          qs.store + 2 * rsz * cap + 2 * cap, -INFINITY}
 
-void la_window_replay_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                           const void *q, const void *k, const void *v, int64_t hlo, int64_t hhi,
-                           const void *hk, const void *hv, const double *midsz, double midm,
-                           const void *g, void *dq, double *side, int cap, la_status *st) {
+/* One head of the window kernel (§3) with its queue: the forward (out) or, with g, the
+ * backward replay (dq and side). */
+void la_window_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const void *q,
+                    const void *k, const void *v, int64_t hlo, int64_t hhi, const void *hk,
+                    const void *hv, const double *midsz, double midm, void *out, const void *g,
+                    void *dq, double *side, int cap, la_status *st) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   qstore qs;
   if (qstore_alloc(&qs, cap, rsz)) {
@@ -542,10 +544,10 @@ void la_window_replay_head(la_engine e, la_work *w, int h, int64_t token0, int64
   }
   if (e->dt == LA_F32) {
     QUEUE_INIT(wqueue_f32, qs, cap, rsz);
-    apply_window_f32(e, w, h, token0, n, q, k, v, hlo, hhi, hk, hv, midsz, midm, &Q, NULL, g, dq, side);
+    apply_window_f32(e, w, h, token0, n, q, k, v, hlo, hhi, hk, hv, midsz, midm, &Q, out, g, dq, side);
   } else {
     QUEUE_INIT(wqueue_f64, qs, cap, rsz);
-    apply_window_f64(e, w, h, token0, n, q, k, v, hlo, hhi, hk, hv, midsz, midm, &Q, NULL, g, dq, side);
+    apply_window_f64(e, w, h, token0, n, q, k, v, hlo, hhi, hk, hv, midsz, midm, &Q, out, g, dq, side);
   }
   free(qs.ab);
   free(qs.store);
@@ -616,32 +618,13 @@ la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const v
   la_status st = LA_OK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++) {
-    la_work *w = &e->work[la_thread_id()];
-    /* the queue: allocated once per head and call, O(min(W, N)/C) summaries */
-    int64_t *ab = malloc(sizeof(int64_t) * 2 * cap);
-    double *store = malloc(sizeof(double) * (2 * rsz + 2) * cap + sizeof(double) * rsz);
-    if (!ab || !store) {
+    la_status hs = LA_OK;
+    la_window_head(e, &e->work[la_thread_id()], h, token0, n, q, k, v, hlo, hhi, hk, hv,
+                   mid->sz + h * rsz, mid->m[h], out, NULL, NULL, NULL, cap, &hs);
+    if (hs != LA_OK) {
 #pragma omp critical
-      st = LA_ERR_NOMEM;
-      free(ab);
-      free(store);
-      continue;
+      st = hs;
     }
-    if (e->dt == LA_F32) {
-      wqueue_f32 Q = {cap, 0, 0, 0, rsz, ab, ab + cap, store, store + 2 * rsz * cap,
-                      store + rsz * cap, store + 2 * rsz * cap + cap,
-                      store + 2 * rsz * cap + 2 * cap, -INFINITY};
-      apply_window_f32(e, w, h, token0, n, q, k, v, hlo, hhi, hk, hv, mid->sz + h * rsz,
-                       mid->m[h], &Q, out, NULL, NULL, NULL);
-    } else {
-      wqueue_f64 Q = {cap, 0, 0, 0, rsz, ab, ab + cap, store, store + 2 * rsz * cap,
-                      store + rsz * cap, store + 2 * rsz * cap + cap,
-                      store + 2 * rsz * cap + 2 * cap, -INFINITY};
-      apply_window_f64(e, w, h, token0, n, q, k, v, hlo, hhi, hk, hv, mid->sz + h * rsz,
-                       mid->m[h], &Q, out, NULL, NULL, NULL);
-    }
-    free(ab);
-    free(store);
   }
   la_engine_merge_stats(e, stats);
   return st;

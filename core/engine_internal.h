@@ -93,10 +93,10 @@ void bwd_segmented_ends_f64(la_engine e, la_work *w, int h, int64_t token0, int6
                             const double *rrsz, double rrm, const double *hsz, double hm,
                             const double *tsz, double tm, double *dk, double *dv);
 /* Window backward entry points (engine_impl.h, backward_impl.h). */
-void la_window_replay_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                           const void *q, const void *k, const void *v, int64_t hlo, int64_t hhi,
-                           const void *hk, const void *hv, const double *midsz, double midm,
-                           const void *g, void *dq, double *side, int cap, la_status *st);
+void la_window_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const void *q,
+                    const void *k, const void *v, int64_t hlo, int64_t hhi, const void *hk,
+                    const void *hv, const double *midsz, double midm, void *out, const void *g,
+                    void *dq, double *side, int cap, la_status *st);
 void la_window_reverse_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
                             const void *q, const void *k, const void *v, const void *g,
                             const double *side, int64_t flo, int64_t fhi, const void *fq,

@@ -223,33 +223,21 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
   s = la_dist_agree(d, s, NULL, 0);
   if (s == LA_OK && win) {
     s = backward_window(d, eng, N, n, row0, q, k, v, g, dq, dk, dv, side, stats);
-    la_state_free(&st);
-    la_state_free(&rev);
-    free(own);
-    s = la_dist_agree(d, s, NULL, 0);
-    if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
-    return s;
-  }
-  if (s == LA_OK && bidir && la_engine_has_segments(eng)) {
+  } else if (s == LA_OK && bidir && la_engine_has_segments(eng)) {
     s = backward_segmented(d, eng, n, row0, q, k, v, g, dq, dk, dv, side, stats);
-    la_state_free(&st);
-    la_state_free(&rev);
-    free(own);
+  } else if (s == LA_OK) {
+    if (bidir || d->size > 1) s = la_engine_accumulate(eng, row0, n, k, v, &st);
     s = la_dist_agree(d, s, NULL, 0);
-    if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
-    return s;
+    if (s == LA_OK && d->size > 1) s = bidir ? la_dist_allreduce(d, &st) : la_dist_exscan(d, &st);
+    if (s == LA_OK) s = la_backward_replay(eng, row0, n, q, k, v, g, &st, dq, side, &rev, stats);
+    s = la_dist_agree(d, s, NULL, 0);
+    if (s == LA_OK) {
+      if (bidir) s = d->size > 1 ? la_dist_allreduce(d, &rev) : LA_OK;
+      else if (d->size > 1) s = la_dist_exscan_reverse(d, &rev);
+      else la_state_reset(&rev); /* no queries after the only rank */
+    }
+    if (s == LA_OK) s = la_backward_reverse(eng, row0, n, q, k, v, g, side, &rev, dk, dv);
   }
-  if (s == LA_OK && (bidir || d->size > 1)) s = la_engine_accumulate(eng, row0, n, k, v, &st);
-  s = la_dist_agree(d, s, NULL, 0);
-  if (s == LA_OK && d->size > 1) s = bidir ? la_dist_allreduce(d, &st) : la_dist_exscan(d, &st);
-  if (s == LA_OK) s = la_backward_replay(eng, row0, n, q, k, v, g, &st, dq, side, &rev, stats);
-  s = la_dist_agree(d, s, NULL, 0);
-  if (s == LA_OK) {
-    if (bidir) s = d->size > 1 ? la_dist_allreduce(d, &rev) : LA_OK;
-    else if (d->size > 1) s = la_dist_exscan_reverse(d, &rev);
-    else la_state_reset(&rev); /* no queries after the only rank */
-  }
-  if (s == LA_OK) s = la_backward_reverse(eng, row0, n, q, k, v, g, side, &rev, dk, dv);
   la_state_free(&st);
   la_state_free(&rev);
   free(own);
