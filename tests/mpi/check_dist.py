@@ -77,7 +77,7 @@ def main():
     # favor+: huge keys only in the last rank's rows (the last 1/P of the sequence, at least
     # the last row). Causal rows before them must not move; all rows must match the reference.
     n = 1000
-    P = max(1, int(os.environ.get("LINATTN_TEST_NP", "0")) or _ranks(a.launcher))
+    P = max(1, int(os.environ.get("LINATTN_TEST_NP", "0")) or common.launcher_ranks(a.launcher))
     last0 = n - (n // P)                       # first row owned by the last rank
     q = rng.normal(size=(n, H, dk)) * 0.5
     k = rng.normal(size=(n, H, dk)) * 0.5
@@ -140,15 +140,6 @@ def main():
 
     print(f"{npass} passed, {nfail} failed")
     return 1 if nfail else 0
-
-
-def _ranks(launcher):
-    """The rank count in a launcher prefix such as 'mpiexec -n 3' (1 if none)."""
-    toks = launcher.split()
-    for i, t in enumerate(toks[:-1]):
-        if t in ("-n", "-np", "--np", "-N"):
-            return int(toks[i + 1])
-    return 1
 
 
 if __name__ == "__main__":

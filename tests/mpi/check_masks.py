@@ -45,18 +45,10 @@ def reference(mp, q, k, v, om, mode, seg, window):
     return out
 
 
-def ranks(launcher):
-    t = launcher.split()
-    for i, x in enumerate(t[:-1]):
-        if x in ("-n", "-np", "--np"):
-            return int(t[i + 1])
-    return 1
-
-
 def main():
     a = common.parse_args(__doc__)
     run = common.runner(a)
-    P = ranks(a.launcher)
+    P = common.launcher_ranks(a.launcher)
     rng = np.random.default_rng(4 + P)
     npass = nfail = 0
 

@@ -182,3 +182,12 @@ class Tally:
     def finish(self):
         print(f"{self.passed} passed, {self.failed} failed", flush=True)
         sys.exit(1 if self.failed else 0)
+
+
+def launcher_ranks(launcher):
+    """The rank count in a launcher prefix such as 'mpiexec -n 3' (1 if none)."""
+    toks = launcher.split()
+    for i, t in enumerate(toks[:-1]):
+        if t in ("-n", "-np", "--np", "-N"):
+            return int(toks[i + 1])
+    return 1
