@@ -11,11 +11,23 @@
 #include <omp.h>
 #endif
 #include "engine_internal.h"
+#include "kern512.h"
 #include "la_blas.h"
 
 #define LA_DEFAULT_CHUNK 64
 
 extern void openblas_set_num_threads(int) __attribute__((weak));
+int la_k512_enabled(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  const char *v = getenv("LINATTN_KERNELS");
+  if (v && !strcmp(v, "blas")) return 0;
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+#else
+  return 0;
+#endif
+}
+
 void la_blas_single_thread(void) {
   if (openblas_set_num_threads) openblas_set_num_threads(1);
 }
@@ -30,7 +42,7 @@ static void work_free(la_work *w) {
   free(w->phiq); free(w->phik); free(w->vp); free(w->A); free(w->o); free(w->sf);
   free(w->tmp); free(w->aq); free(w->ak); free(w->segi); free(w->mseg);
   free(w->wsz); free(w->phif); free(w->vf); free(w->af); free(w->Af);
-  free(w->ab); free(w->dphi); free(w->ak2);
+  free(w->ab); free(w->dphi); free(w->ak2); free(w->kT);
   la_den_stats_free(&w->stats);
 }
 
@@ -54,6 +66,7 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
   e->T = 1;
 #endif
   e->stabilized = la_map_is_stabilized(fm->kind);
+  e->k512 = dt == LA_F32 && la_k512_enabled();
   la_blas_single_thread();
   size_t es = la_dtype_size(dt), C = (size_t)e->C, r = (size_t)e->r, dv1 = (size_t)dv + 1;
   e->work = calloc((size_t)e->T, sizeof(la_work));
@@ -79,8 +92,9 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
     w->ab = xalloc(es * C * dv1);
     w->dphi = xalloc(es * 2 * C * r);
     w->ak2 = xalloc(sizeof(double) * 2 * C);
+    w->kT = xalloc(es * r * C);
     if (!w->segi || !w->mseg || !w->wsz || !w->phif || !w->vf || !w->af || !w->Af || !w->ab ||
-        !w->dphi || !w->ak2)
+        !w->dphi || !w->ak2 || !w->kT)
       goto nomem;
     if (!w->phiq || !w->phik || !w->vp || !w->A || !w->o || !w->sf || !w->tmp || !w->aq ||
         !w->ak || la_den_stats_init(&w->stats) != LA_OK)
@@ -287,6 +301,7 @@ la_status la_engine_set_mask(la_engine e, const void *mask, char *err, size_t er
 #define LA_SFX f32
 #define LA_GEMM cblas_sgemm
 #define LA_EXPR expf
+#define LA_K512 1
 #include "engine_impl.h"
 #define LA_REAL double
 #define LA_SFX f64

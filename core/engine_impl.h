@@ -84,6 +84,16 @@ static void LA_FN(state_add)(la_engine e, la_work *w, int len, int nseg, double 
   for (size_t i = 0; i < rsz; i++) sz[i] += (double)tmp[i];
 }
 
+#ifdef LA_K512
+/* (S|z) += tmp (the chunk summary from kern512.c, one segment) in float64. */
+static void LA_FN(state_add_tmp)(la_engine e, la_work *w, double *sz, double *m) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  const LA_REAL *tmp = w->tmp;
+  *m = w->mseg[0];
+  for (size_t i = 0; i < rsz; i++) sz[i] += (double)tmp[i];
+}
+#endif
+
 /* Tail summary of tokens [lo, hi) (global token0 + lo ...), combined onto (sz, m, f). */
 static void LA_FN(accum_range)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo,
                                int64_t hi, const LA_REAL *k, const LA_REAL *v, double *sz,
@@ -94,6 +104,15 @@ static void LA_FN(accum_range)(la_engine e, la_work *w, int h, int64_t token0, i
     if (reset || nseg > 1) *f = 1;
     LA_FN(chunk_features)(e, h, c0, len, k, w->phik, w->ak);
     LA_FN(rescale_keys)(e, w, len, nseg, reset, sz, m);
+#ifdef LA_K512
+    if (e->k512 && nseg == 1) {
+      const int64_t ldv = (int64_t)e->H * e->dv;
+      la_k512_key_summary(len, e->r, e->dv, w->phik, v + c0 * ldv + (int64_t)h * e->dv, ldv,
+                          w->tmp, w->kT, e->C);
+      LA_FN(state_add_tmp)(e, w, sz, m);
+      continue;
+    }
+#endif
     LA_FN(chunk_values)(e, h, c0, len, v, w->vp);
     LA_FN(state_add)(e, w, len, nseg, sz, m);
   }
@@ -162,6 +181,21 @@ static void LA_FN(apply_causal)(la_engine e, la_work *w, int h, int64_t token0, 
     LA_FN(chunk_features)(e, h, c0, len, k, w->phik, w->ak);
     LA_FN(rescale_keys)(e, w, len, nseg, reset, sz, m);
     LA_FN(chunk_features)(e, h, c0, len, q, w->phiq, w->aq);
+#ifdef LA_K512
+    if (e->k512 && nseg == 1) { /* the same products on the AVX-512 kernels */
+      const int64_t ldv = (int64_t)e->H * e->dv;
+      const int live = *m != -INFINITY;
+      if (live)
+        for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
+      la_k512_causal_chunk(len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
+                           ldv, live ? sf : NULL, o, w->tmp, w->kT, A, C);
+      for (int i = 0; i < len; i++) w->aq[i] += w->mseg[0];
+      if (raw) LA_FN(store_raw)(e, w, h, c0, len, raw, lsc);
+      else LA_FN(finalize_rows)(e, w, h, token0, c0, len, out);
+      LA_FN(state_add_tmp)(e, w, sz, m);
+      continue;
+    }
+#endif
     LA_FN(chunk_values)(e, h, c0, len, v, w->vp);
     /* inter-chunk: O' = Phi_q (S|z) for the rows still in the state's segment */
     int n0 = 0;
@@ -199,6 +233,10 @@ static void LA_FN(apply_bidir)(la_engine e, la_work *w, int h, int64_t token0, i
   for (int64_t c0 = lo; c0 < hi; c0 += C) {
     int len = (int)(hi - c0 < C ? hi - c0 : C);
     LA_FN(chunk_features)(e, h, c0, len, q, w->phiq, w->aq);
+#ifdef LA_K512
+    if (e->k512) la_k512_query_apply(len, r, e->dv, w->phiq, sf, w->o);
+    else
+#endif
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,
             dv1, (LA_REAL)0, w->o, dv1);
     for (int i = 0; i < len; i++) w->aq[i] += m;
@@ -514,3 +552,4 @@ static void LA_FN(apply_window)(la_engine e, la_work *w, int h, int64_t token0, 
 #undef LA_SFX
 #undef LA_GEMM
 #undef LA_EXPR
+#undef LA_K512

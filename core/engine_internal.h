@@ -22,6 +22,7 @@ typedef struct {
   void *Af;          /* C x 2C */
   void *ab, *dphi;   /* backward: C x (dv+1) coefficients [a | b], C x r feature gradients */
   double *ak2;       /* C */
+  void *kT;          /* r x C: Phi_k^T for the AVX-512 kernels */
   la_den_stats stats;
   char pad[64];      /* keep neighbouring workspaces off one cache line */
 } la_work;
@@ -32,6 +33,7 @@ struct la_engine_s {
   la_dtype dt;
   int H, dk, r, dv, C, T;
   int stabilized;
+  int k512;      /* float32 chunk products on the AVX-512 kernels (kern512.c) */
   la_work *work; /* [T] */
   int Bmax;      /* superblocks per head for the causal two-pass split */
   la_state part;   /* H*Bmax partial states (heads dimension = H*Bmax) */

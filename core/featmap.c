@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "featmap_internal.h"
+#include "kern512.h"
 #include "la_blas.h"
 #include "vexp.h"
 
@@ -21,6 +22,11 @@ static void refresh_scaled(la_featmap fm) {
     fm->omega_s[i] = rs * fm->omega[i];
     fm->omega_f[i] = (float)fm->omega_s[i];
   }
+  const int m = fm->m, dk = fm->dk; /* omega_ft[h] = omega_f[h]^T */
+  for (int h = 0; h < fm->heads; h++)
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < dk; j++)
+        fm->omega_ft[((size_t)h * dk + j) * m + i] = fm->omega_f[((size_t)h * m + i) * dk + j];
 }
 
 /* favor+orf: blocks of dk orthonormal rows (QR of a Gaussian matrix, signs fixed by diag R so
@@ -73,6 +79,7 @@ la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap 
   fm->heads = heads;
   fm->dk = dk;
   fm->s = cfg->scale > 0 ? cfg->scale : 1.0 / sqrt((double)dk);
+  fm->k512 = la_k512_enabled();
   if (la_map_is_random(cfg->map)) {
     if (cfg->features < 1 || cfg->features > LA_FEATURES_MAX) {
       free(fm);
@@ -84,7 +91,8 @@ la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap 
     fm->omega = malloc(sizeof(double) * n);
     fm->omega_s = malloc(sizeof(double) * n);
     fm->omega_f = malloc(sizeof(float) * n);
-    if (!fm->omega || !fm->omega_s || !fm->omega_f) {
+    fm->omega_ft = malloc(sizeof(float) * n);
+    if (!fm->omega || !fm->omega_s || !fm->omega_f || !fm->omega_ft) {
       la_featmap_destroy(&fm);
       return LA_ERR_NOMEM;
     }
@@ -115,6 +123,7 @@ void la_featmap_destroy(la_featmap *fm) {
   free((*fm)->omega);
   free((*fm)->omega_s);
   free((*fm)->omega_f);
+  free((*fm)->omega_ft);
   free(*fm);
   *fm = NULL;
 }
@@ -145,6 +154,7 @@ la_status la_featmap_set_projection(la_featmap fm, const double *omega, int m, i
 #define LA_GEMM cblas_sgemm
 #define LA_EXP la_vexpf
 #define LA_OMEGA omega_f
+#define LA_K512 1
 #include "featmap_impl.h"
 #define LA_REAL double
 #define LA_SFX f64

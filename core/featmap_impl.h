@@ -12,6 +12,13 @@ void LA_CAT(la_featmap_eval, LA_SFX)(const la_featmap fm, int h, int64_t n,
   if (n == 0) return;
   switch (fm->kind) {
   case LA_MAP_ELU1:
+#ifdef LA_K512
+    if (fm->k512) {
+      la_k512_elu1(n, dk, x, ld, phi, r);
+      for (int64_t i = 0; i < n; i++) a[i] = 0.0;
+      return;
+    }
+#endif
     for (int64_t i = 0; i < n; i++) {
       const LA_REAL *xi = x + i * ld;
       LA_REAL *pi = phi + i * r;
@@ -42,6 +49,11 @@ void LA_CAT(la_featmap_eval, LA_SFX)(const la_featmap fm, int h, int64_t n,
   }
   /* Random maps: u = X~ Omega^T into the first m columns of phi (row stride r). */
   const LA_REAL *om = fm->LA_OMEGA + (size_t)h * m * dk;
+#ifdef LA_K512
+  if (fm->k512)
+    la_k512_gemm((int)n, m, dk, x, ld, 1, fm->omega_ft + (size_t)h * m * dk, m, phi, r, 0, 0);
+  else
+#endif
   LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, m, dk, (LA_REAL)1, x, (int)ld, om,
           dk, (LA_REAL)0, phi, r);
   for (int64_t i = 0; i < n; i++) {
@@ -164,3 +176,4 @@ void LA_CAT(la_featmap_chain, LA_SFX)(const la_featmap fm, int h, int64_t n, con
 #undef LA_GEMM
 #undef LA_EXP
 #undef LA_OMEGA
+#undef LA_K512

@@ -1,0 +1,218 @@
+/* AVX-512 float32 kernels for the chunk products of DESIGN.md §4, chosen at run time
+ * (la_k512_available). This file alone is compiled with -mavx512f; nothing here runs unless
+ * the CPU reports AVX-512F. Why not OpenBLAS: the chunk GEMMs are 64 x 64 x 64, where
+ * OpenBLAS spends its time packing, and Debian's OpenBLAS runs AVX2 kernels on CPUs it does not
+ * know. These kernels read row-major operands in place (no packing) and keep a 6 x 64 block of
+ * C in registers: per k, four vector loads of B, six broadcasts of A and 24 FMAs.
+ * Accuracy: every product is a float32 FMA chain over k in order, as in a reference GEMM. */
+#include "kern512.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__AVX512F__)
+#include <immintrin.h>
+
+#include "vexp.h"
+
+#define AI static inline __attribute__((always_inline))
+
+/* C[mr x 16 nv] (+)= A[mr x K] B[K x 16 nv]; the last vector of B/C is masked by mlast.
+ * A(i, k) = A[i * ars + k * acs]. */
+AI void ukern(const int mr, const int nv, __mmask16 mlast, int K, const float *A, ptrdiff_t ars,
+              ptrdiff_t acs, const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc) {
+  __m512 c[6][4];
+#pragma GCC unroll 6
+  for (int i = 0; i < mr; i++)
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+      const __mmask16 mk = v == nv - 1 ? mlast : (__mmask16)0xFFFF;
+      c[i][v] = acc ? _mm512_maskz_loadu_ps(mk, C + i * ldc + 16 * v) : _mm512_setzero_ps();
+    }
+  for (int k = 0; k < K; k++) {
+    __m512 b[4];
+    const float *bk = B + k * ldb;
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++)
+      b[v] = v == nv - 1 ? _mm512_maskz_loadu_ps(mlast, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v);
+    const float *ak = A + k * acs;
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) {
+      const __m512 a = _mm512_set1_ps(ak[i * ars]);
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; v++) c[i][v] = _mm512_fmadd_ps(a, b[v], c[i][v]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < mr; i++)
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+      const __mmask16 mk = v == nv - 1 ? mlast : (__mmask16)0xFFFF;
+      _mm512_mask_storeu_ps(C + i * ldc + 16 * v, mk, c[i][v]);
+    }
+}
+
+/* One panel of at most 64 columns: every row tile of 6 (the last one shorter). */
+#define LA_PANEL(NV)                                                                          \
+  static void panel_##NV(int M, __mmask16 ml, int K, int tri, const float *A, ptrdiff_t ars,  \
+                         ptrdiff_t acs, const float *B, ptrdiff_t ldb, float *C,              \
+                         ptrdiff_t ldc, int acc) {                                            \
+    int i0 = 0;                                                                               \
+    for (; i0 + 6 <= M; i0 += 6) {                                                            \
+      const int Kt = tri && i0 + 6 < K ? i0 + 6 : K;                                          \
+      ukern(6, NV, ml, Kt, A + i0 * ars, ars, acs, B, ldb, C + i0 * ldc, ldc, acc);           \
+    }                                                                                         \
+    const int rest = M - i0, Kt = tri && M < K ? M : K;                                       \
+    const float *Ai = A + i0 * ars;                                                           \
+    float *Ci = C + i0 * ldc;                                                                 \
+    switch (rest) {                                                                           \
+    case 5: ukern(5, NV, ml, Kt, Ai, ars, acs, B, ldb, Ci, ldc, acc); break;                  \
+    case 4: ukern(4, NV, ml, Kt, Ai, ars, acs, B, ldb, Ci, ldc, acc); break;                  \
+    case 3: ukern(3, NV, ml, Kt, Ai, ars, acs, B, ldb, Ci, ldc, acc); break;                  \
+    case 2: ukern(2, NV, ml, Kt, Ai, ars, acs, B, ldb, Ci, ldc, acc); break;                  \
+    case 1: ukern(1, NV, ml, Kt, Ai, ars, acs, B, ldb, Ci, ldc, acc); break;                  \
+    default: break;                                                                           \
+    }                                                                                         \
+  }
+LA_PANEL(1)
+LA_PANEL(2)
+LA_PANEL(3)
+LA_PANEL(4)
+
+void la_k512_gemm(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t acs,
+                  const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc, int tri) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!acc)
+      for (int i = 0; i < M; i++) memset(C + (ptrdiff_t)i * ldc, 0, sizeof(float) * (size_t)N);
+    return;
+  }
+  if (tri == 2) { /* lower: row tile i0 needs columns j < i0 + 6 only */
+    for (int i0 = 0; i0 < M; i0 += 6) {
+      const int mt = M - i0 < 6 ? M - i0 : 6, nt = i0 + 6 < N ? i0 + 6 : N;
+      la_k512_gemm(mt, nt, K, A + i0 * ars, ars, acs, B, ldb, C + i0 * ldc, ldc, acc, 0);
+    }
+    return;
+  }
+  for (int j0 = 0; j0 < N; j0 += 64) {
+    const int w = N - j0 < 64 ? N - j0 : 64, nv = (w + 15) / 16;
+    const __mmask16 ml = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1 : 0xFFFF);
+    switch (nv) {
+    case 4: panel_4(M, ml, K, tri, A, ars, acs, B + j0, ldb, C + j0, ldc, acc); break;
+    case 3: panel_3(M, ml, K, tri, A, ars, acs, B + j0, ldb, C + j0, ldc, acc); break;
+    case 2: panel_2(M, ml, K, tri, A, ars, acs, B + j0, ldb, C + j0, ldc, acc); break;
+    default: panel_1(M, ml, K, tri, A, ars, acs, B + j0, ldb, C + j0, ldc, acc); break;
+    }
+  }
+}
+
+void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, float *dst,
+                       ptrdiff_t ldd) {
+  for (int i0 = 0; i0 < rows; i0 += 16)
+    for (int j = 0; j < cols; j++) {
+      const int ie = rows - i0 < 16 ? rows - i0 : 16;
+      for (int i = 0; i < ie; i++) dst[(ptrdiff_t)j * ldd + i0 + i] = src[(ptrdiff_t)(i0 + i) * lds + j];
+    }
+}
+
+/* tmp = [kT V | kT 1]: the chunk's key summary (r x (dv+1)), kT = Phi_k^T (r x len, ld C). */
+static void key_summary(int len, int r, int dv, const float *V, ptrdiff_t ldv, float *tmp,
+                        const float *kT, int C) {
+  const int dv1 = dv + 1;
+  la_k512_gemm(r, dv, len, kT, C, 1, V, ldv, tmp, dv1, 0, 0);
+  for (int k = 0; k < r; k++) {
+    const float *kk = kT + (ptrdiff_t)k * C;
+    float s = 0;
+    for (int j = 0; j < len; j++) s += kk[j];
+    tmp[(ptrdiff_t)k * dv1 + dv] = s;
+  }
+}
+
+/* Causal chunk of DESIGN.md §4 for one segment, rows i < len:
+ *   o_i = [ phiq_i Sf + sum_{j<=i} (phiq_i . phik_j) v_j  |  phiq_i zf + sum_{j<=i} phiq_i . phik_j ]
+ *   tmp = [ phik^T V | phik^T 1 ]   (the chunk's key summary, r x (dv+1))
+ * sf = [Sf | zf] is r x (dv+1) or NULL for a zero state. Scratch: kT (r x C), A (C x C). */
+void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
+                          const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
+                          float *kT, float *A, int C) {
+  const int dv1 = dv + 1;
+  la_k512_transpose(len, r, phik, r, kT, C);
+  /* A = tril(Phi_q Phi_k^T): row tile i0 needs columns j < i0 + 6 only */
+  la_k512_gemm(len, len, r, phiq, r, 1, kT, C, A, C, 0, 2);
+  for (int i = 0; i < len; i++) {
+    float *ai = A + (ptrdiff_t)i * C, s = 0;
+    for (int j = 0; j <= i; j++) s += ai[j];
+    for (int j = i + 1; j < len; j++) ai[j] = 0;
+    o[(ptrdiff_t)i * dv1 + dv] = s;
+  }
+  if (sf) {
+    la_k512_gemm(len, dv, r, phiq, r, 1, sf, dv1, o, dv1, 0, 0);
+    for (int i = 0; i < len; i++) {
+      const float *qi = phiq + (ptrdiff_t)i * r;
+      float s = 0;
+      for (int k = 0; k < r; k++) s += qi[k] * sf[(ptrdiff_t)k * dv1 + dv];
+      o[(ptrdiff_t)i * dv1 + dv] += s;
+    }
+  }
+  la_k512_gemm(len, dv, len, A, C, 1, V, ldv, o, dv1, sf != NULL, 1);
+  key_summary(len, r, dv, V, ldv, tmp, kT, C);
+}
+
+void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
+                         ptrdiff_t ldv, float *tmp, float *kT, int C) {
+  la_k512_transpose(len, r, phik, r, kT, C);
+  key_summary(len, r, dv, V, ldv, tmp, kT, C);
+}
+
+/* Bidirectional rows (§4): o_i = [phiq_i Sf | phiq_i zf], sf = [Sf | zf] r x (dv+1). */
+void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o) {
+  const int dv1 = dv + 1;
+  la_k512_gemm(len, dv, r, phiq, r, 1, sf, dv1, o, dv1, 0, 0);
+  for (int i = 0; i < len; i++) {
+    const float *qi = phiq + (ptrdiff_t)i * r;
+    float s = 0;
+    for (int k = 0; k < r; k++) s += qi[k] * sf[(ptrdiff_t)k * dv1 + dv];
+    o[(ptrdiff_t)i * dv1 + dv] = s;
+  }
+}
+
+/* elu(x) + 1 (DESIGN.md §2) for n rows of dk, vectorized 16 wide; domain: finite x. */
+void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r) {
+  for (int64_t i = 0; i < n; i++) {
+    const float *restrict xi = x + i * ld;
+    float *restrict pi = phi + i * r;
+    for (int j = 0; j < dk; j++) {
+      const float e = la_vexpf(xi[j] < 0 ? xi[j] : 0.0f);
+      pi[j] = xi[j] > 0 ? xi[j] + 1.0f : e;
+    }
+  }
+}
+
+#else /* no AVX-512 at compile time: never selected (la_k512_enabled returns 0) */
+void la_k512_gemm(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t acs,
+                  const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc, int tri) {
+  (void)M; (void)N; (void)K; (void)A; (void)ars; (void)acs; (void)B; (void)ldb; (void)C;
+  (void)ldc; (void)acc; (void)tri;
+}
+void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, float *dst,
+                       ptrdiff_t ldd) {
+  (void)rows; (void)cols; (void)src; (void)lds; (void)dst; (void)ldd;
+}
+void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
+                          const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
+                          float *kT, float *A, int C) {
+  (void)len; (void)r; (void)dv; (void)phiq; (void)phik; (void)V; (void)ldv; (void)sf; (void)o;
+  (void)tmp; (void)kT; (void)A; (void)C;
+}
+void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
+                         ptrdiff_t ldv, float *tmp, float *kT, int C) {
+  (void)len; (void)r; (void)dv; (void)phik; (void)V; (void)ldv; (void)tmp; (void)kT; (void)C;
+}
+void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o) {
+  (void)len; (void)r; (void)dv; (void)phiq; (void)sf; (void)o;
+}
+void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r) {
+  (void)n; (void)dk; (void)x; (void)ld; (void)phi; (void)r;
+}
+#endif

@@ -1,0 +1,24 @@
+/* AVX-512 float32 chunk kernels (kern512.c), selected at run time. DESIGN.md §4. */
+#ifndef LINATTN_KERN512_H
+#define LINATTN_KERN512_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* 1 if this build has the kernels, the CPU reports AVX-512F and LINATTN_KERNELS is not
+ * "blas" (engine.c; compiled without AVX-512 so that the check itself runs anywhere). */
+int la_k512_enabled(void);
+/* C[M x N] = (acc ? C : 0) + A B, row-major B and C; A(i, k) = A[i*ars + k*acs].
+ * tri = 1: row i only reads A(i, k) for k < (its 6-row tile's end) -- A lower triangular;
+ * tri = 2: only columns j < (its 6-row tile's end) are written -- for a lower result. */
+void la_k512_gemm(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t acs,
+                  const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc, int tri);
+void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, float *dst,
+                       ptrdiff_t ldd);
+void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
+                          const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
+                          float *kT, float *A, int C);
+void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
+                         ptrdiff_t ldv, float *tmp, float *kT, int C);
+void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o);
+void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r);
+#endif
