@@ -151,7 +151,7 @@ static inline void den_note(la_den_stats *st, double den_s, double lsc) {
     if (d > st->max) st->max = d;
     return;
   }
-  double d = den_s * exp(lsc);
+  double d = lsc == 0 ? den_s : den_s * exp(lsc);
   if (d < st->min) st->min = d;
   if (d > st->max) st->max = d;
   double l2 = log2(den_s) + lsc / M_LN2; /* log2 of the true den, overflow-free */

@@ -90,7 +90,42 @@ static void LA_FN(state_add_tmp)(la_engine e, la_work *w, double *sz, double *m)
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   const LA_REAL *tmp = w->tmp;
   *m = w->mseg[0];
-  for (size_t i = 0; i < rsz; i++) sz[i] += (double)tmp[i];
+  la_k512_add_to_f64(rsz, sz, tmp);
+}
+#endif
+
+#ifdef LA_K512
+/* Prefetch chunk [c1, c1 + C) ∩ [., hi) of head h from x ([n, H, d] layout). */
+static void LA_FN(prefetch_chunk)(la_engine e, int h, int64_t c1, int64_t hi, const LA_REAL *x,
+                                  int d) {
+  if (!x || c1 >= hi) return;
+  const int rows = (int)(hi - c1 < e->C ? hi - c1 : e->C);
+  const int64_t ld = (int64_t)e->H * d;
+  la_k512_prefetch(x + c1 * ld + (int64_t)h * d, rows, ld * (int64_t)sizeof(LA_REAL),
+                   d * (int)sizeof(LA_REAL));
+}
+
+/* chunk_features of x for chunk [c0, c0+len), prefetching the next chunk [c0+C, hi) of x and
+ * of y (dy columns; NULL: none). elu1 spreads the prefetches over its rows; the other maps
+ * issue them at once (kern512.c). */
+static void LA_FN(features_pf)(la_engine e, int h, int64_t c0, int len, int64_t hi,
+                               const LA_REAL *x, LA_REAL *phi, double *a, const LA_REAL *y,
+                               int dy) {
+  const int64_t c1 = c0 + e->C;
+  if (e->fm->kind != LA_MAP_ELU1 || c1 >= hi) {
+    LA_FN(prefetch_chunk)(e, h, c1, hi, x, e->dk);
+    LA_FN(prefetch_chunk)(e, h, c1, hi, y, dy);
+    LA_FN(chunk_features)(e, h, c0, len, x, phi, a);
+    return;
+  }
+  const int64_t ld = (int64_t)e->H * e->dk, ldy = (int64_t)e->H * dy;
+  la_k512_pf pf = {{(const char *)(x + c1 * ld + (int64_t)h * e->dk),
+                    y ? (const char *)(y + c1 * ldy + (int64_t)h * dy) : NULL},
+                   {ld * (ptrdiff_t)sizeof(LA_REAL), ldy * (ptrdiff_t)sizeof(LA_REAL)},
+                   {e->dk * (int)sizeof(LA_REAL), dy * (int)sizeof(LA_REAL)},
+                   (int)(hi - c1 < e->C ? hi - c1 : e->C)};
+  la_k512_elu1(len, e->dk, x + c0 * ld + (int64_t)h * e->dk, ld, phi, e->r, &pf);
+  for (int i = 0; i < len; i++) a[i] = 0.0;
 }
 #endif
 
@@ -102,6 +137,10 @@ static void LA_FN(accum_range)(la_engine e, la_work *w, int h, int64_t token0, i
     int len = (int)(hi - c0 < e->C ? hi - c0 : e->C), reset;
     int nseg = seg_layout(e, token0 + c0, len, w->segi, &reset);
     if (reset || nseg > 1) *f = 1;
+#ifdef LA_K512
+    if (e->k512) LA_FN(features_pf)(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
+    else
+#endif
     LA_FN(chunk_features)(e, h, c0, len, k, w->phik, w->ak);
     LA_FN(rescale_keys)(e, w, len, nseg, reset, sz, m);
 #ifdef LA_K512
@@ -139,6 +178,12 @@ static void LA_FN(finalize_rows)(la_engine e, la_work *w, int h, int64_t token0,
         continue;
       }
       const double inv = 1.0 / d;
+#ifdef LA_K512
+      if (e->k512) {
+        la_k512_scale_row(dv, oi, inv, yi);
+        continue;
+      }
+#endif
       for (int j = 0; j < dv; j++) yi[j] = (LA_REAL)((double)oi[j] * inv);
     } else {
       /* Unnormalized: the true scale e^lsc (§2), an overflow is an error. */
@@ -178,15 +223,22 @@ static void LA_FN(apply_causal)(la_engine e, la_work *w, int h, int64_t token0, 
     int nseg = seg_layout(e, token0 + c0, len, w->segi, &reset);
     if (reset || nseg > 1) *f = 1;
     const int *segi = w->segi;
+#ifdef LA_K512
+    if (e->k512) LA_FN(features_pf)(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
+    else
+#endif
     LA_FN(chunk_features)(e, h, c0, len, k, w->phik, w->ak);
     LA_FN(rescale_keys)(e, w, len, nseg, reset, sz, m);
+#ifdef LA_K512
+    if (e->k512) LA_FN(features_pf)(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
+    else
+#endif
     LA_FN(chunk_features)(e, h, c0, len, q, w->phiq, w->aq);
 #ifdef LA_K512
     if (e->k512 && nseg == 1) { /* the same products on the AVX-512 kernels */
       const int64_t ldv = (int64_t)e->H * e->dv;
       const int live = *m != -INFINITY;
-      if (live)
-        for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
+      if (live) la_k512_to_f32(rsz, sz, sf);
       la_k512_causal_chunk(len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
                            ldv, live ? sf : NULL, o, w->tmp, w->kT, A, C);
       for (int i = 0; i < len; i++) w->aq[i] += w->mseg[0];
@@ -232,6 +284,10 @@ static void LA_FN(apply_bidir)(la_engine e, la_work *w, int h, int64_t token0, i
   for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
   for (int64_t c0 = lo; c0 < hi; c0 += C) {
     int len = (int)(hi - c0 < C ? hi - c0 : C);
+#ifdef LA_K512
+    if (e->k512) LA_FN(features_pf)(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
+    else
+#endif
     LA_FN(chunk_features)(e, h, c0, len, q, w->phiq, w->aq);
 #ifdef LA_K512
     if (e->k512) la_k512_query_apply(len, r, e->dv, w->phiq, sf, w->o);

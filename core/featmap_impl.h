@@ -14,7 +14,7 @@ void LA_CAT(la_featmap_eval, LA_SFX)(const la_featmap fm, int h, int64_t n,
   case LA_MAP_ELU1:
 #ifdef LA_K512
     if (fm->k512) {
-      la_k512_elu1(n, dk, x, ld, phi, r);
+      la_k512_elu1(n, dk, x, ld, phi, r, NULL);
       for (int64_t i = 0; i < n; i++) a[i] = 0.0;
       return;
     }

@@ -20,5 +20,20 @@ void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float
 void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
                          ptrdiff_t ldv, float *tmp, float *kT, int C);
 void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o);
-void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r);
+/* dst[i] += src[i]; dst[i] = (float)src[i]; y[j] = (float)(o[j] * f) in double. */
+void la_k512_add_to_f64(size_t n, double *dst, const float *src);
+void la_k512_to_f32(size_t n, const double *src, float *dst);
+void la_k512_scale_row(int n, const float *o, double f, float *y);
+/* Prefetch rows of `bytes` at a stride of ld_bytes: the next chunk's inputs. */
+void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes);
+/* Up to two row streams to prefetch while a loop runs over rows: row i of stream s is
+ * bytes[s] at p[s] + i * ld[s] (bytes), for i < rows; p[s] NULL: unused. */
+typedef struct {
+  const char *p[2];
+  ptrdiff_t ld[2];
+  int bytes[2];
+  int rows;
+} la_k512_pf;
+void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r,
+                  const la_k512_pf *pf);
 #endif

@@ -505,10 +505,10 @@ static la_status bench_one(la_bctx *b, la_mode mode, int64_t n) {
   double *ref_dt = NULL, *ref64 = NULL;
   la_status s = LA_OK;
   if (o->linear || do_sm) {
-    q = malloc(es * rk);
-    k = malloc(es * rk);
-    v = malloc(es * rv);
-    out = malloc(es * rv);
+    q = la_alloc_rows(es * rk);
+    k = la_alloc_rows(es * rk);
+    v = la_alloc_rows(es * rv);
+    out = la_alloc_rows(es * rv);
     if (!q || !k || !v || !out) {
       snprintf(b->err, b->errlen, "cannot allocate the inputs of n = %lld (%.3g GB per rank)",
                (long long)n, (double)es * (2 * rk + 2 * rv) * 1e-9);

@@ -32,8 +32,8 @@ int la_cmd_grad(la_dist d, la_cli *o) {
   if (st == LA_OK) {
     la_split_ownership(job.N, P, rank, &n, &row0);
     size_t es = la_dtype_size(job.dt), rows = (size_t)(n > 0 ? n : 1) * job.H;
-    for (int t = 0; t < 4; t++) buf[t] = malloc(es * rows * (t == 0 || t == 1 ? job.dk : job.dv));
-    for (int t = 0; t < 3; t++) grad[t] = malloc(es * rows * (t == 2 ? job.dv : job.dk));
+    for (int t = 0; t < 4; t++) buf[t] = la_alloc_rows(es * rows * (t == 0 || t == 1 ? job.dk : job.dv));
+    for (int t = 0; t < 3; t++) grad[t] = la_alloc_rows(es * rows * (t == 2 ? job.dv : job.dk));
     for (int t = 0; t < 4; t++)
       if (!buf[t] || (t < 3 && !grad[t])) st = LA_ERR_NOMEM;
     if (st != LA_OK) snprintf(err, sizeof err, "cannot hold this rank's %lld rows in memory", (long long)n);

@@ -46,12 +46,12 @@ int la_cmd_run(la_dist d, la_cli *o) {
     nblk = (maxloc + B - 1) / B;
     if (B > nloc && nloc > 0) B = nloc;
     size_t es = la_dtype_size(job.dt), hb = (size_t)B * job.H;
-    bq = malloc(es * hb * job.dk + 1);
-    bk = malloc(es * hb * job.dk + 1);
-    bv = malloc(es * hb * job.dv + 1);
-    bo = malloc(es * hb * job.dv + 1);
+    bq = la_alloc_rows(es * hb * job.dk + 1);
+    bk = la_alloc_rows(es * hb * job.dk + 1);
+    bv = la_alloc_rows(es * hb * job.dv + 1);
+    bo = la_alloc_rows(es * hb * job.dv + 1);
     if (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory) { /* overlap buffers for block 0 */
-      raw = malloc(es * hb * (job.dv + 1) + 1);
+      raw = la_alloc_rows(es * hb * (job.dv + 1) + 1);
       lsc = malloc(sizeof(double) * hb + 1);
     }
     if (!bq || !bk || !bv || !bo || (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory && (!raw || !lsc))) {
