@@ -7,6 +7,7 @@
  * Accuracy: every product is a float32 FMA chain over k in order, as in a reference GEMM. */
 #include "kern512.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -17,6 +18,25 @@
 #include "vexp.h"
 
 #define AI static inline __attribute__((always_inline))
+
+/* e^x for 16 lanes, x <= 0 (elu1's negative branch): 2^n e^t, n = round(x / ln 2),
+ * |t| <= ln2/2, e^t by the degree-7 Taylor polynomial of vexp.h; scalef gives 2^n and
+ * flushes to 0 below the float range. Accuracy as la_vexpf (tests/test_core.c, <= 2 ulp). */
+AI __m512 exp16_nonpos(__m512 x) {
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 t = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  t = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), t);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
 
 /* C[mr x 16 nv] (+)= A[mr x K] B[K x 16 nv]; the last vector of B/C is masked by mlast.
  * A(i, k) = A[i * ars + k * acs]. */
@@ -145,6 +165,40 @@ void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes)
     for (int b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
 }
 
+/* favor+ rows after the projection (DESIGN.md §2): u = phi[i, :m] holds x~ Omega^T; then
+ *   phi_i = m^-1/2 e^{u - max u},  a_i = max u - s |x|^2 / 2   (|x|^2 summed in float64).
+ * Domain: finite x; e^{u - max u} is in (0, 1], flushed to 0 below the float range. */
+void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
+                        int r, double s, double *a) {
+  const __m512 c = _mm512_set1_ps((float)(1.0 / sqrt((double)m)));
+  for (int64_t i = 0; i < n; i++) {
+    const float *xi = x + i * ld;
+    float *pi = phi + i * r;
+    __m512d n2 = _mm512_setzero_pd();
+    for (int j = 0; j < dk; j += 16) {
+      const __mmask16 mk = dk - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (dk - j)) - 1);
+      const __m512 xv = _mm512_maskz_loadu_ps(mk, xi + j);
+      const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(xv));
+      const __m512d hi = _mm512_cvtps_pd(
+          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xv), 1)));
+      n2 = _mm512_fmadd_pd(hi, hi, _mm512_fmadd_pd(lo, lo, n2));
+    }
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int j = 0; j < m; j += 16) {
+      const __mmask16 mk = m - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (m - j)) - 1);
+      mx = _mm512_mask_max_ps(mx, mk, mx, _mm512_maskz_loadu_ps(mk, pi + j));
+    }
+    const float umax = _mm512_reduce_max_ps(mx);
+    const __m512 um = _mm512_set1_ps(umax);
+    for (int j = 0; j < m; j += 16) {
+      const __mmask16 mk = m - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (m - j)) - 1);
+      const __m512 u = _mm512_sub_ps(_mm512_maskz_loadu_ps(mk, pi + j), um);
+      _mm512_mask_storeu_ps(pi + j, mk, _mm512_mul_ps(c, exp16_nonpos(u)));
+    }
+    a[i] = (double)umax - 0.5 * s * _mm512_reduce_add_pd(n2);
+  }
+}
+
 void la_k512_add_to_f64(size_t n, double *dst, const float *src) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -215,25 +269,6 @@ void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float 
     o[(ptrdiff_t)i * dv1 + dv] = dot_strided(r, phiq + (ptrdiff_t)i * r, sf + dv, dv1);
 }
 
-/* e^x for 16 lanes, x <= 0 (elu1's negative branch): 2^n e^t, n = round(x / ln 2),
- * |t| <= ln2/2, e^t by the degree-7 Taylor polynomial of vexp.h; scalef gives 2^n and
- * flushes to 0 below the float range. Accuracy as la_vexpf (tests/test_core.c, <= 2 ulp). */
-AI __m512 exp16_nonpos(__m512 x) {
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 t = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  t = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), t);
-  __m512 p = _mm512_set1_ps(1.0f / 5040);
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.0f / 720));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
 /* elu(x) + 1 (DESIGN.md §2) for n rows of dk, 16 lanes at a time; domain: finite x.
  * Row i also prefetches row i of the streams in pf (the next chunk's inputs): spread over the
  * loop like this they arrive in time, where one burst of 768 lines per chunk is mostly dropped
@@ -284,6 +319,10 @@ void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float 
 }
 void la_k512_add_to_f64(size_t n, double *dst, const float *src) {
   (void)n; (void)dst; (void)src;
+}
+void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
+                        int r, double s, double *a) {
+  (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a;
 }
 void la_k512_to_f32(size_t n, const double *src, float *dst) { (void)n; (void)src; (void)dst; }
 void la_k512_scale_row(int n, const float *o, double f, float *y) {
