@@ -1,0 +1,212 @@
+/* Unit tests of the AVX-512 kernels (core/kern512.c) against plain float64 loops written here.
+ * Bounds are the rigorous float32 ones: a length-K dot product in float32 (any order, FMA or
+ * not) is within gamma_K sum_k |a_k b_k| of the exact value, gamma_K = K u / (1 - K u),
+ * u = 2^-24. Skipped (exit 77) on a CPU without AVX-512F or with LINATTN_KERNELS=blas. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "linattn/linattn.h"
+#include "../core/kern512.h"
+
+static int npass, nfail;
+#define CHECK(cond, ...)                   \
+  do {                                     \
+    if (cond) {                            \
+      npass++;                             \
+    } else {                               \
+      nfail++;                             \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                 \
+      printf("\n");                        \
+    }                                      \
+  } while (0)
+
+static unsigned long long rs = 88172645463325252ULL;
+static float urand(void) { /* xorshift64, uniform in [-1, 1) */
+  rs ^= rs << 13;
+  rs ^= rs >> 7;
+  rs ^= rs << 17;
+  return (float)((double)(rs >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+static int irand(int lo, int hi) { return lo + (int)((urand() + 1.0f) * 0.5f * (float)(hi - lo + 1)) % (hi - lo + 1); }
+static double gamma_k(int k) {
+  const double u = ldexp(1.0, -24);
+  return (k + 2) * u / (1 - (k + 2) * u); /* +2: the accumulate into C and one rounding more */
+}
+
+/* C = acc*C0 + A B with A(i, k) = A[i*ars + k*acs]; tri as in kern512.h. */
+static void test_gemm(void) {
+  int worst_ratio_ok = 1;
+  double worst = 0;
+  for (int t = 0; t < 400; t++) {
+    const int M = irand(1, 90), N = irand(1, 150), K = irand(1, 100), acc = t % 2;
+    const int trans = (t / 2) % 2, tri = t % 3 == 0 ? 0 : (t % 3 == 1 ? 1 : 2);
+    const int Kt = tri == 1 ? M : K; /* tri = 1: A is M x M lower triangular */
+    const int lda = (trans ? M : Kt) + irand(0, 5), ldb = N + irand(0, 5), ldc = N + irand(0, 5);
+    const size_t asz = (size_t)lda * (trans ? Kt : M);
+    float *A = malloc(sizeof(float) * asz), *B = malloc(sizeof(float) * (size_t)Kt * ldb);
+    float *C = malloc(sizeof(float) * (size_t)M * ldc), *C0 = malloc(sizeof(float) * (size_t)M * ldc);
+    for (size_t i = 0; i < asz; i++) A[i] = urand();
+    for (int i = 0; i < Kt * ldb; i++) B[i] = urand();
+    for (int i = 0; i < M * ldc; i++) C0[i] = C[i] = urand();
+    const ptrdiff_t ars = trans ? 1 : lda, acs = trans ? lda : 1;
+    if (tri == 1)
+      for (int i = 0; i < M; i++)
+        for (int k = i + 1; k < Kt; k++) A[i * ars + k * acs] = 0;
+    la_k512_gemm(M, N, Kt, A, ars, acs, B, ldb, C, ldc, acc, tri);
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) {
+        const int written = tri != 2 || j < (i / 6) * 6 + 6;
+        double ref = acc ? C0[i * ldc + j] : 0, mag = fabs(ref);
+        for (int k = 0; k < Kt; k++) {
+          const double p = (double)A[i * ars + k * acs] * B[k * ldb + j];
+          ref += p;
+          mag += fabs(p);
+        }
+        if (!written) {
+          if (C[i * ldc + j] != C0[i * ldc + j]) worst_ratio_ok = 0;
+          continue;
+        }
+        const double e = fabs(C[i * ldc + j] - ref), bound = gamma_k(Kt) * mag;
+        if (e > bound) worst_ratio_ok = 0;
+        if (mag > 0 && e / mag > worst) worst = e / mag;
+      }
+    /* columns past the row's written edge (tri = 2) or past N are untouched */
+    for (int i = 0; i < M; i++)
+      for (int j = N; j < ldc; j++)
+        if (C[i * ldc + j] != C0[i * ldc + j]) worst_ratio_ok = 0;
+    free(A), free(B), free(C), free(C0);
+  }
+  CHECK(worst_ratio_ok, "la_k512_gemm within gamma_K sum|a b| on 400 shapes (worst rel %.3g)", worst);
+}
+
+/* The causal chunk of DESIGN.md §4 by its definition, in float64. */
+static void test_causal_chunk(void) {
+  const int lens[] = {1, 5, 6, 7, 13, 64}, rs_[] = {8, 64, 70}, dvs[] = {5, 16, 64, 80};
+  int ok = 1, ncase = 0;
+  for (int a = 0; a < 6; a++)
+    for (int b = 0; b < 3; b++)
+      for (int c = 0; c < 4; c++)
+        for (int st = 0; st < 2; st++) {
+          const int len = lens[a], r = rs_[b], dv = dvs[c], dv1 = dv + 1, C = 64, ldv = dv + 3;
+          float *pq = malloc(sizeof(float) * len * r), *pk = malloc(sizeof(float) * len * r);
+          float *V = malloc(sizeof(float) * len * ldv), *sf = malloc(sizeof(float) * r * dv1);
+          float *o = malloc(sizeof(float) * len * dv1), *tmp = malloc(sizeof(float) * r * dv1);
+          float *kT = malloc(sizeof(float) * r * C), *A = malloc(sizeof(float) * C * C);
+          for (int i = 0; i < len * r; i++) pq[i] = urand() + 1.0f, pk[i] = urand() + 1.0f;
+          for (int i = 0; i < len * ldv; i++) V[i] = urand();
+          for (int i = 0; i < r * dv1; i++) sf[i] = urand() + 1.0f;
+          la_k512_causal_chunk(len, r, dv, pq, pk, V, ldv, st ? sf : NULL, o, tmp, kT, A, C);
+          for (int i = 0; i < len; i++)
+            for (int j = 0; j <= dv; j++) {
+              double ref = 0, mag = 0;
+              for (int k = 0; k < r && st; k++) {
+                double p = (double)pq[i * r + k] * sf[k * dv1 + j];
+                ref += p, mag += fabs(p);
+              }
+              for (int l = 0; l <= i; l++) {
+                double s = 0;
+                for (int k = 0; k < r; k++) s += (double)pq[i * r + k] * pk[l * r + k];
+                double p = s * (j < dv ? V[l * ldv + j] : 1.0);
+                ref += p, mag += fabs(p);
+              }
+              if (fabs(o[i * dv1 + j] - ref) > gamma_k(2 * r + len) * mag) ok = 0;
+            }
+          for (int k = 0; k < r; k++)
+            for (int j = 0; j <= dv; j++) {
+              double ref = 0, mag = 0;
+              for (int l = 0; l < len; l++) {
+                double p = (double)pk[l * r + k] * (j < dv ? V[l * ldv + j] : 1.0);
+                ref += p, mag += fabs(p);
+              }
+              if (fabs(tmp[k * dv1 + j] - ref) > gamma_k(len) * mag) ok = 0;
+            }
+          ncase++;
+          free(pq), free(pk), free(V), free(sf), free(o), free(tmp), free(kT), free(A);
+        }
+  CHECK(ok, "la_k512_causal_chunk equals its definition on %d cases (len, r, dv, state)", ncase);
+}
+
+static double ulps(float y, float r) {
+  if (y == r) return 0;
+  return fabs((double)y - r) / (double)(nextafterf(fabsf(r), INFINITY) - fabsf(r));
+}
+
+static void test_maps(void) {
+  /* elu1: x + 1 above 0, e^x below, within 2 ulp of expf; dk = 13 has a masked tail */
+  const int n = 20000, dk = 13;
+  float *x = malloc(sizeof(float) * n * dk), *phi = malloc(sizeof(float) * n * 16);
+  for (int i = 0; i < n * dk; i++) x[i] = -104.0f + 114.0f * (float)i / (float)(n * dk);
+  la_k512_pf pf = {{(const char *)x, NULL}, {dk * 4, 0}, {dk * 4, 0}, n};
+  la_k512_elu1(n, dk, x, dk, phi, 16, &pf);
+  double worst = 0;
+  int exact_pos = 1;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < dk; j++) {
+      const float xv = x[i * dk + j], y = phi[i * 16 + j];
+      if (xv > 0) exact_pos &= y == xv + 1.0f;
+      else worst = fmax(worst, ulps(y, expf(xv)));
+    }
+  CHECK(worst <= 2.0 && exact_pos, "elu1: e^x within 2 ulp (worst %.2f), x + 1 exact above 0", worst);
+  free(x), free(phi);
+
+  /* favor+ after the projection: phi = m^-1/2 e^{u - max u}, a = max u - s |x|^2 / 2 */
+  const int m = 37, d = 21, rows = 50, r = 40;
+  const double s = 0.3;
+  float *u = malloc(sizeof(float) * rows * r), *xx = malloc(sizeof(float) * rows * d);
+  float *u0 = malloc(sizeof(float) * rows * r);
+  double *av = malloc(sizeof(double) * rows);
+  for (int i = 0; i < rows * r; i++) u0[i] = u[i] = 30.0f * urand();
+  for (int i = 0; i < rows * d; i++) xx[i] = 3.0f * urand();
+  la_k512_favor_post(rows, m, d, xx, d, u, r, s, av);
+  double wp = 0, wa = 0;
+  for (int i = 0; i < rows; i++) {
+    float umax = -INFINITY;
+    double n2 = 0;
+    for (int j = 0; j < m; j++) umax = fmaxf(umax, u0[i * r + j]);
+    for (int j = 0; j < d; j++) n2 += (double)xx[i * d + j] * xx[i * d + j];
+    for (int j = 0; j < m; j++) {
+      const double ref = exp((double)(u0[i * r + j] - umax)) / sqrt((double)m);
+      if (ref > FLT_MIN) wp = fmax(wp, fabs(u[i * r + j] - ref) / ref);
+    }
+    const double aref = umax - 0.5 * s * n2;
+    wa = fmax(wa, fabs(av[i] - aref) / fmax(1.0, fabs(aref)));
+  }
+  CHECK(wp < 4 * FLT_EPSILON, "favor+ features within 4 eps of the float64 formula (worst %.3g)", wp);
+  CHECK(wa < 1e-12, "favor+ log-scale a from a float64 norm (worst %.3g)", wa);
+  free(u), free(u0), free(xx), free(av);
+}
+
+static void test_moves(void) {
+  enum { n = 1003 };
+  static float f[n], y[n];
+  static double d[n], d0[n];
+  for (int i = 0; i < n; i++) f[i] = urand(), d0[i] = d[i] = urand() * 1e3;
+  la_k512_add_to_f64(n, d, f);
+  int ok = 1;
+  for (int i = 0; i < n; i++) ok &= d[i] == d0[i] + (double)f[i];
+  CHECK(ok, "add_to_f64 is the plain float64 sum");
+  la_k512_to_f32(n, d, y);
+  ok = 1;
+  for (int i = 0; i < n; i++) ok &= y[i] == (float)d[i];
+  CHECK(ok, "to_f32 rounds like a cast");
+  la_k512_scale_row(n, f, 1.0 / 3.0, y);
+  ok = 1;
+  for (int i = 0; i < n; i++) ok &= y[i] == (float)((double)f[i] * (1.0 / 3.0));
+  CHECK(ok, "scale_row multiplies in float64 and rounds once");
+}
+
+int main(void) {
+  if (!la_k512_enabled()) {
+    printf("AVX-512 kernels not in use on this machine (or LINATTN_KERNELS=blas): skipped\n");
+    return 77;
+  }
+  test_gemm();
+  test_causal_chunk();
+  test_maps();
+  test_moves();
+  printf("%d passed, %d failed\n", npass, nfail);
+  return nfail != 0;
+}
