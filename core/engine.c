@@ -42,7 +42,7 @@ static void work_free(la_work *w) {
   free(w->phiq); free(w->phik); free(w->vp); free(w->A); free(w->o); free(w->sf);
   free(w->tmp); free(w->aq); free(w->ak); free(w->segi); free(w->mseg);
   free(w->wsz); free(w->phif); free(w->vf); free(w->af); free(w->Af);
-  free(w->ab); free(w->dphi); free(w->ak2); free(w->kT);
+  free(w->ab); free(w->dphi); free(w->ak2); free(w->kT); free(w->zf);
   la_den_stats_free(&w->stats);
 }
 
@@ -93,8 +93,9 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
     w->dphi = xalloc(es * 2 * C * r);
     w->ak2 = xalloc(sizeof(double) * 2 * C);
     w->kT = xalloc(es * r * C);
+    w->zf = xalloc(es * r);
     if (!w->segi || !w->mseg || !w->wsz || !w->phif || !w->vf || !w->af || !w->Af || !w->ab ||
-        !w->dphi || !w->ak2 || !w->kT)
+        !w->dphi || !w->ak2 || !w->kT || !w->zf)
       goto nomem;
     if (!w->phiq || !w->phik || !w->vp || !w->A || !w->o || !w->sf || !w->tmp || !w->aq ||
         !w->ak || la_den_stats_init(&w->stats) != LA_OK)

@@ -240,7 +240,7 @@ static void LA_FN(apply_causal)(la_engine e, la_work *w, int h, int64_t token0, 
       const int live = *m != -INFINITY;
       if (live) la_k512_to_f32(rsz, sz, sf);
       la_k512_causal_chunk(len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
-                           ldv, live ? sf : NULL, o, w->tmp, w->kT, A, C);
+                           ldv, live ? sf : NULL, o, w->tmp, w->kT, A, w->zf, C);
       for (int i = 0; i < len; i++) w->aq[i] += w->mseg[0];
       if (raw) LA_FN(store_raw)(e, w, h, c0, len, raw, lsc);
       else LA_FN(finalize_rows)(e, w, h, token0, c0, len, out);
@@ -290,7 +290,7 @@ static void LA_FN(apply_bidir)(la_engine e, la_work *w, int h, int64_t token0, i
 #endif
     LA_FN(chunk_features)(e, h, c0, len, q, w->phiq, w->aq);
 #ifdef LA_K512
-    if (e->k512) la_k512_query_apply(len, r, e->dv, w->phiq, sf, w->o);
+    if (e->k512) la_k512_query_apply(len, r, e->dv, w->phiq, sf, w->o, w->zf);
     else
 #endif
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,

@@ -23,6 +23,7 @@ typedef struct {
   void *ab, *dphi;   /* backward: C x (dv+1) coefficients [a | b], C x r feature gradients */
   double *ak2;       /* C */
   void *kT;          /* r x C: Phi_k^T for the AVX-512 kernels */
+  void *zf;          /* r: the state's z, contiguous, for the AVX-512 kernels */
   la_den_stats stats;
   char pad[64];      /* keep neighbouring workspaces off one cache line */
 } la_work;

@@ -127,26 +127,61 @@ void la_k512_gemm(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t 
   }
 }
 
+/* 16 x 16 block in registers: unpack pairs, then 64-bit pairs, then 128-bit lanes twice. */
+static void transpose16(const float *src, ptrdiff_t lds, float *dst, ptrdiff_t ldd) {
+  __m512 r[16], t[16]; /* t[2k], t[2k+1]: rows 2k, 2k+1 interleaved */
+  for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) { /* 64-bit pairs: r[i + c] lane l = rows i..i+3 of column 4l + c */
+    const __m512d a0 = _mm512_castps_pd(t[i]), a1 = _mm512_castps_pd(t[i + 1]);
+    const __m512d b0 = _mm512_castps_pd(t[i + 2]), b1 = _mm512_castps_pd(t[i + 3]);
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, b0));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, b0));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, b1));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, b1));
+  }
+  for (int c = 0; c < 4; c++) { /* gather lane l of the four row groups: column 4l + c */
+    const __m512 u = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
+    const __m512 w = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
+    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512 w2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+    _mm512_storeu_ps(dst + c * ldd, _mm512_shuffle_f32x4(u, u2, 0x88));
+    _mm512_storeu_ps(dst + (8 + c) * ldd, _mm512_shuffle_f32x4(u, u2, 0xDD));
+    _mm512_storeu_ps(dst + (4 + c) * ldd, _mm512_shuffle_f32x4(w, w2, 0x88));
+    _mm512_storeu_ps(dst + (12 + c) * ldd, _mm512_shuffle_f32x4(w, w2, 0xDD));
+  }
+}
+
 void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, float *dst,
                        ptrdiff_t ldd) {
+  const int rf = rows / 16 * 16, cf = cols / 16 * 16;
+  for (int i0 = 0; i0 < rf; i0 += 16)
+    for (int j0 = 0; j0 < cf; j0 += 16)
+      transpose16(src + i0 * lds + j0, lds, dst + j0 * ldd + i0, ldd);
   for (int i0 = 0; i0 < rows; i0 += 16)
     for (int j = 0; j < cols; j++) {
       const int ie = rows - i0 < 16 ? rows - i0 : 16;
+      if (i0 < rf && j < cf) continue; /* done in registers */
       for (int i = 0; i < ie; i++) dst[(ptrdiff_t)j * ldd + i0 + i] = src[(ptrdiff_t)(i0 + i) * lds + j];
     }
 }
 
 /* sum_k a[k] b[k * ldb], k < n: 16-lane partial sums, then one reduction. */
-AI float dot_strided(int n, const float *a, const float *b, ptrdiff_t ldb) {
+AI float dot16(int n, const float *a, const float *b) {
   __m512 s = _mm512_setzero_ps();
-  const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                         _mm512_set1_epi32((int)ldb));
   for (int k = 0; k < n; k += 16) {
     const __mmask16 mk = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1);
-    const __m512 bv = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, b + k * ldb, 4);
-    s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, a + k), bv, s);
+    s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, a + k), _mm512_maskz_loadu_ps(mk, b + k), s);
   }
   return _mm512_reduce_add_ps(s);
+}
+
+/* zf = column dv of sf (r x (dv+1)), made contiguous for dot16. */
+static void z_column(int r, int dv, const float *sf, float *zf) {
+  for (int k = 0; k < r; k++) zf[k] = sf[(ptrdiff_t)k * (dv + 1) + dv];
 }
 
 /* sum_j a[j], j < n, 16 lanes at a time. */
@@ -232,10 +267,11 @@ static void key_summary(int len, int r, int dv, const float *V, ptrdiff_t ldv, f
 /* Causal chunk of DESIGN.md §4 for one segment, rows i < len:
  *   o_i = [ phiq_i Sf + sum_{j<=i} (phiq_i . phik_j) v_j  |  phiq_i zf + sum_{j<=i} phiq_i . phik_j ]
  *   tmp = [ phik^T V | phik^T 1 ]   (the chunk's key summary, r x (dv+1))
- * sf = [Sf | zf] is r x (dv+1) or NULL for a zero state. Scratch: kT (r x C), A (C x C). */
+ * sf = [Sf | zf] is r x (dv+1) or NULL for a zero state. Scratch: kT (r x C), A (C x C),
+ * zf (r). */
 void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
                           const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
-                          float *kT, float *A, int C) {
+                          float *kT, float *A, float *zf, int C) {
   const int dv1 = dv + 1;
   la_k512_transpose(len, r, phik, r, kT, C);
   /* A = tril(Phi_q Phi_k^T): row tile i0 needs columns j < i0 + 6 only */
@@ -248,8 +284,8 @@ void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float
   }
   if (sf) {
     la_k512_gemm(len, dv, r, phiq, r, 1, sf, dv1, o, dv1, 0, 0);
-    for (int i = 0; i < len; i++)
-      o[(ptrdiff_t)i * dv1 + dv] += dot_strided(r, phiq + (ptrdiff_t)i * r, sf + dv, dv1);
+    z_column(r, dv, sf, zf);
+    for (int i = 0; i < len; i++) o[(ptrdiff_t)i * dv1 + dv] += dot16(r, phiq + (ptrdiff_t)i * r, zf);
   }
   la_k512_gemm(len, dv, len, A, C, 1, V, ldv, o, dv1, sf != NULL, 1);
   key_summary(len, r, dv, V, ldv, tmp, kT, C);
@@ -262,11 +298,13 @@ void la_k512_key_summary(int len, int r, int dv, const float *phik, const float 
 }
 
 /* Bidirectional rows (§4): o_i = [phiq_i Sf | phiq_i zf], sf = [Sf | zf] r x (dv+1). */
-void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o) {
+void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o,
+                         float *zf) {
   const int dv1 = dv + 1;
   la_k512_gemm(len, dv, r, phiq, r, 1, sf, dv1, o, dv1, 0, 0);
+  z_column(r, dv, sf, zf);
   for (int i = 0; i < len; i++)
-    o[(ptrdiff_t)i * dv1 + dv] = dot_strided(r, phiq + (ptrdiff_t)i * r, sf + dv, dv1);
+    o[(ptrdiff_t)i * dv1 + dv] = dot16(r, phiq + (ptrdiff_t)i * r, zf);
 }
 
 /* elu(x) + 1 (DESIGN.md §2) for n rows of dk, 16 lanes at a time; domain: finite x.
@@ -306,16 +344,17 @@ void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, floa
 }
 void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
                           const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
-                          float *kT, float *A, int C) {
+                          float *kT, float *A, float *zf, int C) {
   (void)len; (void)r; (void)dv; (void)phiq; (void)phik; (void)V; (void)ldv; (void)sf; (void)o;
-  (void)tmp; (void)kT; (void)A; (void)C;
+  (void)tmp; (void)kT; (void)A; (void)zf; (void)C;
 }
 void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
                          ptrdiff_t ldv, float *tmp, float *kT, int C) {
   (void)len; (void)r; (void)dv; (void)phik; (void)V; (void)ldv; (void)tmp; (void)kT; (void)C;
 }
-void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o) {
-  (void)len; (void)r; (void)dv; (void)phiq; (void)sf; (void)o;
+void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o,
+                         float *zf) {
+  (void)len; (void)r; (void)dv; (void)phiq; (void)sf; (void)o; (void)zf;
 }
 void la_k512_add_to_f64(size_t n, double *dst, const float *src) {
   (void)n; (void)dst; (void)src;

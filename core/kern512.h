@@ -16,10 +16,11 @@ void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, floa
                        ptrdiff_t ldd);
 void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
                           const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
-                          float *kT, float *A, int C);
+                          float *kT, float *A, float *zf, int C);
 void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
                          ptrdiff_t ldv, float *tmp, float *kT, int C);
-void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o);
+void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o,
+                         float *zf);
 /* favor+ / favor+orf rows after the projection GEMM (featmap_impl.h has the scalar form). */
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
                         int r, double s, double *a);

@@ -95,10 +95,11 @@ static void test_causal_chunk(void) {
           float *V = malloc(sizeof(float) * len * ldv), *sf = malloc(sizeof(float) * r * dv1);
           float *o = malloc(sizeof(float) * len * dv1), *tmp = malloc(sizeof(float) * r * dv1);
           float *kT = malloc(sizeof(float) * r * C), *A = malloc(sizeof(float) * C * C);
+          float *zf = malloc(sizeof(float) * r);
           for (int i = 0; i < len * r; i++) pq[i] = urand() + 1.0f, pk[i] = urand() + 1.0f;
           for (int i = 0; i < len * ldv; i++) V[i] = urand();
           for (int i = 0; i < r * dv1; i++) sf[i] = urand() + 1.0f;
-          la_k512_causal_chunk(len, r, dv, pq, pk, V, ldv, st ? sf : NULL, o, tmp, kT, A, C);
+          la_k512_causal_chunk(len, r, dv, pq, pk, V, ldv, st ? sf : NULL, o, tmp, kT, A, zf, C);
           for (int i = 0; i < len; i++)
             for (int j = 0; j <= dv; j++) {
               double ref = 0, mag = 0;
@@ -124,7 +125,7 @@ static void test_causal_chunk(void) {
               if (fabs(tmp[k * dv1 + j] - ref) > gamma_k(len) * mag) ok = 0;
             }
           ncase++;
-          free(pq), free(pk), free(V), free(sf), free(o), free(tmp), free(kT), free(A);
+          free(pq), free(pk), free(V), free(sf), free(o), free(tmp), free(kT), free(A), free(zf);
         }
   CHECK(ok, "la_k512_causal_chunk equals its definition on %d cases (len, r, dv, state)", ncase);
 }
@@ -179,6 +180,20 @@ static void test_maps(void) {
   free(u), free(u0), free(xx), free(av);
 }
 
+static void test_transpose(void) {
+  int ok = 1;
+  for (int t = 0; t < 60; t++) {
+    const int rows = irand(1, 70), cols = irand(1, 70), lds = cols + irand(0, 3), ldd = rows + irand(0, 3);
+    float *s = malloc(sizeof(float) * rows * lds), *d = malloc(sizeof(float) * cols * ldd);
+    for (int i = 0; i < rows * lds; i++) s[i] = urand();
+    la_k512_transpose(rows, cols, s, lds, d, ldd);
+    for (int i = 0; i < rows; i++)
+      for (int j = 0; j < cols; j++) ok &= d[j * ldd + i] == s[i * lds + j];
+    free(s), free(d);
+  }
+  CHECK(ok, "la_k512_transpose on 60 shapes up to 70 x 70");
+}
+
 static void test_moves(void) {
   enum { n = 1003 };
   static float f[n], y[n];
@@ -206,6 +221,7 @@ int main(void) {
   test_gemm();
   test_causal_chunk();
   test_maps();
+  test_transpose();
   test_moves();
   printf("%d passed, %d failed\n", npass, nfail);
   return nfail != 0;
