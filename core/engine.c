@@ -14,7 +14,17 @@
 #include "kern512.h"
 #include "la_blas.h"
 
-#define LA_DEFAULT_CHUNK 64
+/* Default chunk length per (r, dv), from the sweep `bash jobs/tune_chunk.sh` (causal, float32,
+ * 2 threads, AVX-512 kernels; docs/chunk_sweep.csv): C = 32 wins for r, dv <= 32, C = 48 for
+ * r <= 128 (48 = 8 row tiles of 6; 3-5 % over 64 at r = dv = 64 and 128, rerun at N = 2^20),
+ * and at r = 256 (favor+, m = 256) 48 and 64 tie within noise, so 64 keeps the intra-chunk
+ * share low. It depends on (r, dv) only, never on the CPU, so that every rank of a job uses
+ * the same chunk grid (windows need it). */
+int la_default_chunk(int r, int dv) {
+  if (r <= 32 && dv <= 32) return 32;
+  if (r <= 128) return 48;
+  return 64;
+}
 
 extern void openblas_set_num_threads(int) __attribute__((weak));
 int la_k512_enabled(void) {
@@ -59,7 +69,7 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
   e->dk = fm->dk;
   e->r = fm->r;
   e->dv = dv;
-  e->C = cfg->chunk > 0 ? cfg->chunk : LA_DEFAULT_CHUNK;
+  e->C = cfg->chunk > 0 ? cfg->chunk : la_default_chunk(fm->r, dv);
 #ifdef _OPENMP
   e->T = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
 #else

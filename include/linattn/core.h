@@ -135,6 +135,8 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
                            la_engine *eng);
 void la_engine_destroy(la_engine *eng);
 int la_engine_chunk(const la_engine eng);
+/* The chunk length used when la_config.chunk is 0, tuned per feature width r and dv. */
+int la_default_chunk(int r, int dv);
 int la_engine_threads(const la_engine eng);
 void la_engine_shape(const la_engine eng, int *heads, int *r, int *dv);
 la_mode la_engine_mode(const la_engine eng);
