@@ -135,6 +135,11 @@ void la_engine_destroy(la_engine *pe) {
 }
 
 int la_engine_chunk(const la_engine e) { return e->C; }
+
+const char *la_engine_kernels(const la_engine e, int backward) {
+  if (!e->k512) return "blas";
+  return backward ? "blas, feature maps avx512" : "avx512";
+}
 void la_engine_shape(const la_engine e, int *heads, int *r, int *dv) {
   *heads = e->H;
   *r = e->r;

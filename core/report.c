@@ -69,7 +69,9 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
           p->heads, p->dk, p->dv);
   fprintf(f, "  \"scale\": %.17g,\n  \"seed\": %llu,\n  \"chunk\": %d,\n", p->scale,
           (unsigned long long)c->seed, p->chunk);
-  fprintf(f, "  \"segments\": %lld,\n  \"window\": ", (long long)p->segments);
+  fprintf(f, "  \"kernels\": ");
+  json_str(f, p->kernels ? p->kernels : "blas");
+  fprintf(f, ",\n  \"segments\": %lld,\n  \"window\": ", (long long)p->segments);
   if (p->window > 0) fprintf(f, "%lld", (long long)p->window);
   else fprintf(f, "null");
   fprintf(f, ",\n  \"ranks\": %d,\n  \"threads\": %d,\n  \"input\": ", p->ranks, p->threads);

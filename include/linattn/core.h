@@ -137,6 +137,10 @@ void la_engine_destroy(la_engine *eng);
 int la_engine_chunk(const la_engine eng);
 /* The chunk length used when la_config.chunk is 0, tuned per feature width r and dv. */
 int la_default_chunk(int r, int dv);
+/* Which kernels compute the products: "avx512" (float32 on a CPU with AVX-512F, unless the
+ * environment sets LINATTN_KERNELS=blas) or "blas"; for the backward (la_backward) the chunk
+ * products are always BLAS, with the feature maps on AVX-512 where the forward has them. */
+const char *la_engine_kernels(const la_engine eng, int backward);
 int la_engine_threads(const la_engine eng);
 void la_engine_shape(const la_engine eng, int *heads, int *r, int *dv);
 la_mode la_engine_mode(const la_engine eng);

@@ -14,6 +14,7 @@ typedef struct {
   la_dtype dtype;
   int64_t n;
   int heads, dk, dv, r, chunk;
+  const char *kernels;           /* la_engine_kernels */
   double scale;                  /* the similarity scale actually used */
   int ranks, threads;
   int64_t segments;              /* 1 without --segments */
