@@ -32,11 +32,13 @@ int la_k512_enabled(void) {
   const char *v = getenv("LINATTN_KERNELS");
   if (v && !strcmp(v, "blas")) return 0;
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
+  return __builtin_cpu_supports("avx512f") != 0; /* the builtin returns a bit, not 1 */
 #else
   return 0;
 #endif
 }
+
+static int k512_gemm_on = -1; /* la_k512_enabled(), cached by la_engine_create */
 
 void la_blas_single_thread(void) {
   if (openblas_set_num_threads) openblas_set_num_threads(1);
@@ -77,6 +79,7 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
 #endif
   e->stabilized = la_map_is_stabilized(fm->kind);
   e->k512 = dt == LA_F32 && la_k512_enabled();
+  if (k512_gemm_on < 0) k512_gemm_on = la_k512_enabled();
   la_blas_single_thread();
   size_t es = la_dtype_size(dt), C = (size_t)e->C, r = (size_t)e->r, dv1 = (size_t)dv + 1;
   e->work = calloc((size_t)e->T, sizeof(la_work));
@@ -137,8 +140,8 @@ void la_engine_destroy(la_engine *pe) {
 int la_engine_chunk(const la_engine e) { return e->C; }
 
 const char *la_engine_kernels(const la_engine e, int backward) {
-  if (!e->k512) return "blas";
-  return backward ? "blas, feature maps avx512" : "avx512";
+  (void)backward; /* the backward's products go through gemm_f32 as well */
+  return e->k512 ? "avx512" : "blas";
 }
 void la_engine_shape(const la_engine e, int *heads, int *r, int *dv) {
   *heads = e->H;
@@ -313,9 +316,40 @@ la_status la_engine_set_mask(la_engine e, const void *mask, char *err, size_t er
   return LA_ERR_UNSUPPORTED;
 }
 
+/* float32 GEMMs of the chunk kernels (engine_impl.h, backward_impl.h): on the AVX-512 kernel
+ * when it is in use (alpha = 1, beta in {0, 1}, row-major; op(B) = B^T is transposed into a
+ * per-thread scratch first), otherwise OpenBLAS. */
+static _Thread_local float *tb_buf;
+static _Thread_local size_t tb_cap;
+static void gemm_f32(CBLAS_LAYOUT lay, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N,
+                     int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                     float beta, float *C, int ldc) {
+  if (k512_gemm_on > 0 && lay == CblasRowMajor && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {
+    const float *Bp = B;
+    ptrdiff_t ldbp = ldb;
+    if (tb == CblasTrans && M > 0 && N > 0 && K > 0) {
+      const size_t need = (size_t)K * N;
+      if (need > tb_cap) {
+        float *nb = realloc(tb_buf, sizeof(float) * need);
+        if (!nb) goto blas;
+        tb_buf = nb;
+        tb_cap = need;
+      }
+      la_k512_transpose(N, K, B, ldb, tb_buf, N);
+      Bp = tb_buf;
+      ldbp = N;
+    }
+    la_k512_gemm(M, N, K, A, ta == CblasNoTrans ? lda : 1, ta == CblasNoTrans ? 1 : lda, Bp,
+                 ldbp, C, ldc, beta == 1.0f, 0);
+    return;
+  }
+blas:
+  cblas_sgemm(lay, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 #define LA_REAL float
 #define LA_SFX f32
-#define LA_GEMM cblas_sgemm
+#define LA_GEMM gemm_f32
 #define LA_EXPR expf
 #define LA_K512 1
 #include "engine_impl.h"

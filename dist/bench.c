@@ -51,7 +51,7 @@ static void bench_help(void) {
       "\n"
       "Times the feature-map (linear) operator on the built-in synthetic workload, and the\n"
       "exact quadratic baselines, and writes one CSV row per measurement (to stdout, and to\n"
-      "--csv F). Columns: impl (linear | softmax | pblas | sgemm | dgemm), mode, map, features,\n"
+      "--csv F). Columns: impl (linear | softmax | pblas | sgemm | dgemm | k512gemm), mode, map, features,\n"
       "r, n, heads, dk, dv, dtype, ranks, threads, chunk, repeat, seconds, gflops,\n"
       "tokens_per_s, useful_flops, check_err. seconds is the compute time (max over ranks,\n"
       "best of --repeat); inputs are generated in memory first and are not timed.\n"
@@ -85,7 +85,9 @@ static void bench_help(void) {
       "                           with 1 thread and with each --threads value (best of\n"
       "                           max(K, 10): it takes ~10 ms and a shared node disturbs it),\n"
       "                           so efficiency = gflops / sgemm gflops is measured\n"
-      "                           in the same run\n"
+      "                           in the same run; and rows impl=k512gemm: the engine's own\n"
+      "                           AVX-512 kernel on 64 x 64 x 64 products in cache, the\n"
+      "                           ceiling of its chunk products (absent without AVX-512)\n"
       "  --gemm-size S            matrix size of the probe (default 1024)\n"
       "Output:\n"
       "  --csv F                  also write the rows to F (atomically; an existing F needs --force)\n"
@@ -632,6 +634,14 @@ int la_cmd_bench(la_dist d, int argc, char **argv, int first) {
                          1, tl[i], -1, reps, g, t, 2.0 * g * g * g, -1, 0};
           emit_row(d, &csv, &row);
         }
+      for (int i = 0; i < nt; i++) { /* the AVX-512 chunk kernel's own ceiling */
+        const double gf = la_kernel_probe_gflops(tl[i], reps);
+        if (!isfinite(gf)) continue;
+        const double fl = 2.0 * 64 * 64 * 64 * 2000 * tl[i];
+        la_brow row = {"k512gemm", "", "", "f32", -1, -1, -1, -1, -1, 1, tl[i], -1, reps, 64,
+                       fl / (gf * 1e9), fl, -1, 0};
+        emit_row(d, &csv, &row);
+      }
     }
     MPI_Barrier(la_dist_comm(d));
   }

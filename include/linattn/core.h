@@ -137,10 +137,13 @@ void la_engine_destroy(la_engine *eng);
 int la_engine_chunk(const la_engine eng);
 /* The chunk length used when la_config.chunk is 0, tuned per feature width r and dv. */
 int la_default_chunk(int r, int dv);
-/* Which kernels compute the products: "avx512" (float32 on a CPU with AVX-512F, unless the
- * environment sets LINATTN_KERNELS=blas) or "blas"; for the backward (la_backward) the chunk
- * products are always BLAS, with the feature maps on AVX-512 where the forward has them. */
+/* Which kernels compute the products, forward (backward = 0) or la_backward (1): "avx512"
+ * (float32 on a CPU with AVX-512F, unless the environment sets LINATTN_KERNELS=blas) or
+ * "blas". */
 const char *la_engine_kernels(const la_engine eng, int backward);
+/* GFLOP/s of the AVX-512 chunk kernel alone (64 x 64 x 64 float32 products in cache on each
+ * of `threads` threads, best of reps); NAN where the kernels are not in use. */
+double la_kernel_probe_gflops(int threads, int reps);
 int la_engine_threads(const la_engine eng);
 void la_engine_shape(const la_engine eng, int *heads, int *r, int *dv);
 la_mode la_engine_mode(const la_engine eng);
