@@ -38,6 +38,10 @@ static void LA_FN(grad_coeffs)(la_engine e, la_work *w, int h, int64_t tok0, int
       double d = den_divisor(cfg, &w->stats, den_s, lsc, tok, h, &zero);
       if (!zero) {
         double gn = 0;
+#ifdef LA_K512
+        if (e->k512) gn = la_k512_dot_f64(dv, gi, oi);
+        else
+#endif
         for (int j = 0; j < dv; j++) gn += (double)gi[j] * oi[j];
         fa = 1.0 / d;
         /* clamp below E: the divisor is the constant E, so no d/dden */
@@ -49,6 +53,10 @@ static void LA_FN(grad_coeffs)(la_engine e, la_work *w, int h, int64_t tok0, int
       if (!isfinite(fa)) overflow_note(&w->stats, tok, h);
     }
     LA_REAL *abi = AB + (size_t)i * dv1;
+#ifdef LA_K512
+    if (e->k512) la_k512_scale_row(dv, gi, fa, abi);
+    else
+#endif
     for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(fa * gi[j]);
     abi[dv] = (LA_REAL)b;
     la_side_put(side, (int64_t)i * H + h, fa, b, M[i]);
@@ -73,6 +81,10 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
   for (int64_t p0 = 0; p0 < n;) {
     const int len = LA_FN(piece_len)(e, token0, p0, n);
     double M = bidir ? *m : 0.0, mprev = *m;
+#ifdef LA_K512
+    if (e->k512) LA_FN(features_at)(e, h, p0, len, p0 + len, n, q, w->phiq, w->aq, g, dv);
+    else
+#endif
     LA_FN(chunk_features)(e, h, p0, len, q, w->phiq, w->aq);
     LA_FN(chunk_values)(e, h, p0, len, v, w->vp);
     if (!bidir) {
@@ -81,6 +93,10 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
         *m = mprev = -INFINITY;
         *f = 1;
       }
+#ifdef LA_K512
+      if (e->k512) LA_FN(features_at)(e, h, p0, len, p0 + len, n, k, w->phik, w->ak, v, dv);
+      else
+#endif
       LA_FN(chunk_features)(e, h, p0, len, k, w->phik, w->ak);
       for (int i = 0; i < len; i++) w->segi[i] = 0;
       LA_FN(rescale_keys)(e, w, len, 1, 0, sz, m);
@@ -156,14 +172,27 @@ void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     double sd0[3];
     la_side_get(side, p0 * (int64_t)H + h, sd0);
     const double M = sd0[2];
-    LA_FN(chunk_features)(e, h, p0, len, k, w->phik, w->ak);
-    LA_FN(chunk_features)(e, h, p0, len, q, w->phiq, w->aq);
+#ifdef LA_K512
+    if (e->k512) { /* the previous piece's rows, walking backwards */
+      const int64_t c1 = p0 >= e->C ? p0 - e->C : (p0 > 0 ? 0 : -1);
+      LA_FN(features_at)(e, h, p0, len, c1, p0, k, w->phik, w->ak, v, dv);
+      LA_FN(features_at)(e, h, p0, len, c1, p0, q, w->phiq, w->aq, g, dv);
+    } else
+#endif
+    {
+      LA_FN(chunk_features)(e, h, p0, len, k, w->phik, w->ak);
+      LA_FN(chunk_features)(e, h, p0, len, q, w->phiq, w->aq);
+    }
     LA_FN(chunk_values)(e, h, p0, len, v, w->vp);
     for (int i = 0; i < len; i++) {
       double sd[3];
       la_side_get(side, (p0 + i) * (int64_t)H + h, sd);
       const LA_REAL *gi = g + (p0 + i) * ldv + (int64_t)h * dv;
       LA_REAL *abi = AB + (size_t)i * dv1;
+#ifdef LA_K512
+      if (e->k512) la_k512_scale_row(dv, gi, sd[0], abi);
+      else
+#endif
       for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(sd[0] * gi[j]);
       abi[dv] = (LA_REAL)sd[1];
     }

@@ -105,16 +105,18 @@ static void LA_FN(prefetch_chunk)(la_engine e, int h, int64_t c1, int64_t hi, co
                    d * (int)sizeof(LA_REAL));
 }
 
-/* chunk_features of x for chunk [c0, c0+len), prefetching the next chunk [c0+C, hi) of x and
- * of y (dy columns; NULL: none). elu1 spreads the prefetches over its rows; the other maps
- * issue them at once (kern512.c). */
-static void LA_FN(features_pf)(la_engine e, int h, int64_t c0, int len, int64_t hi,
+/* chunk_features of x for rows [c0, c0+len), prefetching rows [c1, min(c1 + C, hi)) of x and
+ * of y (dy columns; NULL: none): the next chunk (c1 = c0 + C), or the previous one in a
+ * reverse pass. elu1 spreads the prefetches over its rows; the other maps issue them at once
+ * (kern512.c). */
+static void LA_FN(features_at)(la_engine e, int h, int64_t c0, int len, int64_t c1, int64_t hi,
                                const LA_REAL *x, LA_REAL *phi, double *a, const LA_REAL *y,
                                int dy) {
-  const int64_t c1 = c0 + e->C;
-  if (e->fm->kind != LA_MAP_ELU1 || c1 >= hi) {
-    LA_FN(prefetch_chunk)(e, h, c1, hi, x, e->dk);
-    LA_FN(prefetch_chunk)(e, h, c1, hi, y, dy);
+  if (c1 < 0 || c1 >= hi || e->fm->kind != LA_MAP_ELU1) {
+    if (c1 >= 0) {
+      LA_FN(prefetch_chunk)(e, h, c1, hi, x, e->dk);
+      LA_FN(prefetch_chunk)(e, h, c1, hi, y, dy);
+    }
     LA_FN(chunk_features)(e, h, c0, len, x, phi, a);
     return;
   }
@@ -126,6 +128,12 @@ static void LA_FN(features_pf)(la_engine e, int h, int64_t c0, int len, int64_t 
                    (int)(hi - c1 < e->C ? hi - c1 : e->C)};
   la_k512_elu1(len, e->dk, x + c0 * ld + (int64_t)h * e->dk, ld, phi, e->r, &pf);
   for (int i = 0; i < len; i++) a[i] = 0.0;
+}
+
+static void LA_FN(features_pf)(la_engine e, int h, int64_t c0, int len, int64_t hi,
+                               const LA_REAL *x, LA_REAL *phi, double *a, const LA_REAL *y,
+                               int dy) {
+  LA_FN(features_at)(e, h, c0, len, c0 + e->C, hi, x, phi, a, y, dy);
 }
 #endif
 

@@ -242,6 +242,16 @@ void la_k512_add_to_f64(size_t n, double *dst, const float *src) {
   for (; i < n; i++) dst[i] += (double)src[i];
 }
 
+double la_k512_dot_f64(int n, const float *a, const float *b) {
+  __m512d s = _mm512_setzero_pd();
+  int j = 0;
+  for (; j + 8 <= n; j += 8)
+    s = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm256_loadu_ps(a + j)), _mm512_cvtps_pd(_mm256_loadu_ps(b + j)), s);
+  double t = _mm512_reduce_add_pd(s);
+  for (; j < n; j++) t += (double)a[j] * b[j];
+  return t;
+}
+
 void la_k512_to_f32(size_t n, const double *src, float *dst) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm512_cvtpd_ps(_mm512_loadu_pd(src + i)));
@@ -364,6 +374,10 @@ void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, fl
   (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a;
 }
 void la_k512_to_f32(size_t n, const double *src, float *dst) { (void)n; (void)src; (void)dst; }
+double la_k512_dot_f64(int n, const float *a, const float *b) {
+  (void)n; (void)a; (void)b;
+  return 0;
+}
 void la_k512_scale_row(int n, const float *o, double f, float *y) {
   (void)n; (void)o; (void)f; (void)y;
 }

@@ -28,6 +28,8 @@ void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, fl
 void la_k512_add_to_f64(size_t n, double *dst, const float *src);
 void la_k512_to_f32(size_t n, const double *src, float *dst);
 void la_k512_scale_row(int n, const float *o, double f, float *y);
+/* sum_j a[j] b[j] with float64 products and sums (8 lanes, then the tail). */
+double la_k512_dot_f64(int n, const float *a, const float *b);
 /* Prefetch rows of `bytes` at a stride of ld_bytes: the next chunk's inputs. */
 void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes);
 /* Up to two row streams to prefetch while a loop runs over rows: row i of stream s is

@@ -211,6 +211,11 @@ static void test_moves(void) {
   ok = 1;
   for (int i = 0; i < n; i++) ok &= y[i] == (float)((double)f[i] * (1.0 / 3.0));
   CHECK(ok, "scale_row multiplies in float64 and rounds once");
+  double ref = 0, mag = 0;
+  for (int i = 0; i < n; i++) ref += (double)f[i] * y[i], mag += fabs((double)f[i] * y[i]);
+  const double dot = la_k512_dot_f64(n, f, y);
+  CHECK(fabs(dot - ref) <= 2 * n * DBL_EPSILON * mag, "dot_f64 sums float64 products (err %.3g)",
+        fabs(dot - ref) / mag);
 }
 
 int main(void) {
