@@ -57,8 +57,8 @@ void LA_CAT(la_featmap_eval, LA_SFX)(const la_featmap fm, int h, int64_t n,
   LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, m, dk, (LA_REAL)1, x, (int)ld, om,
           dk, (LA_REAL)0, phi, r);
 #ifdef LA_K512
-  if (fm->k512 && (fm->kind == LA_MAP_FAVOR || fm->kind == LA_MAP_FAVOR_ORF)) {
-    la_k512_favor_post(n, m, dk, x, ld, phi, r, fm->s, a);
+  if (fm->k512 && fm->kind != LA_MAP_TRIG) { /* favor+, favor+orf, favor-hyp */
+    la_k512_favor_post(n, m, dk, x, ld, phi, r, fm->s, a, fm->kind == LA_MAP_FAVOR_HYP);
     return;
   }
 #endif

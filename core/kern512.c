@@ -201,37 +201,49 @@ void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes)
     for (int b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
 }
 
-/* favor+ rows after the projection (DESIGN.md §2): u = phi[i, :m] holds x~ Omega^T; then
- *   phi_i = m^-1/2 e^{u - max u},  a_i = max u - s |x|^2 / 2   (|x|^2 summed in float64).
- * Domain: finite x; e^{u - max u} is in (0, 1], flushed to 0 below the float range. */
+/* float64 |x|^2 of a row of dk floats. */
+AI double norm2_f64(int dk, const float *xi) {
+  __m512d n2 = _mm512_setzero_pd();
+  for (int j = 0; j < dk; j += 16) {
+    const __mmask16 mk = dk - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (dk - j)) - 1);
+    const __m512 xv = _mm512_maskz_loadu_ps(mk, xi + j);
+    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(xv));
+    const __m512d hi = _mm512_cvtps_pd(
+        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xv), 1)));
+    n2 = _mm512_fmadd_pd(hi, hi, _mm512_fmadd_pd(lo, lo, n2));
+  }
+  return _mm512_reduce_add_pd(n2);
+}
+
+/* favor+ / favor+orf (hyp = 0) and favor-hyp (hyp = 1) rows after the projection (DESIGN.md
+ * §2); u = phi[i, :m] holds x~ Omega^T:
+ *   favor+:    phi_i = m^-1/2 e^{u - max u},                        a_i = max u - s|x|^2/2
+ *   favor-hyp: phi_i = (2m)^-1/2 [e^{u - max|u|}, e^{-u - max|u|}],  a_i = max|u| - s|x|^2/2
+ * (|x|^2 summed in float64). Domain: finite x; every exp argument is <= 0, flushed to 0 below
+ * the float range. */
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
-                        int r, double s, double *a) {
-  const __m512 c = _mm512_set1_ps((float)(1.0 / sqrt((double)m)));
+                        int r, double s, double *a, int hyp) {
+  const __m512 c = _mm512_set1_ps((float)(1.0 / sqrt((hyp ? 2.0 : 1.0) * m)));
   for (int64_t i = 0; i < n; i++) {
     const float *xi = x + i * ld;
     float *pi = phi + i * r;
-    __m512d n2 = _mm512_setzero_pd();
-    for (int j = 0; j < dk; j += 16) {
-      const __mmask16 mk = dk - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (dk - j)) - 1);
-      const __m512 xv = _mm512_maskz_loadu_ps(mk, xi + j);
-      const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(xv));
-      const __m512d hi = _mm512_cvtps_pd(
-          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xv), 1)));
-      n2 = _mm512_fmadd_pd(hi, hi, _mm512_fmadd_pd(lo, lo, n2));
-    }
-    __m512 mx = _mm512_set1_ps(-INFINITY);
+    __m512 mx = _mm512_set1_ps(hyp ? 0.0f : -INFINITY);
     for (int j = 0; j < m; j += 16) {
       const __mmask16 mk = m - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (m - j)) - 1);
-      mx = _mm512_mask_max_ps(mx, mk, mx, _mm512_maskz_loadu_ps(mk, pi + j));
+      const __m512 u = _mm512_maskz_loadu_ps(mk, pi + j);
+      mx = _mm512_mask_max_ps(mx, mk, mx, hyp ? _mm512_abs_ps(u) : u);
     }
     const float umax = _mm512_reduce_max_ps(mx);
     const __m512 um = _mm512_set1_ps(umax);
     for (int j = 0; j < m; j += 16) {
       const __mmask16 mk = m - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (m - j)) - 1);
-      const __m512 u = _mm512_sub_ps(_mm512_maskz_loadu_ps(mk, pi + j), um);
-      _mm512_mask_storeu_ps(pi + j, mk, _mm512_mul_ps(c, exp16_nonpos(u)));
+      const __m512 u = _mm512_maskz_loadu_ps(mk, pi + j);
+      _mm512_mask_storeu_ps(pi + j, mk, _mm512_mul_ps(c, exp16_nonpos(_mm512_sub_ps(u, um))));
+      if (hyp)
+        _mm512_mask_storeu_ps(pi + m + j, mk,
+                              _mm512_mul_ps(c, exp16_nonpos(_mm512_sub_ps(_mm512_sub_ps(_mm512_setzero_ps(), u), um))));
     }
-    a[i] = (double)umax - 0.5 * s * _mm512_reduce_add_pd(n2);
+    a[i] = (double)umax - 0.5 * s * norm2_f64(dk, xi);
   }
 }
 
@@ -371,8 +383,8 @@ void la_k512_add_to_f64(size_t n, double *dst, const float *src) {
   (void)n; (void)dst; (void)src;
 }
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
-                        int r, double s, double *a) {
-  (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a;
+                        int r, double s, double *a, int hyp) {
+  (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a; (void)hyp;
 }
 void la_k512_to_f32(size_t n, const double *src, float *dst) { (void)n; (void)src; (void)dst; }
 double la_k512_dot_f64(int n, const float *a, const float *b) {

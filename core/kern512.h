@@ -21,9 +21,10 @@ void la_k512_key_summary(int len, int r, int dv, const float *phik, const float 
                          ptrdiff_t ldv, float *tmp, float *kT, int C);
 void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o,
                          float *zf);
-/* favor+ / favor+orf rows after the projection GEMM (featmap_impl.h has the scalar form). */
+/* favor+ / favor+orf (hyp = 0) and favor-hyp (hyp = 1) rows after the projection GEMM
+ * (featmap_impl.h has the scalar form). */
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
-                        int r, double s, double *a);
+                        int r, double s, double *a, int hyp);
 /* dst[i] += src[i]; dst[i] = (float)src[i]; y[j] = (float)(o[j] * f) in double. */
 void la_k512_add_to_f64(size_t n, double *dst, const float *src);
 void la_k512_to_f32(size_t n, const double *src, float *dst);

@@ -161,7 +161,7 @@ static void test_maps(void) {
   double *av = malloc(sizeof(double) * rows);
   for (int i = 0; i < rows * r; i++) u0[i] = u[i] = 30.0f * urand();
   for (int i = 0; i < rows * d; i++) xx[i] = 3.0f * urand();
-  la_k512_favor_post(rows, m, d, xx, d, u, r, s, av);
+  la_k512_favor_post(rows, m, d, xx, d, u, r, s, av, 0);
   double wp = 0, wa = 0;
   for (int i = 0; i < rows; i++) {
     float umax = -INFINITY;
@@ -177,6 +177,26 @@ static void test_maps(void) {
   }
   CHECK(wp < 4 * FLT_EPSILON, "favor+ features within 4 eps of the float64 formula (worst %.3g)", wp);
   CHECK(wa < 1e-12, "favor+ log-scale a from a float64 norm (worst %.3g)", wa);
+  /* favor-hyp: (2m)^-1/2 [e^{u - max|u|}, e^{-u - max|u|}], a = max|u| - s |x|^2 / 2 */
+  float *uh = malloc(sizeof(float) * rows * 2 * m);
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < m; j++) uh[i * 2 * m + j] = u0[i * r + j];
+  la_k512_favor_post(rows, m, d, xx, d, uh, 2 * m, s, av, 1);
+  wp = 0, wa = 0;
+  for (int i = 0; i < rows; i++) {
+    float umax = 0;
+    double n2 = 0;
+    for (int j = 0; j < m; j++) umax = fmaxf(umax, fabsf(u0[i * r + j]));
+    for (int j = 0; j < d; j++) n2 += (double)xx[i * d + j] * xx[i * d + j];
+    for (int j = 0; j < 2 * m; j++) {
+      const float uj = j < m ? u0[i * r + j] : -u0[i * r + j - m];
+      const double ref = exp((double)(uj - umax)) / sqrt(2.0 * m);
+      if (ref > FLT_MIN) wp = fmax(wp, fabs(uh[i * 2 * m + j] - ref) / ref);
+    }
+    wa = fmax(wa, fabs(av[i] - (umax - 0.5 * s * n2)) / fmax(1.0, fabs(umax - 0.5 * s * n2)));
+  }
+  CHECK(wp < 4 * FLT_EPSILON && wa < 1e-12, "favor-hyp features (worst %.3g) and a (%.3g)", wp, wa);
+  free(uh);
   free(u), free(u0), free(xx), free(av);
 }
 
