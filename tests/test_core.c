@@ -8,17 +8,7 @@
 #include "linattn/linattn.h"
 #include "../core/vexp.h"
 
-static int npass, nfail;
-#define CHECK(cond, ...)                   \
-  do {                                     \
-    if (cond) npass++;                     \
-    else {                                 \
-      nfail++;                             \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                 \
-      printf("\n");                        \
-    }                                      \
-  } while (0)
+#include "check.h"
 
 static void fill(la_state *s, int h, double m, int f, unsigned seed) {
   size_t rsz = (size_t)s->r * (s->dv + 1);

@@ -10,18 +10,7 @@
 #include "linattn/linattn.h"
 #include "../core/kern512.h"
 
-static int npass, nfail;
-#define CHECK(cond, ...)                   \
-  do {                                     \
-    if (cond) {                            \
-      npass++;                             \
-    } else {                               \
-      nfail++;                             \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                 \
-      printf("\n");                        \
-    }                                      \
-  } while (0)
+#include "check.h"
 
 static unsigned long long rs = 88172645463325252ULL;
 static float urand(void) { /* xorshift64, uniform in [-1, 1) */

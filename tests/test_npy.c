@@ -14,20 +14,9 @@
 
 #include "linattn/npy.h"
 
-static int n_pass, n_fail;
+#include "check.h"
 static char g_dir[4096];
 
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (cond) {                                                                                    \
-      n_pass++;                                                                                    \
-    } else {                                                                                       \
-      n_fail++;                                                                                    \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                       \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
 
 static const char *P(const char *name) { /* path in the test dir; 4 rotating buffers */
   static char bufs[4][4400];
@@ -480,6 +469,6 @@ int main(int argc, char **argv) {
   test_valid_variants();
   CHECK(count_tmp_files() == 0, "*.tmp.* files left behind");
   cleanup(made, keep);
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail != 0;
+  printf("%d passed, %d failed\n", npass, nfail);
+  return nfail != 0;
 }

@@ -1,0 +1,19 @@
+/* The unit tests' one assertion: count, and on failure print the place, the condition and a
+ * message, then go on (main returns nfail != 0). */
+#ifndef LINATTN_TESTS_CHECK_H
+#define LINATTN_TESTS_CHECK_H
+#include <stdio.h>
+
+static int npass, nfail;
+#define CHECK(cond, ...)                                       \
+  do {                                                         \
+    if (cond) {                                                \
+      npass++;                                                 \
+    } else {                                                   \
+      nfail++;                                                 \
+      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
+      printf(__VA_ARGS__);                                     \
+      printf("\n");                                            \
+    }                                                          \
+  } while (0)
+#endif
