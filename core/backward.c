@@ -34,11 +34,6 @@ static la_status check(const la_engine e, const la_state *s) {
   return shape_ok(e, s);
 }
 
-static int queue_cap(const la_engine e, int64_t reach) {
-  int64_t span = e->cfg.window < reach ? e->cfg.window : reach;
-  return (int)(span / e->C) + 8;
-}
-
 la_status la_backward_window(la_engine e, int64_t token0, int64_t n, const void *q,
                              const void *k, const void *v, const void *g, int64_t hlo,
                              int64_t hhi, const void *hk, const void *hv, const la_state *mid,
@@ -47,21 +42,7 @@ la_status la_backward_window(la_engine e, int64_t token0, int64_t n, const void 
       hhi > token0)
     return LA_ERR_ARG;
   if (n == 0) return LA_OK;
-  const size_t rsz = (size_t)e->r * (e->dv + 1);
-  const int cap = queue_cap(e, token0 + n);
-  la_status st = LA_OK;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
-  for (int h = 0; h < e->H; h++) {
-    la_status hs = LA_OK;
-    la_window_head(e, &e->work[la_thread_id()], h, token0, n, q, k, v, hlo, hhi, hk, hv,
-                   mid->sz + h * rsz, mid->m[h], NULL, g, dq, side, cap, &hs);
-    if (hs != LA_OK) {
-#pragma omp critical
-      st = hs;
-    }
-  }
-  la_engine_merge_stats(e, stats);
-  return st;
+  return la_window_heads(e, token0, n, q, k, v, hlo, hhi, hk, hv, mid, NULL, g, dq, side, stats);
 }
 
 la_status la_backward_window_reverse(la_engine e, int64_t token0, int64_t n, const void *q,
@@ -74,7 +55,7 @@ la_status la_backward_window_reverse(la_engine e, int64_t token0, int64_t n, con
     return LA_ERR_ARG;
   if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
-  const int cap = queue_cap(e, fhi - token0);
+  const int cap = la_window_queue_cap(e, fhi - token0);
   la_status st = LA_OK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++) {

@@ -669,6 +669,34 @@ void la_window_future(const la_engine e, int64_t token0, int64_t n, int64_t N, i
   *hi = R > A ? R : A;
 }
 
+/* Capacity of the window queue for tokens up to `reach` (§3): O(min(W, reach) / C) chunks. */
+int la_window_queue_cap(const la_engine e, int64_t reach) {
+  const int64_t span = e->cfg.window < reach ? e->cfg.window : reach;
+  return (int)(span / e->C) + 8;
+}
+
+/* Every head through la_window_head: the forward (out) or the backward replay (g, dq, side). */
+la_status la_window_heads(la_engine e, int64_t token0, int64_t n, const void *q, const void *k,
+                          const void *v, int64_t hlo, int64_t hhi, const void *hk,
+                          const void *hv, const la_state *mid, void *out, const void *g,
+                          void *dq, double *side, la_den_stats *stats) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  const int cap = la_window_queue_cap(e, token0 + n);
+  la_status st = LA_OK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < e->H; h++) {
+    la_status hs = LA_OK;
+    la_window_head(e, &e->work[la_thread_id()], h, token0, n, q, k, v, hlo, hhi, hk, hv,
+                   mid->sz + h * rsz, mid->m[h], out, g, dq, side, cap, &hs);
+    if (hs != LA_OK) {
+#pragma omp critical
+      st = hs;
+    }
+  }
+  la_engine_merge_stats(e, stats);
+  return st;
+}
+
 la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const void *q,
                                  const void *k, const void *v, int64_t hlo, int64_t hhi,
                                  const void *hk, const void *hv, const la_state *mid, void *out,
@@ -677,22 +705,8 @@ la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const v
       !mid || mid->heads != e->H || mid->r != e->r || mid->dv != e->dv)
     return LA_ERR_ARG;
   if (n == 0) return LA_OK;
-  const size_t rsz = (size_t)e->r * (e->dv + 1);
-  int64_t span = e->cfg.window < token0 + n ? e->cfg.window : token0 + n;
-  const int cap = (int)(span / e->C) + 8;
-  la_status st = LA_OK;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
-  for (int h = 0; h < e->H; h++) {
-    la_status hs = LA_OK;
-    la_window_head(e, &e->work[la_thread_id()], h, token0, n, q, k, v, hlo, hhi, hk, hv,
-                   mid->sz + h * rsz, mid->m[h], out, NULL, NULL, NULL, cap, &hs);
-    if (hs != LA_OK) {
-#pragma omp critical
-      st = hs;
-    }
-  }
-  la_engine_merge_stats(e, stats);
-  return st;
+  return la_window_heads(e, token0, n, q, k, v, hlo, hhi, hk, hv, mid, out, NULL, NULL, NULL,
+                         stats);
 }
 
 la_status la_forward(la_engine e, int64_t n, const void *q, const void *k, const void *v,

@@ -100,6 +100,11 @@ void la_window_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n, c
                     const void *k, const void *v, int64_t hlo, int64_t hhi, const void *hk,
                     const void *hv, const double *midsz, double midm, void *out, const void *g,
                     void *dq, double *side, int cap, la_status *st);
+int la_window_queue_cap(const la_engine e, int64_t reach);
+la_status la_window_heads(la_engine e, int64_t token0, int64_t n, const void *q, const void *k,
+                          const void *v, int64_t hlo, int64_t hhi, const void *hk,
+                          const void *hv, const la_state *mid, void *out, const void *g,
+                          void *dq, double *side, la_den_stats *stats);
 void la_window_reverse_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
                             const void *q, const void *k, const void *v, const void *g,
                             const double *side, int64_t flo, int64_t fhi, const void *fq,
