@@ -27,18 +27,21 @@ int la_default_chunk(int r, int dv) {
 }
 
 extern void openblas_set_num_threads(int) __attribute__((weak));
+/* Decided once per process (the environment and the CPU do not change); a racing first call
+ * from two threads writes the same value. */
 int la_k512_enabled(void) {
+  static int on = -1;
+  if (on >= 0) return on;
 #if defined(__x86_64__) && defined(__GNUC__)
   const char *v = getenv("LINATTN_KERNELS");
-  if (v && !strcmp(v, "blas")) return 0;
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") != 0; /* the builtin returns a bit, not 1 */
+  on = !(v && !strcmp(v, "blas")) && __builtin_cpu_supports("avx512f") != 0; /* a bit, not 1 */
 #else
-  return 0;
+  on = 0;
 #endif
+  return on;
 }
 
-static int k512_gemm_on = -1; /* la_k512_enabled(), cached by la_engine_create */
 
 void la_blas_single_thread(void) {
   if (openblas_set_num_threads) openblas_set_num_threads(1);
@@ -79,7 +82,6 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
 #endif
   e->stabilized = la_map_is_stabilized(fm->kind);
   e->k512 = dt == LA_F32 && la_k512_enabled();
-  if (k512_gemm_on < 0) k512_gemm_on = la_k512_enabled();
   la_blas_single_thread();
   size_t es = la_dtype_size(dt), C = (size_t)e->C, r = (size_t)e->r, dv1 = (size_t)dv + 1;
   e->work = calloc((size_t)e->T, sizeof(la_work));
@@ -324,7 +326,7 @@ static _Thread_local size_t tb_cap;
 static void gemm_f32(CBLAS_LAYOUT lay, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N,
                      int K, float alpha, const float *A, int lda, const float *B, int ldb,
                      float beta, float *C, int ldc) {
-  if (k512_gemm_on > 0 && lay == CblasRowMajor && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {
+  if (la_k512_enabled() && lay == CblasRowMajor && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {
     const float *Bp = B;
     ptrdiff_t ldbp = ldb;
     if (tb == CblasTrans && M > 0 && N > 0 && K > 0) {

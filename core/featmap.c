@@ -79,7 +79,6 @@ la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap 
   fm->heads = heads;
   fm->dk = dk;
   fm->s = cfg->scale > 0 ? cfg->scale : 1.0 / sqrt((double)dk);
-  fm->k512 = la_k512_enabled();
   if (la_map_is_random(cfg->map)) {
     if (cfg->features < 1 || cfg->features > LA_FEATURES_MAX) {
       free(fm);

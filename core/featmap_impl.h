@@ -13,7 +13,7 @@ void LA_CAT(la_featmap_eval, LA_SFX)(const la_featmap fm, int h, int64_t n,
   switch (fm->kind) {
   case LA_MAP_ELU1:
 #ifdef LA_K512
-    if (fm->k512) {
+    if (la_k512_enabled()) {
       la_k512_elu1(n, dk, x, ld, phi, r, NULL);
       for (int64_t i = 0; i < n; i++) a[i] = 0.0;
       return;
@@ -50,14 +50,14 @@ void LA_CAT(la_featmap_eval, LA_SFX)(const la_featmap fm, int h, int64_t n,
   /* Random maps: u = X~ Omega^T into the first m columns of phi (row stride r). */
   const LA_REAL *om = fm->LA_OMEGA + (size_t)h * m * dk;
 #ifdef LA_K512
-  if (fm->k512)
+  if (la_k512_enabled())
     la_k512_gemm((int)n, m, dk, x, ld, 1, fm->omega_ft + (size_t)h * m * dk, m, phi, r, 0, 0);
   else
 #endif
   LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, m, dk, (LA_REAL)1, x, (int)ld, om,
           dk, (LA_REAL)0, phi, r);
 #ifdef LA_K512
-  if (fm->k512 && fm->kind != LA_MAP_TRIG) { /* favor+, favor+orf, favor-hyp */
+  if (la_k512_enabled() && fm->kind != LA_MAP_TRIG) { /* favor+, favor+orf, favor-hyp */
     la_k512_favor_post(n, m, dk, x, ld, phi, r, fm->s, a, fm->kind == LA_MAP_FAVOR_HYP);
     return;
   }

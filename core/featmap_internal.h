@@ -11,7 +11,6 @@ struct la_featmap_s {
   double *omega_s; /* sqrt(s) * omega, float64 copy for GEMM */
   float *omega_f;  /* sqrt(s) * omega, float32 copy for GEMM */
   float *omega_ft; /* its transpose [H, dk, m], for the AVX-512 kernels (kern512.c) */
-  int k512;        /* la_k512_enabled() at creation */
 };
 
 /* Precision-specific bodies of la_featmap_eval (featmap_impl.h). */
