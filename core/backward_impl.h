@@ -81,11 +81,7 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
   for (int64_t p0 = 0; p0 < n;) {
     const int len = LA_FN(piece_len)(e, token0, p0, n);
     double M = bidir ? *m : 0.0, mprev = *m;
-#ifdef LA_K512
-    if (e->k512) LA_FN(features_at)(e, h, p0, len, p0 + len, n, q, w->phiq, w->aq, g, dv);
-    else
-#endif
-    LA_FN(chunk_features)(e, h, p0, len, q, w->phiq, w->aq);
+    LA_FN(features_at)(e, h, p0, len, p0 + len, n, q, w->phiq, w->aq, g, dv);
     LA_FN(chunk_values)(e, h, p0, len, v, w->vp);
     if (!bidir) {
       if (is_segment_start(e, token0 + p0)) {
@@ -93,11 +89,7 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
         *m = mprev = -INFINITY;
         *f = 1;
       }
-#ifdef LA_K512
-      if (e->k512) LA_FN(features_at)(e, h, p0, len, p0 + len, n, k, w->phik, w->ak, v, dv);
-      else
-#endif
-      LA_FN(chunk_features)(e, h, p0, len, k, w->phik, w->ak);
+      LA_FN(features_at)(e, h, p0, len, p0 + len, n, k, w->phik, w->ak, v, dv);
       for (int i = 0; i < len; i++) w->segi[i] = 0;
       LA_FN(rescale_keys)(e, w, len, 1, 0, sz, m);
       M = w->mseg[0];
@@ -172,17 +164,10 @@ void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     double sd0[3];
     la_side_get(side, p0 * (int64_t)H + h, sd0);
     const double M = sd0[2];
-#ifdef LA_K512
-    if (e->k512) { /* the previous piece's rows, walking backwards */
-      const int64_t c1 = p0 >= e->C ? p0 - e->C : (p0 > 0 ? 0 : -1);
-      LA_FN(features_at)(e, h, p0, len, c1, p0, k, w->phik, w->ak, v, dv);
-      LA_FN(features_at)(e, h, p0, len, c1, p0, q, w->phiq, w->aq, g, dv);
-    } else
-#endif
-    {
-      LA_FN(chunk_features)(e, h, p0, len, k, w->phik, w->ak);
-      LA_FN(chunk_features)(e, h, p0, len, q, w->phiq, w->aq);
-    }
+    /* the previous piece's rows are prefetched: this pass walks backwards */
+    const int64_t c1 = p0 >= e->C ? p0 - e->C : (p0 > 0 ? 0 : -1);
+    LA_FN(features_at)(e, h, p0, len, c1, p0, k, w->phik, w->ak, v, dv);
+    LA_FN(features_at)(e, h, p0, len, c1, p0, q, w->phiq, w->aq, g, dv);
     LA_FN(chunk_values)(e, h, p0, len, v, w->vp);
     for (int i = 0; i < len; i++) {
       double sd[3];

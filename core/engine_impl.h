@@ -104,38 +104,43 @@ static void LA_FN(prefetch_chunk)(la_engine e, int h, int64_t c1, int64_t hi, co
   la_k512_prefetch(x + c1 * ld + (int64_t)h * d, rows, ld * (int64_t)sizeof(LA_REAL),
                    d * (int)sizeof(LA_REAL));
 }
+#endif
 
-/* chunk_features of x for rows [c0, c0+len), prefetching rows [c1, min(c1 + C, hi)) of x and
- * of y (dy columns; NULL: none): the next chunk (c1 = c0 + C), or the previous one in a
- * reverse pass. elu1 spreads the prefetches over its rows; the other maps issue them at once
- * (kern512.c). */
+/* chunk_features of x for rows [c0, c0+len); on the AVX-512 path it also prefetches rows
+ * [c1, min(c1 + C, hi)) of x and of y (dy columns; NULL: none): the next chunk (c1 = c0 + C),
+ * or the previous one in a reverse pass (c1 < 0: none). elu1 spreads the prefetches over its
+ * rows; the other maps issue them at once (kern512.c). */
 static void LA_FN(features_at)(la_engine e, int h, int64_t c0, int len, int64_t c1, int64_t hi,
                                const LA_REAL *x, LA_REAL *phi, double *a, const LA_REAL *y,
                                int dy) {
-  if (c1 < 0 || c1 >= hi || e->fm->kind != LA_MAP_ELU1) {
-    if (c1 >= 0) {
-      LA_FN(prefetch_chunk)(e, h, c1, hi, x, e->dk);
-      LA_FN(prefetch_chunk)(e, h, c1, hi, y, dy);
-    }
-    LA_FN(chunk_features)(e, h, c0, len, x, phi, a);
+#ifdef LA_K512
+  if (e->k512 && c1 >= 0 && c1 < hi && e->fm->kind == LA_MAP_ELU1) {
+    const int64_t ld = (int64_t)e->H * e->dk, ldy = (int64_t)e->H * dy;
+    la_k512_pf pf = {{(const char *)(x + c1 * ld + (int64_t)h * e->dk),
+                      y ? (const char *)(y + c1 * ldy + (int64_t)h * dy) : NULL},
+                     {ld * (ptrdiff_t)sizeof(LA_REAL), ldy * (ptrdiff_t)sizeof(LA_REAL)},
+                     {e->dk * (int)sizeof(LA_REAL), dy * (int)sizeof(LA_REAL)},
+                     (int)(hi - c1 < e->C ? hi - c1 : e->C)};
+    la_k512_elu1(len, e->dk, x + c0 * ld + (int64_t)h * e->dk, ld, phi, e->r, &pf);
+    for (int i = 0; i < len; i++) a[i] = 0.0;
     return;
   }
-  const int64_t ld = (int64_t)e->H * e->dk, ldy = (int64_t)e->H * dy;
-  la_k512_pf pf = {{(const char *)(x + c1 * ld + (int64_t)h * e->dk),
-                    y ? (const char *)(y + c1 * ldy + (int64_t)h * dy) : NULL},
-                   {ld * (ptrdiff_t)sizeof(LA_REAL), ldy * (ptrdiff_t)sizeof(LA_REAL)},
-                   {e->dk * (int)sizeof(LA_REAL), dy * (int)sizeof(LA_REAL)},
-                   (int)(hi - c1 < e->C ? hi - c1 : e->C)};
-  la_k512_elu1(len, e->dk, x + c0 * ld + (int64_t)h * e->dk, ld, phi, e->r, &pf);
-  for (int i = 0; i < len; i++) a[i] = 0.0;
+  if (e->k512 && c1 >= 0) {
+    LA_FN(prefetch_chunk)(e, h, c1, hi, x, e->dk);
+    LA_FN(prefetch_chunk)(e, h, c1, hi, y, dy);
+  }
+#else
+  (void)c1, (void)hi, (void)y, (void)dy;
+#endif
+  LA_FN(chunk_features)(e, h, c0, len, x, phi, a);
 }
 
+/* features_at with the next chunk prefetched. */
 static void LA_FN(features_pf)(la_engine e, int h, int64_t c0, int len, int64_t hi,
                                const LA_REAL *x, LA_REAL *phi, double *a, const LA_REAL *y,
                                int dy) {
   LA_FN(features_at)(e, h, c0, len, c0 + e->C, hi, x, phi, a, y, dy);
 }
-#endif
 
 /* Tail summary of tokens [lo, hi) (global token0 + lo ...), combined onto (sz, m, f). */
 static void LA_FN(accum_range)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo,
@@ -145,11 +150,7 @@ static void LA_FN(accum_range)(la_engine e, la_work *w, int h, int64_t token0, i
     int len = (int)(hi - c0 < e->C ? hi - c0 : e->C), reset;
     int nseg = seg_layout(e, token0 + c0, len, w->segi, &reset);
     if (reset || nseg > 1) *f = 1;
-#ifdef LA_K512
-    if (e->k512) LA_FN(features_pf)(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
-    else
-#endif
-    LA_FN(chunk_features)(e, h, c0, len, k, w->phik, w->ak);
+    LA_FN(features_pf)(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
     LA_FN(rescale_keys)(e, w, len, nseg, reset, sz, m);
 #ifdef LA_K512
     if (e->k512 && nseg == 1) {
@@ -231,17 +232,9 @@ static void LA_FN(apply_causal)(la_engine e, la_work *w, int h, int64_t token0, 
     int nseg = seg_layout(e, token0 + c0, len, w->segi, &reset);
     if (reset || nseg > 1) *f = 1;
     const int *segi = w->segi;
-#ifdef LA_K512
-    if (e->k512) LA_FN(features_pf)(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
-    else
-#endif
-    LA_FN(chunk_features)(e, h, c0, len, k, w->phik, w->ak);
+    LA_FN(features_pf)(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
     LA_FN(rescale_keys)(e, w, len, nseg, reset, sz, m);
-#ifdef LA_K512
-    if (e->k512) LA_FN(features_pf)(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
-    else
-#endif
-    LA_FN(chunk_features)(e, h, c0, len, q, w->phiq, w->aq);
+    LA_FN(features_pf)(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
 #ifdef LA_K512
     if (e->k512 && nseg == 1) { /* the same products on the AVX-512 kernels */
       const int64_t ldv = (int64_t)e->H * e->dv;
@@ -292,11 +285,7 @@ static void LA_FN(apply_bidir)(la_engine e, la_work *w, int h, int64_t token0, i
   for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
   for (int64_t c0 = lo; c0 < hi; c0 += C) {
     int len = (int)(hi - c0 < C ? hi - c0 : C);
-#ifdef LA_K512
-    if (e->k512) LA_FN(features_pf)(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
-    else
-#endif
-    LA_FN(chunk_features)(e, h, c0, len, q, w->phiq, w->aq);
+    LA_FN(features_pf)(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
 #ifdef LA_K512
     if (e->k512) la_k512_query_apply(len, r, e->dv, w->phiq, sf, w->o, w->zf);
     else
