@@ -14,30 +14,36 @@
 double la_kernel_probe_gflops(int threads, int reps) {
   if (!la_k512_enabled() || threads < 1 || reps < 1) return NAN;
   enum { S = 64, ITER = 2000 };
+  float **buf = calloc((size_t)threads, sizeof *buf); /* one A | B | C per thread, untimed */
+  int bad = !buf;
+  for (int t = 0; t < threads && !bad; t++) {
+    bad = !(buf[t] = malloc(sizeof(float) * S * S * 3));
+    for (int i = 0; !bad && i < S * S * 3; i++)
+      buf[t][i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  }
   double best = INFINITY;
-  int bad = 0;
-  for (int r = 0; r <= reps; r++) { /* r = 0 warms up */
+  for (int r = 0; r <= reps && !bad; r++) { /* r = 0 warms up */
     double t0 = 0, t1 = 0;
 #ifdef _OPENMP
     t0 = omp_get_wtime();
+#pragma omp parallel num_threads(threads)
 #endif
-#pragma omp parallel num_threads(threads) reduction(| : bad)
     {
-      float *a = malloc(sizeof(float) * S * S * 3);
-      if (!a) {
-        bad = 1;
-      } else {
-        for (int i = 0; i < S * S * 3; i++) a[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-        for (int it = 0; it < ITER; it++)
-          la_k512_gemm(S, S, S, a, S, 1, a + S * S, S, a + 2 * S * S, S, 1, 0);
-        free(a);
-      }
+#ifdef _OPENMP
+      float *a = buf[omp_get_thread_num()];
+#else
+      float *a = buf[0];
+#endif
+      for (int it = 0; it < ITER; it++)
+        la_k512_gemm(S, S, S, a, S, 1, a + S * S, S, a + 2 * S * S, S, 1, 0);
     }
 #ifdef _OPENMP
     t1 = omp_get_wtime();
 #endif
     if (r > 0 && t1 - t0 < best) best = t1 - t0;
   }
+  for (int t = 0; buf && t < threads; t++) free(buf[t]);
+  free(buf);
   if (bad || !(best > 0)) return NAN;
   return 2.0 * S * S * S * ITER * threads / best * 1e-9;
 }
