@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A single-node Slurm on this machine, for the test slurm_batch (tests/slurm/check_sbatch.sh):
 # installs slurm-wlm and munge (apt-get, as root), writes /etc/slurm/slurm.conf for this host
-# (one partition, all cores), and starts munged, slurmctld and slurmd unless a controller
-# already answers. Exit 0 when `sinfo` shows the node idle, 1 otherwise. Root only.
+# (one partition, all cores; never over a slurm.conf it did not write), and starts munged,
+# slurmctld and slurmd unless a controller already answers. Exit 0 when `sinfo` shows the node
+# idle, 1 otherwise. Root only.
 set -euo pipefail
 if [ "$(id -u)" != 0 ]; then echo "slurm_local.sh: error: run as root" >&2; exit 1; fi
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
@@ -10,10 +11,16 @@ if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge >/dev/null
 fi
 if timeout 5 sinfo -h >/dev/null 2>&1; then echo "slurm_local.sh: a controller already answers"; exit 0; fi
+MARK="# written by linattn jobs/slurm_local.sh"
+if [ -e /etc/slurm/slurm.conf ] && ! grep -qxF "$MARK" /etc/slurm/slurm.conf; then
+  echo "slurm_local.sh: error: /etc/slurm/slurm.conf exists and is not ours; not touching it" >&2
+  exit 1
+fi
 H=$(hostname -s) NCPU=$(nproc)
 MEM=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 8 / 10 ))
 mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge
 cat >/etc/slurm/slurm.conf <<CONF
+$MARK
 ClusterName=local
 SlurmctldHost=$H
 SlurmUser=root
