@@ -1,6 +1,25 @@
-/* Status strings and exit codes (CONTRACT.md "Exit codes"). */
+/* Status strings, exit codes (docs/cli.md "Exit codes") and recorded error reasons
+ * (docs/design.md §6 "Errors"). */
+#include <stdarg.h>
+#include <stdio.h>
 #include "linattn/status.h"
 #include "linattn/types.h"
+
+static _Thread_local char la_err_msg[1024];
+
+la_status la_error(la_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(la_err_msg, sizeof la_err_msg, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+const char *la_error_message(void) { return la_err_msg; }
+void la_error_clear(void) { la_err_msg[0] = 0; }
+const char *la_error_reason(la_status st) {
+  return st != LA_OK && la_err_msg[0] ? la_err_msg : la_status_string(st);
+}
 
 const char *la_status_string(la_status s) {
   switch (s) {

@@ -30,8 +30,36 @@ typedef enum {
 /* Not collective. Never returns NULL. */
 const char *la_status_string(la_status s);
 
-/* Exit code of CONTRACT.md: 0 ok, 2 usage/bad input, 3 denominator, 1 anything else. */
+/* Exit code of docs/cli.md "Exit codes": 0 ok, 2 usage/bad input, 3 denominator, 1 anything
+ * else. */
 int la_status_exit_code(la_status s);
+
+/* Errors with reasons (docs/design.md §6 "Errors"). la_error records a one-line message on
+ * the calling thread and returns st, so a check reads
+ *     LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply: n = %lld < 0", (long long)n);
+ * la_error_message() is the last message recorded on this thread ("" after la_error_clear).
+ * la_error_reason(st) is that message when st failed and one was recorded, otherwise
+ * la_status_string(st). Not Collective; the message buffer is thread-local. */
+la_status la_error(la_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+const char *la_error_message(void);
+void la_error_clear(void);
+const char *la_error_reason(la_status st);
+
+/* Return st with its message when cond is false. Always compiled in (user errors). */
+#define LA_CHECK(cond, st, ...)                                   \
+  do {                                                            \
+    if (!(cond)) return la_error((st), __VA_ARGS__);              \
+  } while (0)
+/* Return the status of expr when it failed; its message stays recorded. */
+#define LA_TRY(expr)                                              \
+  do {                                                            \
+    const la_status la_try_st_ = (expr);                          \
+    if (la_try_st_ != LA_OK) return la_try_st_;                   \
+  } while (0)
 
 #ifdef __cplusplus
 }
