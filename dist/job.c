@@ -309,7 +309,7 @@ la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, c
       rep.dv = j->dv;
       rep.r = la_featmap_width(j->fm);
       rep.chunk = la_engine_chunk(j->eng);
-      rep.kernels = la_engine_kernels(j->eng, !strcmp(sub, "grad"));
+      rep.kernels = la_engine_kernels(j->eng);
       rep.scale = o->cfg.scale > 0 ? o->cfg.scale : 1.0 / sqrt((double)j->dk);
       rep.ranks = P;
       rep.threads = la_engine_threads(j->eng);

@@ -28,6 +28,11 @@ typedef enum {
 /* §1 denominator policies. */
 typedef enum { LA_DEN_ERROR = 0, LA_DEN_ADD, LA_DEN_CLAMP, LA_DEN_ZERO_EMPTY } la_den_policy;
 
+/* Which float32 kernels compute the chunk products (docs/design.md §4.2). auto: the AVX-512
+ * kernels where the CPU has AVX-512F, else OpenBLAS. float64 always uses OpenBLAS. The
+ * environment variable LINATTN_KERNELS=auto|blas|avx512 overrides the field. */
+typedef enum { LA_KERNELS_AUTO = 0, LA_KERNELS_BLAS, LA_KERNELS_AVX512 } la_kernel_choice;
+
 /* Every tunable is one field, with the CLI flag of the same name (CONTRACT.md). */
 typedef struct {
   la_mode mode;             /* --mode */
@@ -42,6 +47,7 @@ typedef struct {
   int chunk;                /* --chunk C; 0 = tuned default */
   int threads;              /* --threads; 0 = OpenMP default */
   int64_t window;           /* --window W (causal): keys i-W < j <= i; 0 = none */
+  la_kernel_choice kernels; /* --kernels auto|blas|avx512 */
 } la_config;
 
 /* Bounds of the tunables. */
@@ -137,10 +143,13 @@ void la_engine_destroy(la_engine *eng);
 int la_engine_chunk(const la_engine eng);
 /* The chunk length used when la_config.chunk is 0, tuned per feature width r and dv. */
 int la_default_chunk(int r, int dv);
-/* Which kernels compute the products, forward (backward = 0) or la_backward (1): "avx512"
- * (float32 on a CPU with AVX-512F, unless the environment sets LINATTN_KERNELS=blas) or
- * "blas". */
-const char *la_engine_kernels(const la_engine eng, int backward);
+/* Which kernels compute the products of this engine, forward and backward: "avx512" or
+ * "blas" (la_config.kernels, resolved at creation). */
+const char *la_engine_kernels(const la_engine eng);
+/* Resolve a kernel choice for this process: the environment variable LINATTN_KERNELS
+ * (auto | blas | avx512) overrides choice. *use_avx512 = 1 for the AVX-512 kernels.
+ * LA_ERR_UNSUPPORTED (with its reason, la_error_reason) for avx512 on a CPU without it. */
+la_status la_kernels_resolve(la_kernel_choice choice, int *use_avx512);
 /* GFLOP/s of the AVX-512 chunk kernel alone (64 x 64 x 64 float32 products in cache on each
  * of `threads` threads, best of reps); NAN where the kernels are not in use. */
 double la_kernel_probe_gflops(int threads, int reps);
