@@ -108,21 +108,22 @@ static void prefetch_chunk(la_engine e, int h, int64_t c1, int64_t hi, const LA_
 
 /* chunk_features of x for rows [c0, c0+len); on the AVX-512 path it also prefetches rows
  * [c1, min(c1 + C, hi)) of x and of y (dy columns; NULL: none): the next chunk (c1 = c0 + C),
- * or the previous one in a reverse pass (c1 < 0: none). elu1 spreads the prefetches over its
- * rows; the other maps issue them at once (kern512.c). */
+ * or the previous one in a reverse pass (c1 < 0: none). A map whose AVX-512 form takes the
+ * prefetches (k512_prefetch in the map table, maps.c: elu1) spreads them over its rows; for
+ * the other maps they are issued at once. */
 static void features_at(la_engine e, int h, int64_t c0, int len, int64_t c1, int64_t hi,
                                const LA_REAL *x, LA_REAL *phi, double *a, const LA_REAL *y,
                                int dy) {
 #ifdef LA_K512
-  if (e->k512 && c1 >= 0 && c1 < hi && e->fm->kind == LA_MAP_ELU1) {
+  const la_map_info *mi = e->fm->map;
+  if (e->k512 && e->fm->k512 && mi->k512_prefetch && c1 >= 0 && c1 < hi) {
     const int64_t ld = (int64_t)e->H * e->dk, ldy = (int64_t)e->H * dy;
     la_k512_pf pf = {{(const char *)(x + c1 * ld + (int64_t)h * e->dk),
                       y ? (const char *)(y + c1 * ldy + (int64_t)h * dy) : NULL},
                      {ld * (ptrdiff_t)sizeof(LA_REAL), ldy * (ptrdiff_t)sizeof(LA_REAL)},
                      {e->dk * (int)sizeof(LA_REAL), dy * (int)sizeof(LA_REAL)},
                      (int)(hi - c1 < e->C ? hi - c1 : e->C)};
-    la_k512_elu1(len, e->dk, x + c0 * ld + (int64_t)h * e->dk, ld, phi, e->r, &pf);
-    for (int i = 0; i < len; i++) a[i] = 0.0;
+    mi->eval_k512(e->fm, h, len, x + c0 * ld + (int64_t)h * e->dk, ld, phi, a, &pf);
     return;
   }
   if (e->k512 && c1 >= 0) {

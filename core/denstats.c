@@ -1,4 +1,4 @@
-/* Denominator statistics (DESIGN.md §1): min, max, count <= 0, and the count below
+/* Denominator statistics (docs/design.md §1.1): min, max, count <= 0, and the count below
  * 1e-6 * median. The median comes from a log2 histogram with LA_DEN_HIST_PER_OCTAVE bins per
  * octave, so it is exact to 1/16 octave (4.4 %) and mergeable across threads and ranks
  * without storing N values. */

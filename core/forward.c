@@ -211,11 +211,18 @@ la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const v
 
 la_status la_forward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                      void *out, la_den_stats *stats) {
+  LA_CHECK(n >= 0, LA_ERR_ARG, "la_forward: n = %lld < 0", (long long)n);
   la_state st;
-  la_status s = la_state_init(&st, e->H, e->r, e->dv);
-  if (s != LA_OK) return s;
-  if (e->cfg.mode == LA_BIDIRECTIONAL) s = la_engine_accumulate(e, 0, n, k, v, &st);
-  if (s == LA_OK) s = la_engine_apply(e, 0, n, q, k, v, &st, out, stats);
+  LA_TRY(la_state_init(&st, e->H, e->r, e->dv));
+  la_status s = LA_OK;
+  if (e->cfg.window > 0 && e->cfg.window < n) /* nothing before the sequence: empty halo */
+    s = la_engine_apply_window(e, 0, n, q, k, v, 0, 0, NULL, NULL, &st, out, stats);
+  else if (e->cfg.mode == LA_BIDIRECTIONAL && e->seg_off) /* identity left and right */
+    s = la_engine_apply_segmented(e, 0, n, q, k, v, &st, &st, out, stats);
+  else {
+    if (e->cfg.mode == LA_BIDIRECTIONAL) s = la_engine_accumulate(e, 0, n, k, v, &st);
+    if (s == LA_OK) s = la_engine_apply(e, 0, n, q, k, v, &st, out, stats);
+  }
   la_state_free(&st);
   return s;
 }

@@ -1,4 +1,4 @@
-/* JSON report (CONTRACT.md "Report"), written atomically. Non-finite numbers become null. */
+/* JSON report (docs/cli.md "Report"), written atomically. Non-finite numbers become null. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 double la_useful_flops(const la_config *cfg, int64_t n, int heads, int dk, int dv, int r) {
   double nh = (double)n * heads;
   double f = nh * (4.0 * r * dv + 4.0 * r);
-  if (la_map_is_random(cfg->map)) f += 2.0 * (2.0 * nh * dk * r);
+  f += 2.0 * nh * la_map_flops_per_row(cfg->map, dk, r); /* q and k rows (maps.c) */
   return f;
 }
 

@@ -1,4 +1,4 @@
-/* Exact softmax attention (DESIGN.md §4 "Exact references"), blocked: for each head and block
+/* Exact softmax attention (docs/design.md §4.6), blocked: for each head and block
  * of BQ queries, key blocks of BK go through two GEMMs (S = s Q K^T, then P V) with an online
  * softmax between them (running row max m, sum l, accumulator rescaled by e^{m_old - m_new};
  * Milakov & Gimelshein 2018, as in FlashAttention). No n x n matrix is ever stored. */

@@ -1,4 +1,4 @@
-/* Scan element (S, z, m, f) and its non-commutative operator, DESIGN.md §4.
+/* Scan element (S, z, m, f) and its non-commutative operator, docs/design.md §4.1.
  * (S|z) is stored as r x (dv+1) float64; the true summary is e^m (S|z).
  * Identity: (0, 0, -inf, 0). */
 #include <math.h>

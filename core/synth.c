@@ -1,4 +1,4 @@
-/* Built-in synthetic workload (CONTRACT.md `run`): i.i.d. N(0,1) * A, keyed by
+/* Built-in synthetic workload (docs/cli.md "linattn run"): i.i.d. N(0,1) * A, keyed by
  * (seed, token, head) so every rank count and block size gives the same data. */
 #include <math.h>
 #include <stdlib.h>

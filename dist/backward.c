@@ -1,4 +1,4 @@
-/* The distributed backward (DESIGN.md §4 "Gradients") on in-memory shards:
+/* The distributed backward (docs/design.md §4.4) on in-memory shards:
  * - causal: the forward prefix (exscan of rank totals) for the replay, then the suffix sums of
  *   the query side through an exscan over the reversed communicator, with the same segment
  *   flags and log-scales as the forward;

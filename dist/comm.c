@@ -1,4 +1,4 @@
-/* Communicator ownership, error agreement and the summary collectives (DESIGN.md §4).
+/* Communicator ownership, error agreement and the summary collectives (docs/design.md §4.5).
  * A scan element per head is packed as [S|z (r*(dv+1)), m, f] doubles. */
 #include <math.h>
 #include <stdlib.h>

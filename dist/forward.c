@@ -1,4 +1,4 @@
-/* The distributed forward on in-memory shards (DESIGN.md §4): each rank passes its own rows
+/* The distributed forward on in-memory shards (docs/design.md §4.5): each rank passes its own rows
  * (la_split_ownership) and every mask of §3 is combined across ranks here:
  * - causal: rank totals -> MPI_Iexscan, overlapped with the local outputs from a zero state,
  *   then the correction phi(q)^T P; segments ride in the scan element's flag;

@@ -150,7 +150,7 @@ static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t err
   return st;
 }
 
-/* Segment offsets (CONTRACT.md): int64 [S+1], 0 = o_0 < o_1 < ... < o_S = N. */
+/* Segment offsets (docs/cli.md): int64 [S+1], 0 = o_0 < o_1 < ... < o_S = N. */
 static la_status load_segments(const char *path, int64_t N, int64_t **seg, int64_t *count,
                                char *err, size_t errlen) {
   la_npy_info I;

@@ -1,4 +1,4 @@
-/* Dense quadratic baseline with PBLAS on a BLACS grid (DESIGN.md §4, "ScaLAPACK has two
+/* Dense quadratic baseline with PBLAS on a BLACS grid (docs/design.md §4.6, "ScaLAPACK has two
  * roles"): the n x n score matrix is formed, block-cyclically distributed, one row panel at a
  * time. It exists to be timed against the linear engine, so it is float64 and unblocked in N.
  * Debian's libscalapack-openmpi ships no C header: the prototypes are declared here. */

@@ -1,4 +1,4 @@
-/* Parallel .npy I/O with MPI-IO (CONTRACT.md "Parallel I/O", "No partial outputs").
+/* Parallel .npy I/O with MPI-IO (docs/cli.md "Files").
  * All functions are Collective on the la_dist communicator unless noted. */
 #ifndef LINATTN_PIO_H
 #define LINATTN_PIO_H

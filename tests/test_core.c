@@ -167,7 +167,7 @@ static void test_config(void) {
   CHECK(la_config_check(&cfg, 8, err, sizeof err) == LA_OK, "identity unnormalized");
   CHECK(la_status_exit_code(LA_ERR_DENOMINATOR) == 3 && la_status_exit_code(LA_ERR_FORMAT) == 2 &&
             la_status_exit_code(LA_OK) == 0 && la_status_exit_code(LA_ERR_NOMEM) == 1,
-        "exit codes of CONTRACT.md");
+        "exit codes of docs/cli.md");
 }
 
 /* The vectorizable exp against libm: at most 2 ulp over the range where the result is

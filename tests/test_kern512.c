@@ -71,7 +71,7 @@ static void test_gemm(void) {
   CHECK(worst_ratio_ok, "la_k512_gemm within gamma_K sum|a b| on 400 shapes (worst rel %.3g)", worst);
 }
 
-/* The causal chunk of DESIGN.md §4 by its definition, in float64. */
+/* The causal chunk of docs/design.md §4.2 by its definition, in float64. */
 static void test_causal_chunk(void) {
   const int lens[] = {1, 5, 6, 7, 13, 64}, rs_[] = {8, 64, 70}, dvs[] = {5, 16, 64, 80};
   int ok = 1, ncase = 0;

@@ -1,5 +1,5 @@
 /* linattn local (MPI-free) API: configuration, feature maps, scan state, forward operator.
- * Everything here is Not Collective. DESIGN.md sections are cited as §N. */
+ * Everything here is Not Collective. docs/design.md sections are cited as §N. */
 #ifndef LINATTN_CORE_H
 #define LINATTN_CORE_H
 #include <stdint.h>
@@ -33,7 +33,7 @@ typedef enum { LA_DEN_ERROR = 0, LA_DEN_ADD, LA_DEN_CLAMP, LA_DEN_ZERO_EMPTY } l
  * environment variable LINATTN_KERNELS=auto|blas|avx512 overrides the field. */
 typedef enum { LA_KERNELS_AUTO = 0, LA_KERNELS_BLAS, LA_KERNELS_AVX512 } la_kernel_choice;
 
-/* Every tunable is one field, with the CLI flag of the same name (CONTRACT.md). */
+/* Every tunable is one field, with the CLI flag of the same name (docs/cli.md). */
 typedef struct {
   la_mode mode;             /* --mode */
   la_map_kind map;          /* --feature-map */
@@ -69,6 +69,10 @@ int la_map_is_signed(la_map_kind k);
 int la_map_is_stabilized(la_map_kind k);
 /* 1 if the map draws a random projection. */
 int la_map_is_random(la_map_kind k);
+/* Feature width r for input width dk and m projections (0 for an unknown map). */
+int la_map_width(la_map_kind k, int dk, int m);
+/* Useful flops of evaluating the map on one row (the count of docs/cli.md "linattn bench"). */
+double la_map_flops_per_row(la_map_kind k, int dk, int r);
 
 /* ---- Feature maps (§2) ---- */
 typedef struct la_featmap_s *la_featmap;
@@ -178,7 +182,10 @@ la_status la_engine_set_mask(la_engine eng, const void *mask, char *err, size_t 
 int64_t la_engine_segment_at_or_after(const la_engine eng, int64_t t);
 int la_engine_has_segments(const la_engine eng);
 
-/* Apply pass on a block of n tokens whose first global token is token0.
+/* Apply pass on a block of n tokens whose first global token is token0. It reads no window
+ * (a window W of at least token0 + n is the plain causal operator; shorter windows go through
+ * la_engine_apply_window) and, bidirectional, one summary for every row (segments go through
+ * la_engine_apply_segmented).
  * causal: outputs with the incoming prefix `state` (updated to include this block).
  * bidirectional: outputs from the complete summary `state` (k, v unused, may be NULL).
  * out is [n, H, dv]; denominator policy applied; stats accumulated. */
@@ -229,7 +236,8 @@ void la_window_halo(const la_engine eng, int64_t token0, int64_t n, int64_t *lo,
 void la_window_future(const la_engine eng, int64_t token0, int64_t n, int64_t N, int64_t *lo,
                       int64_t *hi);
 
-/* One-shot forward on a whole in-memory sequence (both modes). */
+/* One-shot forward on a whole in-memory sequence [0, n): both modes, segments and a causal
+ * window (nothing lies before or after the sequence). Not Collective. */
 la_status la_forward(la_engine eng, int64_t n, const void *q, const void *k, const void *v,
                      void *out, la_den_stats *stats);
 

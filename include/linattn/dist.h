@@ -1,4 +1,4 @@
-/* linattn distributed API (DESIGN.md §4, §5). Every MPI call lives in dist/.
+/* linattn distributed API (docs/design.md §4.5, §5). Every MPI call lives in dist/.
  * The library never calls MPI_Init; it duplicates the caller's communicator. */
 #ifndef LINATTN_DIST_H
 #define LINATTN_DIST_H

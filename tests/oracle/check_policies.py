@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Denominator policies (DESIGN.md section 1), applied to the TRUE denominator.
+"""Denominator policies (docs/design.md §1), applied to the TRUE denominator.
 
 Claims tested:
 - `error`: a zero denominator (relu row whose features are all 0) exits 3, writes no output
