@@ -51,18 +51,29 @@ double la_dist_comm_seconds(const la_dist d) { return d->comm_seconds; }
 
 la_status la_dist_agree(la_dist d, la_status st, char *msg, size_t msglen) {
   int mine = st != LA_OK ? d->rank : d->size, first = d->size;
-  if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm) != MPI_SUCCESS) return LA_ERR_MPI;
-  if (first == d->size) return LA_OK;
+  if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm) != MPI_SUCCESS)
+    return la_error(LA_ERR_MPI, "MPI_Allreduce failed while agreeing on a status");
+  if (first == d->size) {
+    la_error_clear(); /* nothing failed: no reason from before this point can be mistaken for one */
+    return LA_OK;
+  }
+  /* the first failing rank's reason: its message, or the one the library recorded with st
+   * (docs/design.md §6) */
   char buf[1024];
   int code = (int)st;
   memset(buf, 0, sizeof buf);
-  if (d->rank == first && msg) strncpy(buf, msg, sizeof buf - 1);
+  if (d->rank == first) {
+    const char *why = msg && msg[0] ? msg : st != LA_OK ? la_error_message() : "";
+    strncpy(buf, why, sizeof buf - 1);
+  }
   MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, first, d->comm);
   MPI_Bcast(&code, 1, MPI_INT, first, d->comm);
   if (msg && msglen) {
     strncpy(msg, buf, msglen - 1);
     msg[msglen - 1] = 0;
   }
+  if (buf[0]) la_error((la_status)code, "%s", buf);
+  else la_error_clear();
   return (la_status)code;
 }
 

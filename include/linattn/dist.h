@@ -26,7 +26,9 @@ int64_t la_dist_comm_bytes(const la_dist d);
 double la_dist_comm_seconds(const la_dist d);
 
 /* Collective: every rank passes its local status and message; all return the status of the
- * lowest failing rank, with its message copied into msg on every rank. */
+ * lowest failing rank, with its message (msg, or when msg is NULL or empty the reason the
+ * library recorded, la_error_message) copied into msg and recorded with la_error on every
+ * rank, so la_error_reason(status) names it everywhere. On success the record is cleared. */
 la_status la_dist_agree(la_dist d, la_status st, char *msg, size_t msglen);
 
 /* Collective. Combine per-rank summaries (§4):
