@@ -4,6 +4,7 @@
 #ifndef LINATTN_BENCH_H
 #define LINATTN_BENCH_H
 #include "linattn/baseline.h"
+#include "cli.h"
 #include "linattn/dist.h"
 
 /* Rows in and out of the PBLAS baseline (one head, float64). fill writes rows
@@ -29,7 +30,11 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n, int dk, int dv, double sc
                              la_mode mode, int nb, int64_t panel_rows, int threads,
                              const la_pblas_io *io, double *seconds, char *err, size_t errlen);
 
-/* `linattn bench argv[first..]`: Collective, returns the exit code. */
-int la_cmd_bench(la_dist d, int argc, char **argv, int first);
+/* The CSV header of `linattn bench` (docs/cli.md "linattn bench"), with its newline. */
+extern const char la_bench_csv_header[];
+
+/* `linattn bench` with parsed options (la_cli_parse): Collective, returns the exit code.
+ * Resolves an empty --threads list to the OpenMP default. */
+int la_cmd_bench(la_dist d, la_cli *o);
 
 #endif
