@@ -1,11 +1,12 @@
-/* `linattn bench` (docs/cli.md "linattn bench"): times the linear operator on the synthetic workload, and
- * optionally the exact quadratic baselines (softmax ring, PBLAS) and this machine's GEMM rate,
- * and writes one CSV row per measurement. Times are compute only: barrier, MPI_Wtime around
- * the call, max over ranks, best of --repeat. Inputs are generated in memory beforehand.
+/* `linattn bench` (docs/cli.md "linattn bench"): times the linear operator on the synthetic
+ * workload, and optionally the exact quadratic baselines (softmax ring, PBLAS) and this
+ * machine's GEMM rate, and writes one CSV row per measurement. Times are compute only:
+ * barrier, MPI_Wtime around the call, max over ranks, best of --repeat. Inputs are generated
+ * in memory beforehand.
  *
  * Useful flops (the gflops column):
- *   linear:           la_useful_flops (docs/cli.md "linattn bench"): N H (4 r dv + 4 r) + 2 N H dk r for each
- *                     of q and k with the random maps;
+ *   linear:           la_useful_flops: N H (4 r dv + 4 r) + 2 N H dk r for each of q and k
+ *                     with the random maps;
  *   softmax, pblas:   2 (dk + dv) H pairs, pairs = N^2 (bidirectional) or N (N+1) / 2 (causal):
  *                     the two GEMMs on the scores a query may read; exp, max and sums are not
  *                     counted. PBLAS computes all N^2 scores in causal mode too (it masks), so

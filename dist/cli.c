@@ -14,7 +14,8 @@ _Static_assert(sizeof(la_mode) == sizeof(int) && sizeof(la_map_kind) == sizeof(i
 _Static_assert(LA_F32 == 0 && LA_F64 == 1 && LA_CAUSAL == 0 && LA_BIDIRECTIONAL == 1,
                "enum options are stored as the index of their name");
 
-static const la_opt_sub la_subs[] = {{"run", LA_SUB_RUN}, {"grad", LA_SUB_GRAD}, {"bench", LA_SUB_BENCH}};
+static const la_opt_sub la_subs[] = {
+    {"run", LA_SUB_RUN}, {"grad", LA_SUB_GRAD}, {"bench", LA_SUB_BENCH}};
 enum { NSUBS = (int)(sizeof la_subs / sizeof la_subs[0]) };
 
 /* ---- values that need code ---- */
@@ -146,7 +147,8 @@ static const la_opt rows[] = {
     {.name = "--save-projection", .meta = "F", .subs = RG, .group = G_OPERATOR,
      .kind = LA_OPT_STR, F(save_projection), .help = "save the projection used, [H,m,dk] (.npy)"},
     {.name = "--normalize", .meta = "on|off", .subs = RG, .group = G_OPERATOR,
-     .kind = LA_OPT_ENUM, F(cfg.normalize), .names = onoff_names, .values = onoff_values, .def = "on",
+     .kind = LA_OPT_ENUM, F(cfg.normalize), .names = onoff_names, .values = onoff_values,
+     .def = "on",
      .help = "normalized or unnormalized operator"},
     {.name = "--denominator", .meta = "P", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
      F(den_string), .set = den_set, .def = "error",

@@ -81,7 +81,8 @@ int main(int argc, char **argv) {
   } else if (i < NCMDS) {
     code = subcommand(i, argc, argv, rank);
   } else {
-    if (rank == 0) fprintf(stderr, "linattn: error: unknown subcommand '%s' (try linattn --help)\n", sub);
+    if (rank == 0)
+      fprintf(stderr, "linattn: error: unknown subcommand '%s' (try linattn --help)\n", sub);
     code = 2;
   }
   MPI_Finalize();

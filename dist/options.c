@@ -206,7 +206,8 @@ la_status la_opts_parse(const la_opt *rows, int nrows, const la_opt_sub *subs, i
       return la_error(LA_ERR_ARG, "%s belongs to %s, not `linattn %s`", a, where, subs[isub].name);
     }
     if (!r && strncmp(a, "--", 2) == 0)
-      return la_error(LA_ERR_ARG, "unknown option '%s' (see linattn %s --help)", a, subs[isub].name);
+      return la_error(LA_ERR_ARG, "unknown option '%s' (see linattn %s --help)", a,
+                      subs[isub].name);
     if (!r) return la_error(LA_ERR_ARG, "unexpected argument '%s'", a);
     const char *val = NULL;
     if (r->kind != LA_OPT_FLAG) {

@@ -52,11 +52,11 @@ struct la_opt {
   const int *values;                  /* LA_OPT_ENUM: value of names[i] (NULL: i) */
   int (*lookup)(const char *s, int *v); /* LA_OPT_ENUM: name -> value (0), else a scan */
   const char *(*refuse_value)(int v); /* LA_OPT_ENUM: NULL, or why value v is refused here */
-  const char *noun;  /* LA_OPT_ENUM: errors say "unknown NOUN 'x' (a, b)", not "'x' is not a or b" */
+  const char *noun;  /* LA_OPT_ENUM: "unknown NOUN 'x' (a, b)" instead of "'x' is not a or b" */
   la_status (*set)(const la_opt *r, const char *val, void *o); /* LA_OPT_CUSTOM */
   const char *def;      /* default: parsed into the field before argv is read, and shown */
   const char *def_text; /* or: a default the program works out, only shown ... */
-  void (*init)(const la_opt *r, void *o); /* ... and set up by init (NULL: the field's zero) */
+  void (*init)(const la_opt *r, void *o); /* ... and set by init (NULL: left as it was) */
   const char *refuse;   /* the value is checked, then the option is refused with this reason */
   const char *help;
   unsigned flags;       /* LA_OPT_HIDDEN, LA_OPT_NOPRINT */

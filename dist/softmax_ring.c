@@ -1,4 +1,4 @@
-/* The softmax ring (softmax_ring.h; DESIGN.md §4 "Exact references"). */
+/* The softmax ring (softmax_ring.h; docs/design.md §4.6 "Exact references"). */
 #include <stdlib.h>
 #include "softmax_ring.h"
 

@@ -315,7 +315,8 @@ def check_docs(path, helps):
         for opt in sorted(want & got):
             h, d = helps[sub][opt], docs[sub][opt]
             check(d["default"] == (norm(h["default"]) if h["default"] else "-"),
-                  f"docs: {sub} {opt} default is {h['default'] or '-'}", f"docs say {d['default']!r}")
+                  f"docs: {sub} {opt} default is {h['default'] or '-'}",
+                  f"docs say {d['default']!r}")
             text = norm(h["text"])
             for rg in RANGE.findall(h["text"]):
                 check(rg in d["values"], f"docs: {sub} {opt} values say '{rg}'",
