@@ -1,6 +1,7 @@
 /* The options of `linattn run`, `grad` and `bench` (docs/cli.md): one table that options.c
  * turns into the parser, --help and --print-options. Values are checked here, with a
  * message naming the option; engine-level checks follow in la_config_check. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,8 +55,9 @@ static la_status den_set(const la_opt *r, const char *val, void *vo) {
     const int add = val[0] == 'a';
     const char *e = val + (add ? 4 : 6);
     char *end;
+    errno = 0;
     double eps = strtod(e, &end);
-    LA_CHECK(end != e && !*end && eps > 0 && eps <= 1e300, LA_ERR_ARG,
+    LA_CHECK(!errno && end != e && !*end && eps > 0 && eps <= 1e300, LA_ERR_ARG,
              "%s: '%s' needs a finite epsilon > 0, e.g. add:1e-6", r->name, val);
     o->cfg.den_policy = add ? LA_DEN_ADD : LA_DEN_CLAMP;
     o->cfg.den_eps = eps;

@@ -203,7 +203,8 @@ la_status la_opts_parse(const la_opt *rows, int nrows, const la_opt_sub *subs, i
                    c == 0 ? "" : c == total - 1 ? " and " : ", ", subs[s].name);
           c++;
         }
-      return la_error(LA_ERR_ARG, "%s belongs to %s, not `linattn %s`", a, where, subs[isub].name);
+      return la_error(LA_ERR_ARG, "%s belongs to %s, not `linattn %s`", a, where,
+                      subs[isub].name);
     }
     if (!r && strncmp(a, "--", 2) == 0)
       return la_error(LA_ERR_ARG, "unknown option '%s' (see linattn %s --help)", a,
