@@ -181,6 +181,7 @@ static la_status time_linear(la_bctx *b, la_mode mode, int64_t n, int64_t nloc, 
   cfg.features = features;
   cfg.seed = o->cfg.seed;
   cfg.chunk = o->cfg.chunk;
+  cfg.kernels = o->cfg.kernels;
   cfg.threads = T;
   la_featmap fm = NULL;
   la_engine eng = NULL;

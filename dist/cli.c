@@ -12,7 +12,9 @@
 _Static_assert(sizeof(la_mode) == sizeof(int) && sizeof(la_map_kind) == sizeof(int) &&
                    sizeof(la_dtype) == sizeof(int),
                "enum options are stored as int");
-_Static_assert(LA_F32 == 0 && LA_F64 == 1 && LA_CAUSAL == 0 && LA_BIDIRECTIONAL == 1,
+_Static_assert(sizeof(la_kernel_choice) == sizeof(int), "enum options are stored as int");
+_Static_assert(LA_F32 == 0 && LA_F64 == 1 && LA_CAUSAL == 0 && LA_BIDIRECTIONAL == 1 &&
+                   LA_KERNELS_AUTO == 0 && LA_KERNELS_BLAS == 1 && LA_KERNELS_AVX512 == 2,
                "enum options are stored as the index of their name");
 
 static const la_opt_sub la_subs[] = {
@@ -26,6 +28,7 @@ static const char *const onoff_names[] = {"on", "off", NULL};
 static const int onoff_values[] = {1, 0};
 static const char *const dtype_names[] = {"f32", "f64", NULL};
 static const char *const baseline_names[] = {"none", "softmax", "pblas", "all", NULL};
+static const char *const kernel_names[] = {"auto", "blas", "avx512", NULL};
 
 /* Feature maps come from the library, in la_map_kind order. */
 static const char *map_name(int v) {
@@ -184,6 +187,10 @@ static const la_opt rows[] = {
     {.name = "--threads", .meta = "LIST", .subs = BENCH, .group = G_EXEC, .kind = LA_OPT_INT,
      .list = LA_LIST_MAX, F(threads_list), .lo = 1, .hi = 4096, .def_text = "OMP_NUM_THREADS",
      .help = "OpenMP threads per rank"},
+    {.name = "--kernels", .meta = "K", .subs = ALL, .group = G_EXEC, .kind = LA_OPT_ENUM,
+     F(cfg.kernels), .names = kernel_names, .def = "auto",
+     .help = "float32 chunk products on the AVX-512 kernels or OpenBLAS (auto: AVX-512 where "
+             "the CPU has it); the environment variable LINATTN_KERNELS overrides it"},
     {.name = "--chunk", .meta = "C", .subs = ALL, .group = G_EXEC, .kind = LA_OPT_INT,
      F(cfg.chunk), .lo = LA_CHUNK_MIN, .hi = LA_CHUNK_MAX,
      .def_text = "tuned: 32 if r, dv <= 32, 48 if r <= 128, else 64",
