@@ -1,6 +1,6 @@
-/* `linattn grad`: the backward pass (CONTRACT.md). Each rank holds its shard of Q, K, V and
- * dL/dout in memory, la_dist_backward combines across ranks, and dL/dQ, dL/dK, dL/dV are
- * written collectively like `run` writes its output (temporary name, then rename). */
+/* `linattn grad`: the backward pass (docs/cli.md "linattn grad"). Each rank holds its shard
+ * of Q, K, V and dL/dout in memory, la_dist_backward combines across ranks, and dL/dQ, dL/dK,
+ * dL/dV are written collectively like `run` writes its output (temporary name, then rename). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +16,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
   memset(outs, 0, sizeof outs);
   const char *paths[3] = {o->grad_q, o->grad_k, o->grad_v};
   void *buf[4] = {NULL, NULL, NULL, NULL}, *grad[3] = {NULL, NULL, NULL};
+  la_error_clear(); /* la_error_reason below reads only what this run records */
   la_status st = la_job_setup(&job, d, o, 1, err, sizeof err);
   if (st == LA_OK) {
     st = la_den_stats_init(&stats);
@@ -50,7 +51,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     st = la_dist_backward(d, job.eng, n, row0, buf[0], buf[1], buf[2], buf[3], grad[0], grad[1],
                           grad[2], &stats);
     job.t_compute += MPI_Wtime() - t0;
-    if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "backward: %s", la_status_string(st));
+    if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "backward: %s", la_error_reason(st));
   }
   if (st == LA_OK) st = la_job_verdict(&job, &stats, "gradient", err, sizeof err);
   for (int t = 0; t < 3 && st == LA_OK; t++) {
@@ -69,7 +70,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
   if (st == LA_OK) st = la_job_report(&job, "grad", &stats, o->grad_q, 3.0, err, sizeof err);
   int exitc = 0;
   if (st != LA_OK) {
-    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_status_string(st));
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));
     exitc = la_status_exit_code(st);
   }
   for (int t = 0; t < 4; t++) free(buf[t]);

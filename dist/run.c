@@ -21,12 +21,13 @@ int la_cmd_run(la_dist d, la_cli *o) {
   void *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
   int exitc = 1;
 
+  la_error_clear(); /* la_error_reason below reads only what this run records */
   la_status st = la_job_setup(&job, d, o, 0, err, sizeof err);
   if (st == LA_OK) {
     st = la_state_init(&state, job.H, la_featmap_width(job.fm), job.dv);
     if (st == LA_OK) st = la_state_init(&local, job.H, la_featmap_width(job.fm), job.dv);
     if (st == LA_OK) st = la_den_stats_init(&stats);
-    if (st != LA_OK) snprintf(err, sizeof err, "engine: %s", la_status_string(st));
+    if (st != LA_OK) snprintf(err, sizeof err, "engine: %s", la_error_reason(st));
     st = la_dist_agree(d, st, err, sizeof err);
   }
   la_engine eng = job.eng;
@@ -91,7 +92,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
        * denominator statistics over ranks itself) */
       st = la_dist_agree(d, st, err, sizeof err);
       if (st == LA_OK) st = la_dist_forward(d, eng, n, row0 + lo, bq, bk, bv, bo, &stats);
-      if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "forward: %s", la_status_string(st));
+      if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "forward: %s", la_error_reason(st));
     } else if (req) {
       /* Causal block 0 on many ranks: local outputs from a zero state while the rank prefix
        * travels (MPI_Iexscan), then the correction phi(q)^T P and state = P (+) local. */
@@ -126,7 +127,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
   }
   if (st == LA_OK) st = la_job_report(&job, "run", &stats, o->out, 1.0, err, sizeof err);
   if (st != LA_OK) {
-    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_status_string(st));
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));
     exitc = la_status_exit_code(st);
   } else {
     exitc = 0;
