@@ -169,7 +169,7 @@ static const la_opt rows[] = {
                           "where the state resets"},
     {.name = "--mask", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      .refuse = "general pairwise masks are refused: an arbitrary mask breaks the single shared "
-               "summary phi(q)^T S that makes attention linear (DESIGN.md section 3); use "
+               "summary phi(q)^T S that makes attention linear (docs/design.md §3.3); use "
                "--segments for packed sequences or --window W for a causal sliding window",
      .help = "refused: general pairwise masks break the shared-summary factorization (use "
              "--segments or --window)"},

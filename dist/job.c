@@ -238,13 +238,13 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
         st = la_npy_save(o->save_projection, LA_F64, 3, shp, om, o->force, err, errlen);
       }
     }
-    if (st != LA_OK && !err[0]) snprintf(err, errlen, "feature map: %s", la_status_string(st));
+    if (st != LA_OK && !err[0]) snprintf(err, errlen, "feature map: %s", la_error_reason(st));
     st = la_dist_agree(d, st, err, errlen);
   }
   if (st == LA_OK) {
     st = la_engine_create(&o->cfg, j->fm, j->dt, j->dv, &j->eng);
     if (st == LA_OK && j->seg) st = la_engine_set_segments(j->eng, j->seg, j->nseg);
-    if (st != LA_OK) snprintf(err, errlen, "engine: %s", la_status_string(st));
+    if (st != LA_OK) snprintf(err, errlen, "engine: %s", la_error_reason(st));
     st = la_dist_agree(d, st, err, errlen);
   }
   return st;

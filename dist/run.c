@@ -1,4 +1,4 @@
-/* `linattn run`: the forward operator, streamed in blocks (DESIGN.md §4 "Streaming").
+/* `linattn run`: the forward operator, streamed in blocks (docs/design.md §4.5).
  * input (file or generator) -> feature map -> local summaries -> collective -> apply ->
  * denominator policy -> output and report. Every rank loops over the same number of blocks
  * so that errors are agreed at each step and no rank is left waiting. */
