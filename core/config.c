@@ -43,9 +43,10 @@ la_status la_config_check(const la_config *cfg, int dk, char *err, size_t errlen
   if (cfg->window > 0 && cfg->mode != LA_CAUSAL)
     LA_BAD("--window: a sliding window is a causal mask; in bidirectional mode it would be "
            "a general pairwise mask, which breaks the shared-summary factorization (refused)");
-  if ((cfg->den_policy == LA_DEN_ADD || cfg->den_policy == LA_DEN_CLAMP) &&
-      !(cfg->den_eps > 0.0 && isfinite(cfg->den_eps)))
-    LA_BAD("--denominator: epsilon must be finite and > 0");
+  if (cfg->den_policy == LA_DEN_ADD && !(cfg->den_eps >= 0.0 && isfinite(cfg->den_eps)))
+    LA_BAD("--denominator: the epsilon of add:E must be finite and >= 0");
+  if (cfg->den_policy == LA_DEN_CLAMP && !(cfg->den_eps > 0.0 && isfinite(cfg->den_eps)))
+    LA_BAD("--denominator: the epsilon of clamp:E must be finite and > 0");
   if (cfg->normalize && la_map_is_signed(cfg->map) && !cfg->allow_signed)
     LA_BAD("--feature-map %s is signed: its denominator phi(q).sum phi(k) can be zero or "
            "negative, so normalized mode needs --allow-signed (or use --normalize off)",

@@ -63,12 +63,14 @@ static inline double den_divisor(const la_config *cfg, la_den_stats *st, double 
     if (den_s == 0) { *zero = 1; return 0; }
     if (!(den_s > 0) || !isfinite(den_s)) break;
     return den_s;
-  case LA_DEN_ADD: { /* num / (den + E)  ==  num_s / (den_s + E e^{-lsc}) */
-    double d = den_s + cfg->den_eps * exp(-lsc);
-    if (d == 0 || isnan(d)) break;
+  case LA_DEN_ADD: { /* num / (den + E)  ==  num_s / (den_s + E e^{-lsc}); E >= 0, and with
+                       * E = 0 the raw ratio: a zero or non-finite divisor is a violation */
+    double d = cfg->den_eps == 0 ? den_s : den_s + cfg->den_eps * exp(-lsc);
+    if (d == 0 || !isfinite(d)) break;
     return d;
   }
-  case LA_DEN_CLAMP: { /* num / max(den, E) */
+  case LA_DEN_CLAMP: { /* num / max(den, E), E > 0; a NaN den is a violation (fmax hides it) */
+    if (isnan(den_s)) break;
     double d = fmax(den_s, cfg->den_eps * exp(-lsc));
     if (!(d > 0) || isnan(d)) break;
     return d;

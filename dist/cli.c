@@ -60,8 +60,10 @@ static la_status den_set(const la_opt *r, const char *val, void *vo) {
     char *end;
     errno = 0;
     double eps = strtod(e, &end);
-    LA_CHECK(!errno && end != e && !*end && eps > 0 && eps <= 1e300, LA_ERR_ARG,
-             "%s: '%s' needs a finite epsilon > 0, e.g. add:1e-6", r->name, val);
+    /* add:0 is the raw ratio num / den (signed maps with --allow-signed); clamp needs E > 0 */
+    LA_CHECK(!errno && end != e && !*end && (add ? eps >= 0 : eps > 0) && eps <= 1e300,
+             LA_ERR_ARG, "%s: '%s' needs a finite epsilon %s, e.g. %s", r->name, val,
+             add ? ">= 0" : "> 0", add ? "add:1e-6 (add:0: the raw ratio)" : "clamp:1e-6");
     o->cfg.den_policy = add ? LA_DEN_ADD : LA_DEN_CLAMP;
     o->cfg.den_eps = eps;
   } else {
@@ -157,7 +159,7 @@ static const la_opt rows[] = {
      .help = "normalized or unnormalized operator"},
     {.name = "--denominator", .meta = "P", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
      F(den_string), .set = den_set, .def = "error",
-     .help = "denominator policy: error | add:EPS | clamp:EPS | zero-empty, with EPS > 0"},
+     .help = "denominator policy: error | add:EPS (EPS >= 0; add:0 is the raw ratio) | clamp:EPS (EPS > 0) | zero-empty"},
     {.name = "--allow-signed", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_FLAG,
      F(cfg.allow_signed), .lo = 1, .def = "off",
      .help = "allow the signed maps identity and trig in normalized mode"},
