@@ -70,7 +70,8 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
   fprintf(f, "  \"scale\": %.17g,\n  \"seed\": %llu,\n  \"chunk\": %d,\n", p->scale,
           (unsigned long long)c->seed, p->chunk);
   fprintf(f, "  \"kernels\": ");
-  json_str(f, p->kernels ? p->kernels : "blas");
+  if (p->kernels) json_str(f, p->kernels); /* never guessed: null when the caller did not say */
+  else fprintf(f, "null");
   fprintf(f, ",\n  \"segments\": %lld,\n  \"window\": ", (long long)p->segments);
   if (p->window > 0) fprintf(f, "%lld", (long long)p->window);
   else fprintf(f, "null");

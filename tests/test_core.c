@@ -24,7 +24,7 @@ static double diff(const la_state *a, const la_state *b) {
   for (size_t i = 0; i < rsz; i++) {
     double x = a->m[0] == -INFINITY ? 0 : a->sz[i] * exp(a->m[0]);
     double y = b->m[0] == -INFINITY ? 0 : b->sz[i] * exp(b->m[0]);
-    d = fmax(d, fabs(x - y) / fmax(1.0, fabs(y)));
+    d = worse(d, fabs(x - y) / fmax(1.0, fabs(y)));
   }
   return d + (a->f[0] != b->f[0]);
 }
@@ -104,7 +104,7 @@ static void test_orf(void) {
         const double *a = om + ((size_t)h * m + i) * 8, *b = om + ((size_t)h * m + j) * 8;
         double dot = 0, na = 0, nb = 0;
         for (int c = 0; c < 8; c++) { dot += a[c] * b[c]; na += a[c] * a[c]; nb += b[c] * b[c]; }
-        worst = fmax(worst, fabs(dot) / sqrt(na * nb));
+        worst = worse(worst, fabs(dot) / sqrt(na * nb));
       }
   CHECK(worst < 1e-12, "rows within an orf block are orthogonal (worst cosine %g)", worst);
   CHECK(memcmp(om, om + (size_t)m * 8, sizeof(double) * 8) != 0, "heads get different projections");
@@ -131,7 +131,7 @@ static void test_stabilizer(void) {
     for (int c = 0; c < 4; c++) u += om[i * 4 + c] * sqrt(s) * x[c];
     double logphi = u - n2 / 2 - 0.5 * log((double)m); /* log of the true feature */
     double got = log(phi[i]) + a;
-    if (phi[i] > 1e-300) maxrel = fmax(maxrel, fabs(got - logphi) / fmax(1, fabs(logphi)));
+    if (phi[i] > 1e-300) maxrel = worse(maxrel, fabs(got - logphi) / fmax(1, fabs(logphi)));
     CHECK(isfinite(phi[i]) && phi[i] <= 1.0, "stabilized feature %d finite and <= 1", i);
   }
   CHECK(maxrel < 1e-13, "log phi_s + a equals the direct exponent (rel %g)", maxrel);
@@ -177,10 +177,10 @@ static void test_vexp(void) {
   for (int i = 0; i <= 2000000; i++) {
     float xf = -87.0f + (float)i * (88.0f + 87.0f) / 2000000.0f;
     float yf = la_vexpf(xf), rf = expf(xf);
-    worstf = fmax(worstf, fabsf(yf - rf) / (nextafterf(rf, INFINITY) - rf));
+    worstf = worse(worstf, fabsf(yf - rf) / (nextafterf(rf, INFINITY) - rf));
     double xd = -708.0 + i * (709.0 + 708.0) / 2000000.0;
     double yd = la_vexp(xd), rd = exp(xd);
-    worstd = fmax(worstd, fabs(yd - rd) / (nextafter(rd, INFINITY) - rd));
+    worstd = worse(worstd, fabs(yd - rd) / (nextafter(rd, INFINITY) - rd));
   }
   CHECK(worstf <= 2.0, "la_vexpf within 2 ulp of expf (worst %.2f ulp)", worstf);
   CHECK(worstd <= 2.0, "la_vexp within 2 ulp of exp (worst %.2f ulp)", worstd);
