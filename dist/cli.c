@@ -293,12 +293,21 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
   o->sub = sub;
   la_config_default(&o->cfg); /* what no row sets: scale, chunk, threads 0 = worked out */
   LA_TRY(la_opts_defaults(rows, NROWS, sub, o));
-  LA_TRY(la_opts_parse(rows, NROWS, la_subs, NSUBS, sub_index(sub), argc, argv, first, o));
+  unsigned char given[NROWS];
+  LA_TRY(la_opts_parse(rows, NROWS, la_subs, NSUBS, sub_index(sub), argc, argv, first, o,
+                       given));
   if (o->help) return LA_OK;
   /* checks between options */
   if (sub & RG) {
     int nin = !!o->q + !!o->k + !!o->v;
     LA_CHECK(nin == 0 || nin == 3, LA_ERR_ARG, "--q, --k and --v must be given together");
+    /* the synthetic workload's shape options conflict with input files, which give it */
+    static const char *const synth[] = {"--n", "--heads", "--dk", "--dv", "--input-scale"};
+    for (int j = 0; j < NROWS && nin; j++)
+      for (size_t s = 0; s < sizeof synth / sizeof *synth; s++)
+        LA_CHECK(!(given[j] && !strcmp(rows[j].name, synth[s])), LA_ERR_ARG,
+                 "%s shapes the synthetic workload and conflicts with --q/--k/--v (the files "
+                 "give N, H and the widths)", synth[s]);
   }
   if (sub == LA_SUB_BENCH && o->check && o->baselines != LA_BASELINES_NONE)
     for (int j = 0; j < o->n_list.n; j++)

@@ -181,8 +181,12 @@ la_status la_opts_defaults(const la_opt *rows, int nrows, unsigned sub, void *o)
 }
 
 la_status la_opts_parse(const la_opt *rows, int nrows, const la_opt_sub *subs, int nsubs,
-                        int isub, int argc, char **argv, int first, void *o) {
+                        int isub, int argc, char **argv, int first, void *o,
+                        unsigned char *given) {
   const unsigned sub = subs[isub].bit;
+  unsigned char seen_row[LA_OPT_ROWS_MAX] = {0};
+  LA_CHECK(nrows <= LA_OPT_ROWS_MAX, LA_ERR_INTERNAL, "option table of %d rows > %d", nrows,
+           LA_OPT_ROWS_MAX);
   for (int i = first; i < argc; i++) {
     const char *a = argv[i];
     const la_opt *r = NULL;
@@ -215,9 +219,18 @@ la_status la_opts_parse(const la_opt *rows, int nrows, const la_opt_sub *subs, i
       if (i + 1 >= argc) return la_error(LA_ERR_ARG, "option %s needs a value", a);
       val = argv[++i];
     }
+    /* given twice, or two rows that set the same field (--progress and --no-progress) */
+    const int ri = (int)(r - rows);
+    LA_CHECK(!seen_row[ri], LA_ERR_ARG, "option %s is given twice", r->name);
+    for (int j = 0; j < nrows; j++)
+      LA_CHECK(!(seen_row[j] && j != ri && r->size && rows[j].size && rows[j].off == r->off),
+               LA_ERR_ARG, "options %s and %s conflict: both set the same thing", rows[j].name,
+               r->name);
+    seen_row[ri] = 1;
     LA_TRY(apply(r, val, o));
     if (r->seen) *(int *)((char *)o + r->seen) = 1;
   }
+  if (given) memcpy(given, seen_row, (size_t)nrows);
   return LA_OK;
 }
 

@@ -12,6 +12,7 @@
 #include "linattn/status.h"
 
 #define LA_LIST_MAX 64
+#define LA_OPT_ROWS_MAX 256 /* rows of one table */
 
 /* A comma-separated list: integers and enum values in i[], numbers in x[]. */
 typedef struct {
@@ -75,9 +76,11 @@ typedef struct {
 la_status la_opts_defaults(const la_opt *rows, int nrows, unsigned sub, void *o);
 /* Parse argv[first..argc) for subcommand subs[isub] into o (defaults are not applied here).
  * Errors are LA_ERR_ARG with a one-line reason naming the option and the value, recorded by
- * la_error (read it with la_error_reason). */
+ * la_error (read it with la_error_reason): among them an option given twice, and two options
+ * that set the same field. given (NULL, or nrows bytes) receives 1 for every row given. */
 la_status la_opts_parse(const la_opt *rows, int nrows, const la_opt_sub *subs, int nsubs,
-                        int isub, int argc, char **argv, int first, void *o);
+                        int isub, int argc, char **argv, int first, void *o,
+                        unsigned char *given);
 /* --help: the rows of `sub` that are not hidden, by group (titles[g], NULL-terminated list),
  * each with its values and its default. */
 void la_opts_help(FILE *f, const la_opt *rows, int nrows, unsigned sub,
