@@ -29,6 +29,22 @@ static void folder_of(const char *path, char *buf, size_t len) {
   else snprintf(buf, len, "%.*s", (int)(slash - path), path);
 }
 
+/* Is pid a live process on this host? kill(pid, 0) says whether it exists; a zombie (state
+ * Z or X in /proc/<pid>/stat) exists but has ended: a rank killed by mpirun's teardown stays a
+ * zombie until its new parent reaps it, which a container's init may never do. */
+static int pid_alive(long pid) {
+  if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 0;
+  char fn[64], buf[512];
+  snprintf(fn, sizeof fn, "/proc/%ld/stat", pid);
+  FILE *f = fopen(fn, "r");
+  if (!f) return 1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *rp = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold spaces and ')' */
+  return !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
+}
+
 int la_tmp_sweep(const char *path) {
   char dir[4096];
   const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
@@ -48,7 +64,7 @@ int la_tmp_sweep(const char *path) {
     errno = 0;
     long pid = strtol(s, &end, 10);
     if (s[0] < '0' || s[0] > '9' || *end || errno || pid <= 0 || pid > INT32_MAX) continue;
-    int dead = pid == self || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+    int dead = pid == self || !pid_alive(pid);
     if (dead && unlinkat(dirfd(dp), de->d_name, 0) == 0) removed++;
   }
   closedir(dp);

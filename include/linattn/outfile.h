@@ -14,8 +14,8 @@ int la_tmp_name(const char *path, long pid, char *buf, size_t len);
 
 /* Remove the stale temporaries of path: files "<path>.tmp.<pid>" whose pid is this
  * process's own (it has not created its temporary yet) or names no live process on this
- * host (kill(pid, 0) fails with ESRCH). Temporaries of live processes are left alone.
- * Returns the number removed. */
+ * host (kill(pid, 0) fails with ESRCH, or /proc says the process is a zombie). Temporaries of
+ * live processes are left alone. Returns the number removed. */
 int la_tmp_sweep(const char *path);
 
 /* Status of a failed create, write, sync, close or rename of an output, from its errno:
