@@ -1,9 +1,12 @@
 /* JSON report (docs/cli.md "Report"), written atomically. Non-finite numbers become null. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "linattn/outfile.h"
 #include "linattn/report.h"
 #include "linattn/version.h"
 
@@ -45,12 +48,14 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
     snprintf(err, errlen, "%s: exists (use --force to overwrite)", path);
     return LA_ERR_EXISTS;
   }
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
+  /* The JSON is composed in memory, then written and renamed by la_write_file, which checks
+   * every write, the fsync and the close. */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
   if (!f) {
-    snprintf(err, errlen, "%s: cannot write report: %s", path, strerror(errno));
-    return LA_ERR_IO;
+    snprintf(err, errlen, "%s: out of memory for the report", path);
+    return LA_ERR_NOMEM;
   }
   const la_config *c = &p->cfg;
   fprintf(f, "{\n  \"version\": \"%s\",\n  \"subcommand\": ", LA_VERSION_STRING);
@@ -100,13 +105,14 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
   fprintf(f, "  \"peak_rss_bytes_max_rank\": %lld,\n  \"comm_bytes_per_rank\": %lld\n}\n",
           (long long)p->peak_rss_bytes_max_rank, (long long)p->comm_bytes_per_rank);
   int bad = ferror(f);
-  bad |= fflush(f) != 0;
-  bad |= fsync(fileno(f)) != 0;
   bad |= fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    snprintf(err, errlen, "%s: cannot write report: %s", path, strerror(errno));
-    unlink(tmp);
-    return LA_ERR_IO;
+  la_status st = LA_OK;
+  if (bad) {
+    snprintf(err, errlen, "%s: out of memory for the report", path);
+    st = LA_ERR_NOMEM;
+  } else {
+    st = la_write_file(path, text, len, NULL, 0, force, err, errlen);
   }
-  return LA_OK;
+  free(text);
+  return st;
 }

@@ -37,8 +37,9 @@ typedef struct {
 } la_brow;
 
 typedef struct {
-  FILE *f;
-  char tmp[4200];
+  FILE *f;     /* the rows, in memory (open_memstream); written by la_write_file at the end */
+  char *text;
+  size_t len;
 } la_csv;
 
 const char la_bench_csv_header[] =
@@ -365,11 +366,10 @@ int la_cmd_bench(la_dist d, la_cli *o) {
       snprintf(err, sizeof err, "--csv %s: exists (use --force to overwrite)", o->csv);
       s = LA_ERR_EXISTS;
     } else {
-      snprintf(csv.tmp, sizeof csv.tmp, "%s.tmp.%ld", o->csv, (long)getpid());
-      if (!(csv.f = fopen(csv.tmp, "w"))) {
-        snprintf(err, sizeof err, "--csv %s: cannot create a temporary file beside it: %s", o->csv,
-                 strerror(errno));
-        s = LA_ERR_IO;
+      s = la_output_check(o->csv, 1, err, sizeof err); /* its folder, before any timing */
+      if (s == LA_OK && !(csv.f = open_memstream(&csv.text, &csv.len))) {
+        snprintf(err, sizeof err, "--csv %s: out of memory", o->csv);
+        s = LA_ERR_NOMEM;
       }
     }
   }
@@ -416,12 +416,14 @@ int la_cmd_bench(la_dist d, la_cli *o) {
       s = bench_one(&b, (la_mode)o->modes.i[mi], n);
     }
   if (csv.f) {
-    int bad = fclose(csv.f) != 0;
-    if (s == LA_OK && (bad || rename(csv.tmp, o->csv) != 0)) {
-      snprintf(err, sizeof err, "--csv %s: cannot write: %s", o->csv, strerror(errno));
-      s = LA_ERR_IO;
+    int bad = ferror(csv.f);
+    bad |= fclose(csv.f) != 0;
+    if (s == LA_OK && bad) {
+      snprintf(err, sizeof err, "--csv %s: out of memory", o->csv);
+      s = LA_ERR_NOMEM;
     }
-    if (s != LA_OK) remove(csv.tmp);
+    if (s == LA_OK) s = la_write_file(o->csv, csv.text, csv.len, NULL, 0, o->force, err, sizeof err);
+    free(csv.text);
   }
   s = la_dist_agree(d, s, err, sizeof err);
   if (s != LA_OK) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "job.h"
 #include "run.h"
 
@@ -61,13 +62,19 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     st = la_dist_agree(d, st, err, sizeof err);
     job.t_write += MPI_Wtime() - t0;
   }
-  /* all three appear, or none */
+  /* All three appear, or none: each is synced and closed, the report written, and then the
+   * three are renamed into place (docs/design.md §6). */
   for (int t = 0; t < 3; t++) {
     if (!paths[t]) continue;
-    la_status cs = la_pout_close(d, &outs[t], st == LA_OK, err, sizeof err);
+    la_status cs = la_pout_finish(d, &outs[t], st == LA_OK, err, sizeof err);
     if (st == LA_OK) st = cs;
   }
   if (st == LA_OK) st = la_job_report(&job, "grad", &stats, o->grad_q, 3.0, err, sizeof err);
+  {
+    la_status cs = la_pout_commit(d, outs, 3, st == LA_OK, err, sizeof err);
+    if (st == LA_OK && cs != LA_OK && rank == 0 && o->report) unlink(o->report);
+    if (st == LA_OK) st = cs;
+  }
   int exitc = 0;
   if (st != LA_OK) {
     if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));

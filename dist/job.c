@@ -219,11 +219,14 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
     snprintf(err, errlen, "--projection: the %s map has no projection", la_map_name(o->cfg.map));
     st = LA_ERR_ARG;
   }
-  if (st == LA_OK && o->report && !o->force && rank == 0 && la_path_exists(o->report)) {
-    snprintf(err, errlen, "%s: exists (use --force to overwrite)", o->report);
-    st = LA_ERR_EXISTS;
-  }
   st = la_dist_agree(d, st, err, errlen);
+  /* Every output before anything is computed: refused if it exists (without --force), if
+   * its folder is missing or a file cannot be created there; stale temporaries of dead runs
+   * removed (docs/cli.md "Files"). */
+  if (st == LA_OK) {
+    const char *outs[6] = {o->report, o->out, o->grad_q, o->grad_k, o->grad_v, o->save_projection};
+    st = la_outputs_check(d, outs, 6, o->force, err, errlen);
+  }
   if (st == LA_OK) {
     st = la_featmap_create(&o->cfg, j->H, j->dk, &j->fm);
     if (st == LA_OK && o->projection) st = load_projection(j, j->fm, err, errlen);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "job.h"
 #include "run.h"
 
@@ -119,13 +120,20 @@ int la_cmd_run(la_dist d, la_cli *o) {
   }
   if (st == LA_OK && !in_memory) st = la_dist_reduce_stats(d, &stats);
   if (st == LA_OK) st = la_job_verdict(&job, &stats, "output", err, sizeof err);
+  /* The output is synced and closed, the report written, and only then is the output renamed
+   * into place: a failure anywhere leaves nothing under the final names (docs/design.md §6). */
   if (o->out) {
     double t0 = MPI_Wtime();
-    la_status cs = la_pout_close(d, &out, st == LA_OK, err, sizeof err);
+    la_status cs = la_pout_finish(d, &out, st == LA_OK, err, sizeof err);
     job.t_write += MPI_Wtime() - t0;
     if (st == LA_OK) st = cs;
   }
   if (st == LA_OK) st = la_job_report(&job, "run", &stats, o->out, 1.0, err, sizeof err);
+  if (o->out) {
+    la_status cs = la_pout_commit(d, &out, 1, st == LA_OK, err, sizeof err);
+    if (st == LA_OK && cs != LA_OK && rank == 0 && o->report) unlink(o->report);
+    if (st == LA_OK) st = cs;
+  }
   if (st != LA_OK) {
     if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));
     exitc = la_status_exit_code(st);
