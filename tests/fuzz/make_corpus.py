@@ -55,6 +55,8 @@ def npy_seeds():
                                  payload=f8(1, 2, 3)),
         "f8_unpadded": npy("<f8", (1,), f8(1), pad=False),
         "f8_extra_payload": npy("<f8", (1,), f8(1, 2, 3)),
+        "f4_8_dims": npy("<f4", (1, 2, 1, 1, 1, 1, 1, 2), f4(1, 2, 3, 4)),
+        "near_9_dims": npy("<f4", (1, 1, 1, 1, 1, 1, 1, 1, 2), f4(1, 2)),
         "near_fortran": npy("<f8", (2, 2), f8(1, 2, 3, 4), fortran="True"),
         "near_big_endian": npy(">f4", (2,), b"\0\0\x80?" * 2),
         "near_dtype_u1": npy("|u1", (4,), b"abcd"),
@@ -169,6 +171,9 @@ def cli_seeds():
         "near_list_empty_item": cli_input(BENCH, "--n", "1,,2"),
         "near_check_too_large": cli_input(BENCH, "--n", "8192", "--baselines", "softmax", "--check"),
         "near_q_only": cli_input(RUN, "--q", "q.npy"),
+        "bench_list_64": cli_input(BENCH, "--threads", ",".join(["1"] * 64)),
+        "near_list_65": cli_input(BENCH, "--features", ",".join(["16"] * 65)),
+        "near_long_value": cli_input(RUN, "--denominator", "add:" + "1" * 600),
     }
 
 
