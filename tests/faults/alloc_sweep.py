@@ -15,12 +15,14 @@ and once with N = K + 1 (nothing fails: the count is the whole run). A faulted r
 or, where the failed allocation has a fallback, exit 0 with every output byte-for-byte equal
 to the reference (and a report). Anything else fails the test.
 
-Jobs (small: N = 300 tokens, 2 heads, dk = dv = 8):
+Jobs (small: N = 300 tokens, 2 heads, dk = dv = 8; one thread unless noted):
   1 rank:  run causal --out --report (2 threads), grad --grad-q/-k/-v --report,
            run bidirectional, run causal --window 37, run from .npy files (float64 files
-           converted to float32, with segments)
-  2 ranks: run causal --out --report, grad --grad-q/-k/-v --report; each with the failure
-           on rank 0 and on rank 1. Every N is swept (no stride): it fits the time budget.
+           converted to float32 in blocks of 128, with segments), grad bidirectional with
+           segments (the backward's segmented path)
+  2 ranks: run causal --out --report, grad --grad-q/-k/-v --report, grad --window 37 (halos
+           both ways), grad bidirectional with segments; each with the failure on rank 0 and
+           on rank 1. Every N is swept (no stride): it fits the time budget (~1 min each).
 
 Usage: alloc_sweep.py --linattn build/linattn --workdir DIR --launcher "mpiexec -n 2"
        [--jobs 3] [--only NAME] [--stride S]
@@ -114,10 +116,14 @@ def jobs_for(P, inputs):
             Job("run-files", ["run", "--q", inputs["q"], "--k", inputs["k"], "--v", inputs["v"],
                               "--dtype", "f32", "--segments", inputs["seg"], "--block-tokens",
                               "128", "--no-progress"] + o, run_outs),
+            Job("grad-segments", ["grad"] + SMALL + ["--mode", "bidirectional", "--segments",
+                                                     inputs["seg"]] + g, grad_outs),
         ]
     return [Job("run-causal", ["run"] + SMALL + o, run_outs),
             Job("grad", ["grad"] + SMALL + g, grad_outs),
-            Job("grad-window", ["grad"] + SMALL + ["--window", "37"] + g, grad_outs)]
+            Job("grad-window", ["grad"] + SMALL + ["--window", "37"] + g, grad_outs),
+            Job("grad-segments", ["grad"] + SMALL + ["--mode", "bidirectional", "--segments",
+                                                     inputs["seg"]] + g, grad_outs)]
 
 
 def make_inputs(d):
