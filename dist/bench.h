@@ -22,7 +22,7 @@ typedef struct {
  * (pr x pc = P, as square as P allows) with nb x nb blocks, S = scale Q K^T by pdgemm (row
  * panels of the n x n matrix: panel_rows rounded up to a multiple of nb*pr, or with 0 at most
  * 2^26 entries), causal mask, row max over the process
- * row (Cdgamx2d), P = exp(S - max), row sums (Cdgsum2d), O = P V by pdgemm, O /= sums.
+ * row (MPI_MAX on the process row), P = exp(S - max), row sums (Cdgsum2d), O = P V by pdgemm, O /= sums.
  * Float64 throughout; OpenBLAS and the local loops use `threads` threads. seconds gets the
  * compute time (inputs already distributed, output not yet emitted), max over ranks.
  * n must fit in an int (ScaLAPACK's index type). */

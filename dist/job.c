@@ -132,14 +132,15 @@ static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t err
   la_status st = la_npy_load(o->projection, &I, &data, err, errlen);
   if (st != LA_OK) return st;
   int shared = I.ndim == 2;
-  int64_t m = I.ndim >= 2 ? I.shape[I.ndim - 2] : 0, dk = I.ndim >= 2 ? I.shape[I.ndim - 1] : 0;
-  if (I.dtype == LA_I64 || (I.ndim != 2 && I.ndim != 3) || (I.ndim == 3 && I.shape[0] != j->H) ||
-      dk != j->dk || m != o->cfg.features) {
-    snprintf(err, errlen, "%s: projection must be [H=%d, m, dk=%d] or [m, dk=%d] float, "
-             "with m = --features (%d)", o->projection, j->H, j->dk, j->dk, o->cfg.features);
+  char msg[256];
+  st = la_projection_check(I.dtype, I.ndim, I.shape, data, j->H, j->dk, o->cfg.features, msg,
+                           sizeof msg);
+  if (st != LA_OK) {
+    snprintf(err, errlen, "%s: %s", o->projection, msg);
     free(data);
-    return LA_ERR_SHAPE;
+    return st;
   }
+  int64_t m = I.shape[I.ndim - 2];
   double *om = la_malloc(sizeof(double) * (size_t)I.count);
   if (!om) {
     free(data);
@@ -164,25 +165,14 @@ static la_status load_segments(const char *path, int64_t N, int64_t **seg, int64
   la_status st = la_npy_load(path, &I, &data, err, errlen);
   if (st != LA_OK) return st;
   int64_t *o = data;
-  if (I.dtype != LA_I64 || I.ndim != 1 || I.shape[0] < 2) {
-    snprintf(err, errlen, "%s: segment offsets must be a 1-D int64 (<i8) array [S+1] with S >= 1", path);
+  const int ok1d = I.dtype == LA_I64 && I.ndim == 1; /* else: no offsets */
+  int64_t n = ok1d ? I.shape[0] : 0;
+  char msg[256];
+  if ((st = la_segments_check(ok1d ? o : NULL, n, N, msg, sizeof msg)) != LA_OK) {
+    snprintf(err, errlen, "%s: %s", path, msg);
     free(data);
-    return LA_ERR_FORMAT;
+    return st;
   }
-  int64_t n = I.shape[0];
-  if (o[0] != 0 || o[n - 1] != N) {
-    snprintf(err, errlen, "%s: offsets must start at 0 and end at N = %lld (got %lld ... %lld)",
-             path, (long long)N, (long long)o[0], (long long)o[n - 1]);
-    free(data);
-    return LA_ERR_FORMAT;
-  }
-  for (int64_t i = 1; i < n; i++)
-    if (o[i] <= o[i - 1]) {
-      snprintf(err, errlen, "%s: offsets must increase strictly: o[%lld] = %lld after o[%lld] = %lld",
-               path, (long long)i, (long long)o[i], (long long)(i - 1), (long long)o[i - 1]);
-      free(data);
-      return LA_ERR_FORMAT;
-    }
   *seg = o;
   *count = n;
   return LA_OK;
@@ -213,9 +203,7 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
     /* the projection file sets m */
     la_npy_info I;
     st = la_npy_read_info(o->projection, &I, err, errlen);
-    if (st == LA_OK && (I.ndim == 2 || I.ndim == 3) && I.shape[I.ndim - 2] >= 1 &&
-        I.shape[I.ndim - 2] <= LA_FEATURES_MAX)
-      o->cfg.features = (int)I.shape[I.ndim - 2];
+    if (st == LA_OK) o->cfg.features = la_projection_features(I.ndim, I.shape, o->cfg.features);
   }
   if (st == LA_OK && o->segments) st = load_segments(o->segments, j->N, &j->seg, &j->nseg, err, errlen);
   if (st == LA_OK) {

@@ -92,6 +92,8 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double 
   int sys = Csys2blacs_handle(comm), ctxt = sys, myr, myc, npr, npc;
   Cblacs_gridinit(&ctxt, "Row", pr, pc);
   Cblacs_gridinfo(ctxt, &npr, &npc, &myr, &myc);
+  MPI_Comm rowc = MPI_COMM_NULL; /* the processes of this process row */
+  MPI_Comm_split(comm, myr, myc, &rowc);
   /* Panel rows: a multiple of nb*pr, so panel row i and Q/O row ia+i share a process row. */
   const int64_t unit = (int64_t)nb * pr;
   int64_t R = (N + unit - 1) / unit * unit, cap = LA_PBLAS_PANEL_ENTRIES / N / unit * unit;
@@ -151,7 +153,9 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double 
       for (int li = t0; li < t1; li++) /* rows past this panel: any finite value */
         if (prow[li] >= m) rmax[li] = 0.0;
     }
-    if (S.ml > 0) Cdgamx2d(ctxt, "Row", " ", S.ml, 1, rmax, S.ml, NULL, NULL, -1, -1, -1);
+    /* the row max over the process row: MPI_MAX, not BLACS's Cdgamx2d, which takes the entry
+     * of largest ABSOLUTE value (a process without columns contributes -inf, which won) */
+    if (S.ml > 0) MPI_Allreduce(MPI_IN_PLACE, rmax, S.ml, MPI_DOUBLE, MPI_MAX, rowc);
 #pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : 1)
     for (int t0 = 0; t0 < S.ml; t0 += LA_PBLAS_TILE) {
       const int t1 = S.ml - t0 < LA_PBLAS_TILE ? S.ml : t0 + LA_PBLAS_TILE;
@@ -188,6 +192,7 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double 
 done:
   free(Q.a); free(K.a); free(V.a); free(O.a); free(S.a);
   free(rows); free(rmax); free(rsum); free(gcol); free(prow);
+  MPI_Comm_free(&rowc);
   Cblacs_gridexit(ctxt);
   Cfree_blacs_system_handle(sys);
   return st;

@@ -251,6 +251,21 @@ la_status la_forward(la_engine eng, int64_t n, const void *q, const void *k, con
 la_status la_check_finite(la_dtype dt, const void *x, int64_t n, int heads, int d,
                           int64_t token0, int64_t *bad_token, int *bad_head, int *bad_col);
 
+/* ---- Input files, checked after loading (docs/cli.md "Files"); the callers prefix the path ---- */
+/* Segment offsets (§3): count = S+1 values 0 = o_0 < o_1 < ... < o_S = N with S >= 1.
+ * LA_OK, or LA_ERR_FORMAT with a one-line reason in err. count < 2 or off NULL (what a
+ * caller passes for a file that is not a 1-D int64 array) is "must be a 1-D int64 array". */
+la_status la_segments_check(const int64_t *off, int64_t count, int64_t N, char *err,
+                            size_t errlen);
+/* A projection (§2.1) of dtype dt and shape[ndim], whose data holds the product of the shape
+ * (as la_npy_load returns it): [heads, m, dk] or [m, dk], float, m = features, every entry
+ * finite. LA_OK, LA_ERR_SHAPE or LA_ERR_NONFINITE with a one-line reason in err. */
+la_status la_projection_check(la_dtype dt, int ndim, const int64_t *shape, const void *data,
+                              int heads, int dk, int features, char *err, size_t errlen);
+/* The m a projection of this shape sets: shape[ndim-2] when ndim is 2 or 3 and it lies in
+ * [1, LA_FEATURES_MAX]; otherwise features unchanged (la_projection_check then refuses it). */
+int la_projection_features(int ndim, const int64_t *shape, int features);
+
 /* Counter-based generator (§2): a standard normal keyed by (seed, a, b, c). */
 double la_rng_normal(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
 void la_rng_uniform2(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, double *u1, double *u2);
