@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine_internal.h"
+#include "la_alloc.h"
 #include "linattn/grad.h"
 
 /* The side storage of the replay (§4.4), and la_side_* access. */
@@ -180,7 +181,7 @@ la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, cons
   const int win = e->cfg.window > 0 && e->cfg.window < n;
   /* the side rows live in dv until the reverse pass overwrites them, except for windows */
   void *own = (win || !la_backward_side_in_dv(e))
-                  ? malloc(win ? sizeof(double) * 3 * (size_t)n * e->H + 1
+                  ? la_malloc(win ? sizeof(double) * 3 * (size_t)n * e->H + 1
                                : la_backward_side_size(e, n) + 1)
                   : NULL;
   void *side = (win || !la_backward_side_in_dv(e)) ? own : dv;

@@ -9,6 +9,7 @@
 #endif
 #include "engine_internal.h"
 #include "kern512.h"
+#include "la_alloc.h"
 
 /* Default chunk length per (r, dv), from the sweep `bash jobs/tune_chunk.sh` (causal, float32,
  * 2 threads, AVX-512 kernels; docs/chunk_sweep.csv): C = 32 wins for r, dv <= 32, C = 48 for
@@ -27,11 +28,7 @@ void la_blas_single_thread(void) {
   if (openblas_set_num_threads) openblas_set_num_threads(1);
 }
 
-static void *xalloc(size_t bytes) {
-  void *p = NULL;
-  if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) return NULL;
-  return p;
-}
+static void *xalloc(size_t bytes) { return la_aligned_alloc(64, bytes ? bytes : 64); }
 
 static void work_free(la_work *w) {
   free(w->phiq); free(w->phik); free(w->vp); free(w->A); free(w->o); free(w->sf);
@@ -55,7 +52,7 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
   LA_CHECK(cfg->threads >= 0, LA_ERR_ARG, "la_engine_create: threads = %d < 0", cfg->threads);
   int use_k512 = 0;
   LA_TRY(la_kernels_resolve(cfg->kernels, &use_k512));
-  la_engine e = calloc(1, sizeof *e);
+  la_engine e = la_calloc(1, sizeof *e);
   if (!e) return la_error(LA_ERR_NOMEM, "la_engine_create: out of memory");
   e->cfg = *cfg;
   e->fm = fm;
@@ -75,7 +72,7 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
   e->kern = dt == LA_F32 ? &la_kernels_f32 : &la_kernels_f64;
   la_blas_single_thread();
   size_t es = la_dtype_size(dt), C = (size_t)e->C, r = (size_t)e->r, dv1 = (size_t)dv + 1;
-  e->work = calloc((size_t)e->T, sizeof(la_work));
+  e->work = la_calloc((size_t)e->T, sizeof(la_work));
   if (!e->work) goto nomem;
   for (int t = 0; t < e->T; t++) {
     la_work *w = &e->work[t];
@@ -113,14 +110,15 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
   }
   e->Bmax = e->H >= e->T ? 1 : (e->T + e->H - 1) / e->H;
   if (la_state_init(&e->part, e->H * e->Bmax, e->r, dv) != LA_OK) goto nomem;
-  e->scratch = malloc(sizeof(double) * r * dv1);
+  e->scratch = la_malloc(sizeof(double) * r * dv1);
   if (!e->scratch) goto nomem;
   *out = e;
   return LA_OK;
-nomem:
+nomem:;
+  const int T = e->T;
   la_engine_destroy(&e);
   return la_error(LA_ERR_NOMEM, "la_engine_create: out of memory for the per-thread workspaces "
-                  "(chunk %d, r %d, dv %d, %d threads)", (int)C, (int)r, dv, cfg->threads);
+                  "(chunk %d, r %d, dv %d, %d threads)", (int)C, (int)r, dv, T);
 }
 
 void la_engine_destroy(la_engine *pe) {
@@ -160,8 +158,7 @@ int la_thread_id(void) {
 void la_engine_merge_stats(la_engine e, la_den_stats *stats) {
   for (int t = 0; t < e->T; t++) {
     if (stats) la_den_stats_merge(stats, &e->work[t].stats);
-    la_den_stats_free(&e->work[t].stats);
-    la_den_stats_init(&e->work[t].stats);
+    la_den_stats_reset(&e->work[t].stats); /* keeps its histogram: nothing to allocate here */
   }
 }
 

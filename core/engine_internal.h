@@ -95,6 +95,8 @@ void la_gemm_f64(const la_engine e, la_work *w, CBLAS_LAYOUT lay, CBLAS_TRANSPOS
 int la_thread_id(void);
 /* Fold every thread's denominator statistics into stats (may be NULL) and reset them. */
 void la_engine_merge_stats(la_engine e, la_den_stats *stats);
+/* denstats.c: empty statistics again, keeping the histogram (no allocation). */
+void la_den_stats_reset(la_den_stats *st);
 /* Reserve every thread's window queue for `cap` summaries; LA_ERR_NOMEM with its reason. */
 la_status la_engine_reserve_queues(la_engine e, int cap);
 

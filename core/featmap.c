@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "featmap_internal.h"
+#include "la_alloc.h"
 
 /* Stream tags keep projection draws disjoint from data draws. */
 #define LA_STREAM_PROJ (1ULL << 62)
@@ -31,11 +32,22 @@ static void refresh_scaled(la_featmap fm) {
  * (chi(dk) distributed). Keyed by (seed, head, row) like the iid draw. */
 static la_status draw_orf(la_featmap fm, uint64_t seed, int h) {
   int dk = fm->dk, m = fm->m;
-  double *g = malloc(sizeof(double) * dk * dk), *tau = malloc(sizeof(double) * dk);
-  if (!g || !tau) {
+  /* LAPACKE's _work forms, with the work array from here: the plain forms allocate it
+   * themselves and report a failure as an error code of their own */
+  double lw[2] = {0, 0};
+  if (LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, dk, dk, NULL, dk, NULL, &lw[0], -1) != 0 ||
+      LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, dk, dk, dk, NULL, dk, NULL, &lw[1], -1) != 0)
+    return la_error(LA_ERR_INTERNAL, "favor+orf: LAPACK workspace query failed (dk %d)", dk);
+  const size_t lwork = (size_t)fmax(fmax(lw[0], lw[1]), (double)dk);
+  double *g = la_malloc(sizeof(double) * dk * dk), *tau = la_malloc(sizeof(double) * dk);
+  double *sgn = la_malloc(sizeof(double) * dk), *work = la_malloc(sizeof(double) * lwork);
+  if (!g || !tau || !sgn || !work) {
     free(g);
     free(tau);
-    return LA_ERR_NOMEM;
+    free(sgn);
+    free(work);
+    return la_error(LA_ERR_NOMEM, "la_featmap_create: out of memory for the orthogonal blocks "
+                    "of favor+orf (dk %d)", dk);
   }
   la_status st = LA_OK;
   for (int b0 = 0; b0 < m; b0 += dk) {
@@ -45,11 +57,15 @@ static la_status draw_orf(la_featmap fm, uint64_t seed, int h) {
         g[i * dk + j] = la_rng_normal(seed, LA_STREAM_PROJ | (uint64_t)h, (uint64_t)(b0 + i), (uint64_t)j);
     /* QR of g^T (column-major view of row-major g is g^T): g^T = Q R, Q's columns orthonormal.
      * Rows of the result = columns of Q. */
-    if (LAPACKE_dgeqrf(LAPACK_COL_MAJOR, dk, dk, g, dk, tau) != 0) { st = LA_ERR_INTERNAL; break; }
-    double *sgn = malloc(sizeof(double) * dk);
-    if (!sgn) { st = LA_ERR_NOMEM; break; }
+    if (LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, dk, dk, g, dk, tau, work, (lapack_int)lwork) != 0) {
+      st = la_error(LA_ERR_INTERNAL, "favor+orf: QR factorization failed");
+      break;
+    }
     for (int i = 0; i < dk; i++) sgn[i] = g[i * dk + i] < 0 ? -1.0 : 1.0;
-    if (LAPACKE_dorgqr(LAPACK_COL_MAJOR, dk, dk, dk, g, dk, tau) != 0) { free(sgn); st = LA_ERR_INTERNAL; break; }
+    if (LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, dk, dk, dk, g, dk, tau, work, (lapack_int)lwork) != 0) {
+      st = la_error(LA_ERR_INTERNAL, "favor+orf: forming Q failed");
+      break;
+    }
     for (int i = 0; i < dk && b0 + i < m; i++) {
       double nrm = 0.0;
       for (int j = 0; j < dk; j++) {
@@ -60,10 +76,11 @@ static la_status draw_orf(la_featmap fm, uint64_t seed, int h) {
       double *row = fm->omega + ((size_t)h * m + b0 + i) * dk;
       for (int j = 0; j < dk; j++) row[j] = nrm * sgn[i] * g[i * dk + j]; /* column i of Q */
     }
-    free(sgn);
   }
   free(g);
   free(tau);
+  free(sgn);
+  free(work);
   return st;
 }
 
@@ -76,7 +93,7 @@ la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap 
   LA_CHECK(mi, LA_ERR_ARG, "la_featmap_create: unknown map %d", (int)cfg->map);
   int k512 = 0;
   LA_TRY(la_kernels_resolve(cfg->kernels, &k512));
-  la_featmap fm = calloc(1, sizeof *fm);
+  la_featmap fm = la_calloc(1, sizeof *fm);
   if (!fm) return la_error(LA_ERR_NOMEM, "la_featmap_create: out of memory");
   fm->kind = cfg->map;
   fm->map = mi;
@@ -93,10 +110,10 @@ la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap 
     fm->m = cfg->features;
     fm->r = la_map_width(cfg->map, dk, fm->m);
     size_t n = (size_t)heads * fm->m * dk;
-    fm->omega = malloc(sizeof(double) * n);
-    fm->omega_s = malloc(sizeof(double) * n);
-    fm->omega_f = malloc(sizeof(float) * n);
-    fm->omega_ft = malloc(sizeof(float) * n);
+    fm->omega = la_malloc(sizeof(double) * n);
+    fm->omega_s = la_malloc(sizeof(double) * n);
+    fm->omega_f = la_malloc(sizeof(float) * n);
+    fm->omega_ft = la_malloc(sizeof(float) * n);
     if (!fm->omega || !fm->omega_s || !fm->omega_f || !fm->omega_ft) {
       la_featmap_destroy(&fm);
       return la_error(LA_ERR_NOMEM, "la_featmap_create: out of memory for the projection "

@@ -3,6 +3,7 @@
 #define _FILE_OFFSET_BITS 64
 #include "linattn/npy.h"
 #include "linattn/outfile.h"
+#include "la_alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -327,8 +328,10 @@ static la_status info_fd(int fd, const char *path, la_npy_info *info, char *err,
   }
   if (hl > READ_HEADER_MAX)
     return seterr(err, errlen, "%s: header too large (%zu bytes)", path, hl), LA_ERR_FORMAT;
-  unsigned char *buf = malloc((size_t)hend);
-  if (!buf) return seterr(err, errlen, "%s: out of memory", path), LA_ERR_NOMEM;
+  unsigned char *buf = la_malloc((size_t)hend);
+  if (!buf)
+    return seterr(err, errlen, "%s: out of memory for its %lld-byte header", path, (long long)hend),
+           LA_ERR_NOMEM;
   got = read_full(fd, 0, buf, hend);
   int e = errno;
   la_status s = LA_OK;
@@ -417,7 +420,7 @@ la_status la_npy_load(const char *path, la_npy_info *info, void **data, char *er
   if (s != LA_OK) return s;
   if ((s = info_fd(fd, path, info, err, errlen)) != LA_OK) return close(fd), s;
   int64_t n = info->count * (int64_t)la_dtype_size(info->dtype);
-  void *buf = (uint64_t)n < SIZE_MAX ? malloc(n ? (size_t)n : 1) : NULL;
+  void *buf = (uint64_t)n < SIZE_MAX ? la_malloc(n ? (size_t)n : 1) : NULL;
   if (!buf) {
     close(fd);
     return seterr(err, errlen, "%s: out of memory for %lld bytes", path, (long long)n),

@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _FILE_OFFSET_BITS 64
 #include "linattn/outfile.h"
+#include "la_alloc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -140,8 +141,8 @@ la_status la_write_file(const char *path, const void *a, size_t na, const void *
     return LA_ERR_EXISTS;
   }
   size_t tl = strlen(path) + 32;
-  char *tmp = malloc(tl);
-  if (!tmp) return snprintf(err, errlen, "%s: out of memory", path), LA_ERR_NOMEM;
+  char *tmp = la_malloc(tl);
+  if (!tmp) return snprintf(err, errlen, "%s: out of memory for its temporary name", path), LA_ERR_NOMEM;
   la_tmp_name(path, (long)getpid(), tmp, tl);
   la_tmp_sweep(path);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "la_alloc.h"
 #include "linattn/outfile.h"
 #include "linattn/report.h"
 #include "linattn/version.h"
@@ -52,7 +53,7 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
    * every write, the fsync and the close. */
   char *text = NULL;
   size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
+  FILE *f = la_open_memstream(&text, &len);
   if (!f) {
     snprintf(err, errlen, "%s: out of memory for the report", path);
     return LA_ERR_NOMEM;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "linattn/core.h"
+#include "la_alloc.h"
 #include "wqueue.h"
 
 int la_wq_reserve(la_wqueue *Q, int cap, size_t rsz) {
@@ -11,7 +12,7 @@ int la_wq_reserve(la_wqueue *Q, int cap, size_t rsz) {
   memset(Q, 0, sizeof *Q);
   /* a, b: 2 cap int64; sz, agg: 2 cap rsz; m, aggm: 2 cap; back: rsz */
   const size_t nd = (2 * rsz + 2) * (size_t)cap + rsz;
-  char *p = malloc(sizeof(int64_t) * 2 * (size_t)cap + sizeof(double) * nd);
+  char *p = la_malloc(sizeof(int64_t) * 2 * (size_t)cap + sizeof(double) * nd);
   if (!p) return -1;
   Q->mem = p;
   Q->cap = cap;

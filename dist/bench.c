@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <cblas.h>
 #include "bench.h"
+#include "la_alloc.h"
 #include "cli.h"
 #include "softmax_ring.h"
 #include "linattn/linattn.h"
@@ -85,11 +86,11 @@ static double exact_flops(int64_t n, int H, int dk, int dv, la_mode m) {
   return 2.0 * (dk + dv) * H * pairs;
 }
 
-/* ---- GEMM probe (rank 0): 2 s^3 / best time ---- */
+/* ---- GEMM probe (rank 0): 2 s^3 / best time; -1 when out of memory ---- */
 static double gemm_rate(int dbl, int s, int threads, int reps) {
   size_t cnt = (size_t)s * s, es = dbl ? 8 : 4;
-  void *a = malloc(es * cnt), *b = malloc(es * cnt), *c = malloc(es * cnt);
-  if (!a || !b || !c) { free(a); free(b); free(c); return NAN; }
+  void *a = la_malloc(es * cnt), *b = la_malloc(es * cnt), *c = la_malloc(es * cnt);
+  if (!a || !b || !c) { free(a); free(b); free(c); return -1.0; } /* out of memory */
   for (size_t i = 0; i < cnt; i++) {
     double x = (double)((i * 2654435761u) % 1000) / 1000.0 - 0.5;
     if (dbl) { ((double *)a)[i] = x; ((double *)b)[i] = -x; }
@@ -117,16 +118,15 @@ typedef struct {
   int h, H, dk, dv;
   const double *ref; /* [N, H, dv] float64 reference, or NULL */
   double err, refmax;
+  double *tmp; /* fill's scratch: pblas_nb rows x H x max(dk, dv), allocated by the caller */
 } la_pblas_ctx;
 
 static void pblas_fill(void *vc, int t, int64_t row0, int64_t n, double *dst) {
   la_pblas_ctx *c = vc;
   int d = t == 2 ? c->dv : c->dk;
-  double *tmp = malloc(sizeof(double) * (size_t)n * c->H * d);
-  if (!tmp) { memset(dst, 0, sizeof(double) * n * d); return; }
+  double *tmp = c->tmp; /* n <= pblas_nb rows (dmat_fill) */
   la_synth_rows(c->seed, t, row0, n, c->H, d, 1.0, LA_F64, tmp);
   for (int64_t i = 0; i < n; i++) memcpy(dst + i * d, tmp + (i * c->H + c->h) * d, sizeof(double) * d);
-  free(tmp);
 }
 
 /* max(acc, |x - y|), where a NaN makes it +inf: MPI_MAX and the tolerance check both see it
@@ -152,9 +152,12 @@ static void pblas_emit(void *vc, int64_t row0, int64_t n, int64_t col0, int ncol
 static la_status reference(const la_cli *o, la_dtype dt, int64_t n, la_mode mode, double **ref) {
   const int H = o->heads;
   const size_t nq = (size_t)n * H * o->dk, nv = (size_t)n * H * o->dv;
-  double *x[3] = {malloc(8 * nq), malloc(8 * nq), malloc(8 * nv)};
-  *ref = malloc(8 * nv);
-  la_status s = x[0] && x[1] && x[2] && *ref ? LA_OK : LA_ERR_NOMEM;
+  double *x[3] = {la_malloc(8 * nq), la_malloc(8 * nq), la_malloc(8 * nv)};
+  *ref = la_malloc(8 * nv);
+  la_status s = x[0] && x[1] && x[2] && *ref
+                    ? LA_OK
+                    : la_error(LA_ERR_NOMEM, "out of memory for the float64 inputs and output "
+                               "of n = %lld", (long long)n);
   for (int t = 0; t < 3 && s == LA_OK; t++) {
     int d = t == 2 ? o->dv : o->dk;
     la_synth_rows(o->cfg.seed, t, 0, n, H, d, 1.0, dt, x[t]);
@@ -260,7 +263,7 @@ static la_status bench_one(la_bctx *b, la_mode mode, int64_t n) {
     v = la_alloc_rows(es * rv);
     out = la_alloc_rows(es * rv);
     if (!q || !k || !v || !out) {
-      snprintf(b->err, b->errlen, "cannot allocate the inputs of n = %lld (%.3g GB per rank)",
+      snprintf(b->err, b->errlen, "out of memory for the inputs of n = %lld (%.3g GB per rank)",
                (long long)n, (double)es * (2 * rk + 2 * rv) * 1e-9);
       s = LA_ERR_NOMEM;
     } else {
@@ -312,10 +315,16 @@ static la_status bench_one(la_bctx *b, la_mode mode, int64_t n) {
     }
     if (do_pb && s == LA_OK) {
       double best = INFINITY, rel = -1, e = 0, rm = 0;
+      double *ptmp = la_malloc(sizeof(double) * (size_t)o->pblas_nb * H * (o->dk > o->dv ? o->dk : o->dv));
+      if (!ptmp) {
+        snprintf(b->err, b->errlen, "pblas baseline: out of memory for %d rows of inputs", o->pblas_nb);
+        s = LA_ERR_NOMEM;
+      }
+      s = la_dist_agree(b->d, s, b->err, b->errlen);
       for (int rep = 0; rep < o->repeat && s == LA_OK; rep++) {
         double tot = 0;
         for (int h = 0; h < H && s == LA_OK; h++) {
-          la_pblas_ctx c = {o->cfg.seed, h, H, o->dk, o->dv, rep == 0 ? ref64 : NULL, 0, 0};
+          la_pblas_ctx c = {o->cfg.seed, h, H, o->dk, o->dv, rep == 0 ? ref64 : NULL, 0, 0, ptmp};
           la_pblas_io io = {pblas_fill, pblas_emit, &c};
           double sec;
           s = la_pblas_attention(la_dist_comm(b->d), n, o->dk, o->dv, scale, mode, o->pblas_nb,
@@ -326,6 +335,7 @@ static la_status bench_one(la_bctx *b, la_mode mode, int64_t n) {
         }
         best = fmin(best, tot);
       }
+      free(ptmp);
       if (s == LA_OK && o->check) {
         char what[96];
         snprintf(what, sizeof what, "pblas %s n=%lld", mode_name(mode), (long long)n);
@@ -367,8 +377,8 @@ int la_cmd_bench(la_dist d, la_cli *o) {
       s = LA_ERR_EXISTS;
     } else {
       s = la_output_check(o->csv, 1, err, sizeof err); /* its folder, before any timing */
-      if (s == LA_OK && !(csv.f = open_memstream(&csv.text, &csv.len))) {
-        snprintf(err, sizeof err, "--csv %s: out of memory", o->csv);
+      if (s == LA_OK && !(csv.f = la_open_memstream(&csv.text, &csv.len))) {
+        snprintf(err, sizeof err, "--csv %s: out of memory for the table", o->csv);
         s = LA_ERR_NOMEM;
       }
     }
@@ -388,15 +398,26 @@ int la_cmd_bench(la_dist d, la_cli *o) {
       }
       const int64_t g = o->gemm_size;
       const int reps = o->repeat > 10 ? o->repeat : 10;
-      for (int i = 0; i < nt; i++)
-        for (int dbl = 0; dbl < 2; dbl++) {
+      for (int i = 0; i < nt && s == LA_OK; i++)
+        for (int dbl = 0; dbl < 2 && s == LA_OK; dbl++) {
           double t = gemm_rate(dbl, o->gemm_size, tl[i], reps);
+          if (t < 0) {
+            snprintf(err, sizeof err, "--gemm-probe: out of memory for three %lld x %lld matrices",
+                     (long long)g, (long long)g);
+            s = LA_ERR_NOMEM;
+            break;
+          }
           la_brow row = {dbl ? "dgemm" : "sgemm", "", "", dbl ? "f64" : "f32", -1, -1, -1, -1, -1,
                          1, tl[i], -1, reps, g, t, 2.0 * g * g * g, -1, 0};
           emit_row(d, &csv, &row);
         }
-      for (int i = 0; i < nt; i++) { /* the AVX-512 chunk kernel's own ceiling */
+      for (int i = 0; i < nt && s == LA_OK; i++) { /* the AVX-512 chunk kernel's own ceiling */
         const double gf = la_kernel_probe_gflops(tl[i], reps);
+        if (gf < 0) {
+          snprintf(err, sizeof err, "--gemm-probe: %s", la_error_reason(LA_ERR_NOMEM));
+          s = LA_ERR_NOMEM;
+          break;
+        }
         if (!isfinite(gf)) continue;
         const double fl = 2.0 * 64 * 64 * 64 * 2000 * tl[i];
         la_brow row = {"k512gemm", "", "", "f32", -1, -1, -1, -1, -1, 1, tl[i], -1, reps, 64,
@@ -404,7 +425,7 @@ int la_cmd_bench(la_dist d, la_cli *o) {
         emit_row(d, &csv, &row);
       }
     }
-    MPI_Barrier(la_dist_comm(d));
+    s = la_dist_agree(d, s, err, sizeof err); /* rank 0 probed; its failure is everyone's */
   }
   const int all = o->baselines == LA_BASELINES_ALL;
   la_bctx b = {d, o, &csv, err, sizeof err, all || o->baselines == LA_BASELINES_SOFTMAX,

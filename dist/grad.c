@@ -38,7 +38,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     for (int t = 0; t < 3; t++) grad[t] = la_alloc_rows(es * rows * (t == 2 ? job.dv : job.dk));
     for (int t = 0; t < 4; t++)
       if (!buf[t] || (t < 3 && !grad[t])) st = LA_ERR_NOMEM;
-    if (st != LA_OK) snprintf(err, sizeof err, "cannot hold this rank's %lld rows in memory", (long long)n);
+    if (st != LA_OK) snprintf(err, sizeof err, "out of memory for this rank's %lld rows of inputs and gradients", (long long)n);
     for (int t = 0; t < 4 && st == LA_OK && n > 0; t++)
       st = la_job_read(&job, t, row0, n, buf[t], err, sizeof err);
     /* Touch the gradient buffers now, so that their page faults (3 GB at N = 2^20, H = 4,

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include "job.h"
+#include "la_alloc.h"
 
 
 static const char *tensor_name(int t) {
@@ -140,8 +141,13 @@ static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t err
     return st;
   }
   int64_t m = I.shape[I.ndim - 2];
-  double *om = malloc(sizeof(double) * (size_t)I.count);
-  if (!om) { free(data); return LA_ERR_NOMEM; }
+  double *om = la_malloc(sizeof(double) * (size_t)I.count);
+  if (!om) {
+    free(data);
+    snprintf(err, errlen, "%s: out of memory for the projection (%lld entries)", o->projection,
+             (long long)I.count);
+    return LA_ERR_NOMEM;
+  }
   for (int64_t i = 0; i < I.count; i++)
     om[i] = I.dtype == LA_F32 ? (double)((float *)data)[i] : ((double *)data)[i];
   free(data);

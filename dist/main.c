@@ -44,9 +44,10 @@ static int subcommand(int i, int argc, char **argv, int rank) {
     return 0;
   }
   la_dist d;
-  if (la_dist_create(MPI_COMM_WORLD, &d) != LA_OK) {
-    if (rank == 0) fprintf(stderr, "linattn: error: cannot duplicate MPI_COMM_WORLD\n");
-    return 1;
+  st = la_dist_create(MPI_COMM_WORLD, &d); /* agreed: every rank fails, or none */
+  if (st != LA_OK) {
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", la_error_reason(st));
+    return la_status_exit_code(st);
   }
   int code = cmds[i].cmd(d, &o);
   la_dist_destroy(&d);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bench.h"
+#include "la_alloc.h"
 
 extern void Cblacs_pinfo(int *mypnum, int *nprocs);
 extern int Csys2blacs_handle(MPI_Comm comm);
@@ -52,7 +53,7 @@ static int dmat_init(dmat *x, int m, int n, int nb, int ctxt, int myr, int myc, 
   x->nl = numroc_(&n, &nb, &myc, &zero, &pc);
   int lld = x->ml > 1 ? x->ml : 1, info = 0;
   descinit_(x->desc, &m, &n, &nb, &nb, &zero, &zero, &ctxt, &lld, &info);
-  x->a = malloc(sizeof(double) * ((size_t)lld * (x->nl > 0 ? x->nl : 1)));
+  x->a = la_malloc(sizeof(double) * ((size_t)lld * (x->nl > 0 ? x->nl : 1)));
   return info == 0 && x->a != NULL;
 }
 
@@ -105,17 +106,17 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double 
            dmat_init(&V, N, dv, nb, ctxt, myr, myc, pr, pc) &&
            dmat_init(&O, N, dv, nb, ctxt, myr, myc, pr, pc) &&
            dmat_init(&S, (int)R, N, nb, ctxt, myr, myc, pr, pc);
-  double *rows = malloc(sizeof(double) * (size_t)nb * (dk > dv ? dk : dv));
-  double *rmax = malloc(sizeof(double) * (S.ml > 0 ? S.ml : 1));
-  double *rsum = malloc(sizeof(double) * (S.ml > 0 ? S.ml : 1));
-  int64_t *gcol = malloc(sizeof(int64_t) * (S.nl > 0 ? S.nl : 1));
-  int64_t *prow = malloc(sizeof(int64_t) * (S.ml > 0 ? S.ml : 1));
+  double *rows = la_malloc(sizeof(double) * (size_t)nb * (dk > dv ? dk : dv));
+  double *rmax = la_malloc(sizeof(double) * (S.ml > 0 ? S.ml : 1));
+  double *rsum = la_malloc(sizeof(double) * (S.ml > 0 ? S.ml : 1));
+  int64_t *gcol = la_malloc(sizeof(int64_t) * (S.nl > 0 ? S.nl : 1));
+  int64_t *prow = la_malloc(sizeof(int64_t) * (S.ml > 0 ? S.ml : 1));
   ok = ok && rows && rmax && rsum && gcol && prow;
   int all_ok = 0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
   la_status st = LA_OK;
   if (!all_ok) {
-    snprintf(err, errlen, "pblas baseline: cannot allocate the %lld x %lld score panel (lower "
+    snprintf(err, errlen, "pblas baseline: out of memory for the %lld x %lld score panel (lower "
              "--baseline-max-n)", (long long)R, (long long)N);
     st = LA_ERR_NOMEM;
     goto done;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "la_alloc.h"
 #include "pio.h"
 
 #define LA_IO_PIECE ((int64_t)1 << 28) /* bytes per MPI call, well under INT_MAX */
@@ -143,8 +144,12 @@ la_status la_pin_read(la_pin *in, int64_t row0, int64_t n, la_dtype want, void *
   int64_t elems = n * in->row_elems, bytes = elems * (int64_t)fes;
   /* Read into dst when it is large enough, else a temporary. */
   int direct = la_dtype_size(want) >= fes;
-  char *buf = direct ? dst : malloc((size_t)bytes);
-  if (!buf) return LA_ERR_NOMEM;
+  char *buf = direct ? dst : la_malloc((size_t)bytes);
+  if (!buf) {
+    snprintf(err, errlen, "%s: out of memory for a conversion buffer of %lld bytes (lower "
+             "--block-tokens)", in->path, (long long)bytes);
+    return LA_ERR_NOMEM;
+  }
   MPI_Offset off = in->info.data_offset + row0 * in->row_elems * (int64_t)fes;
   la_status st = LA_OK;
   for (int64_t done = 0; done < bytes;) {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "job.h"
+#include "la_alloc.h"
 #include "run.h"
 
 int la_cmd_run(la_dist d, la_cli *o) {
@@ -54,10 +55,10 @@ int la_cmd_run(la_dist d, la_cli *o) {
     bo = la_alloc_rows(es * hb * job.dv + 1);
     if (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory) { /* overlap buffers for block 0 */
       raw = la_alloc_rows(es * hb * (job.dv + 1) + 1);
-      lsc = malloc(sizeof(double) * hb + 1);
+      lsc = la_malloc(sizeof(double) * hb + 1);
     }
     if (!bq || !bk || !bv || !bo || (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory && (!raw || !lsc))) {
-      snprintf(err, sizeof err, "cannot allocate block buffers of %lld tokens (lower --block-tokens)", (long long)B);
+      snprintf(err, sizeof err, "out of memory for the block buffers of %lld tokens (lower --block-tokens)", (long long)B);
       st = LA_ERR_NOMEM;
     }
     st = la_dist_agree(d, st, err, sizeof err);

@@ -1,5 +1,6 @@
 /* The softmax ring (softmax_ring.h; docs/design.md §4.6 "Exact references"). */
 #include <stdlib.h>
+#include "la_alloc.h"
 #include "softmax_ring.h"
 
 la_status la_softmax_ring(la_dist d, la_dtype dt, int64_t n, int H, int dk, int dv,
@@ -18,7 +19,9 @@ la_status la_softmax_ring(la_dist d, la_dtype dt, int64_t n, int H, int dk, int 
   void *buf[4] = {NULL, NULL, NULL, NULL}; /* two (k, v) pairs: current and next */
   if (s == LA_OK && P > 1)
     for (int i = 0; i < 4; i++)
-      if (!(buf[i] = malloc(es * (size_t)(maxloc ? maxloc : 1) * H * (i % 2 ? dv : dk) + 1))) s = LA_ERR_NOMEM;
+      if (!(buf[i] = la_malloc(es * (size_t)(maxloc ? maxloc : 1) * H * (i % 2 ? dv : dk) + 1)))
+        s = la_error(LA_ERR_NOMEM, "softmax ring: out of memory for the blocks in flight (%lld "
+                     "rows x %d heads)", (long long)maxloc, H);
   s = la_dist_agree(d, s, NULL, 0);
   const void *ck = k, *cv = v;
   for (int step = 0; step < P && s == LA_OK; step++) {

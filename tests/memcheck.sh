@@ -18,7 +18,8 @@ r = np.random.default_rng(0)
 for name in 'qkvg':
     np.save(name + '.npy', r.standard_normal((300, 2, 8)))
 " || exit 1
-small="--heads 2 --dk 8 --dv 8 --threads 1 --chunk 16 --block-tokens 128 --no-progress"
+common="--threads 1 --chunk 16 --block-tokens 128 --no-progress"
+small="--heads 2 --dk 8 --dv 8 $common" # the synthetic shape; input files give their own
 failed=0
 check() { # NAME ARGS...: one program run under memcheck
   name=$1
@@ -41,7 +42,7 @@ check run_causal run $small --n 300 --mode causal --window 40 --segments seg.npy
   --out out_causal.npy --report causal.json
 check run_bidirectional run $small --n 300 --mode bidirectional --feature-map favor+ \
   --features 16 --segments seg.npy --save-projection proj.npy --out out_bidir.npy
-check grad_causal grad $small --mode causal --feature-map favor+ --features 16 \
+check grad_causal grad $common --mode causal --feature-map favor+ --features 16 \
   --projection proj.npy --q q.npy --k k.npy --v v.npy --grad-out g.npy \
   --grad-q gq.npy --grad-k gk.npy --grad-v gv.npy --report grad.json
 exit $failed

@@ -72,6 +72,32 @@ static void test_scan_algebra(void) {
   la_state_free(&a_bc); la_state_free(&t); la_state_free(&id);
 }
 
+/* The MPI operator's in-place form (inout <- in (+) inout, dist/comm.c) is bitwise the
+ * operator on a copy of in, for every flag and every empty/non-empty pair, and for a huge gap. */
+static void test_scan_in_place(void) {
+  enum { RSZ = 7 };
+  const double ms[4] = {-INFINITY, 0.75, -3.5, 2000};
+  int bad = 0, cases = 0;
+  for (int ia = 0; ia < 4; ia++)
+    for (int ib = 0; ib < 4; ib++)
+      for (int fa = 0; fa < 2; fa++)
+        for (int fb = 0; fb < 2; fb++) {
+          double a[RSZ], b[RSZ], ref[RSZ], am = ms[ia], bm = ms[ib], rm = am;
+          for (int i = 0; i < RSZ; i++) {
+            a[i] = ia ? la_rng_normal(3, 1, (uint64_t)ia, (uint64_t)i) : 0.0;
+            b[i] = ib ? la_rng_normal(4, 1, (uint64_t)ib, (uint64_t)i) : 0.0;
+            ref[i] = a[i];
+          }
+          int rf = fa, af = fa, bf = fb;
+          la_state_combine_head(ref, &rm, &rf, b, &bm, &bf, RSZ); /* ref = copy of a, (+) b */
+          la_state_combine_head_right(a, &am, &af, b, &bm, &bf, RSZ);
+          cases++;
+          bad += memcmp(ref, b, sizeof ref) != 0 || memcmp(&rm, &bm, sizeof rm) != 0 || rf != bf;
+        }
+  CHECK(bad == 0, "la_state_combine_head_right differs from the copy form in %d of %d cases",
+        bad, cases);
+}
+
 static void test_rng(void) {
   CHECK(la_rng_u64(1, 2, 3, 4) == la_rng_u64(1, 2, 3, 4), "rng is a pure function");
   CHECK(la_rng_u64(1, 2, 3, 4) != la_rng_u64(2, 2, 3, 4), "seed changes the draw");
@@ -192,6 +218,7 @@ static void test_vexp(void) {
 int main(void) {
   test_vexp();
   test_scan_algebra();
+  test_scan_in_place();
   test_rng();
   test_orf();
   test_stabilizer();

@@ -110,6 +110,10 @@ void la_state_combine(la_state *a, const la_state *b);
 /* Same on raw per-head arrays (for the MPI operator): len = H*(r*(dv+1)) etc. */
 void la_state_combine_head(double *a_sz, double *a_m, int *a_f, const double *b_sz,
                            const double *b_m, const int *b_f, size_t rsz);
+/* b <- a (+) b in place (a still before b), bitwise the same result: the MPI operator's
+ * inout = in (+) inout without a scratch copy of a. */
+void la_state_combine_head_right(const double *a_sz, const double *a_m, const int *a_f,
+                                 double *b_sz, double *b_m, int *b_f, size_t rsz);
 
 /* ---- Denominator statistics (§1) ---- */
 #define LA_DEN_HIST_PER_OCTAVE 16
@@ -155,7 +159,8 @@ const char *la_engine_kernels(const la_engine eng);
  * LA_ERR_UNSUPPORTED (with its reason, la_error_reason) for avx512 on a CPU without it. */
 la_status la_kernels_resolve(la_kernel_choice choice, int *use_avx512);
 /* GFLOP/s of the AVX-512 chunk kernel alone (64 x 64 x 64 float32 products in cache on each
- * of `threads` threads, best of reps); NAN where the kernels are not in use. */
+ * of `threads` threads, best of reps); NAN where the kernels are not in use; -1 when out of
+ * memory (reason recorded, la_error_reason). */
 double la_kernel_probe_gflops(int threads, int reps);
 int la_engine_threads(const la_engine eng);
 void la_engine_shape(const la_engine eng, int *heads, int *r, int *dv);

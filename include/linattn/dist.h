@@ -14,7 +14,8 @@ void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *r
 
 typedef struct la_dist_s *la_dist;
 
-/* Collective on comm: duplicates it. */
+/* Collective on comm: duplicates it. Every rank returns the same status (out of memory on
+ * one rank fails all of them, with the reason recorded by la_error). */
 la_status la_dist_create(MPI_Comm comm, la_dist *d);
 /* Collective. */
 void la_dist_destroy(la_dist *d);
