@@ -49,9 +49,10 @@ static inline void nv_from_dtype(la_dtype dt, const void *p, double *x, size_t c
   for (size_t i = 0; i < count; i++)
     x[i] = dt == LA_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
 }
-/* Normwise relative error max|x - ref| / max|ref| (0/0 = 0); NaN anywhere gives +inf. */
-static inline double nv_relerr(const double *x, const double *ref, size_t count) {
-  double num = 0, den = 0;
+/* Normwise relative error max|x - ref| / max(max|ref|, floor) (0/0 = 0); NaN anywhere gives
+ * +inf. floor is the natural scale of entries whose exact value can vanish identically. */
+static inline double nv_relerr_floor(const double *x, const double *ref, size_t count, double floor) {
+  double num = 0, den = floor;
   for (size_t i = 0; i < count; i++) {
     double d = fabs(x[i] - ref[i]);
     if (isnan(d)) return INFINITY;
@@ -59,6 +60,9 @@ static inline double nv_relerr(const double *x, const double *ref, size_t count)
     den = fabs(ref[i]) > den ? fabs(ref[i]) : den;
   }
   return num == 0 ? 0 : den == 0 ? INFINITY : num / den;
+}
+static inline double nv_relerr(const double *x, const double *ref, size_t count) {
+  return nv_relerr_floor(x, ref, count, 0.0);
 }
 
 /* ---- Feature maps, DESIGN.md §2 ---- */
