@@ -1063,6 +1063,19 @@ static void known_bugs(int which) {
           "bug 3: apply_segmented, right with wrong r");
     CHECK(la_engine_apply_segmented(e, 0, 5, d.qe, d.ke, d.ve, &ok, &bd, out, NULL) == LA_ERR_ARG,
           "bug 3: apply_segmented, right with wrong dv");
+    /* the segmented backward does not check left/right, nor its _ends the four sums */
+    double dq[n * H * dk], dk_[n * H * dk], dv_[n * H * dv], side[n * H * 3];
+    la_state hr, tr;
+    la_state_init(&hr, H, dk, dv);
+    la_state_init(&tr, H, dk, dv);
+    CHECK(la_backward_segmented(e, 0, 5, d.qe, d.ke, d.ve, d.ge, &br, &ok, dq, dk_, dv_, side, &hr, &tr, NULL) == LA_ERR_ARG,
+          "bug 3: backward_segmented, left with wrong r");
+    CHECK(la_backward_segmented(e, 0, 5, d.qe, d.ke, d.ve, d.ge, &ok, &bd, dq, dk_, dv_, side, &hr, &tr, NULL) == LA_ERR_ARG,
+          "bug 3: backward_segmented, right with wrong dv");
+    CHECK(la_backward_segmented_ends(e, 0, 5, d.qe, d.ke, d.ve, d.ge, side, &br, &ok, &hr, &tr, dk_, dv_) == LA_ERR_ARG,
+          "bug 3: backward_segmented_ends, left_rev with wrong r");
+    la_state_free(&hr);
+    la_state_free(&tr);
     la_state_free(&ok); la_state_free(&br); la_state_free(&bd);
     la_engine_destroy(&e);
     la_featmap_destroy(&fm);
