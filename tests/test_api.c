@@ -1057,6 +1057,7 @@ static void known_bugs(int which) {
     la_state_init(&ok, H, dk, dv);
     la_state_init(&br, H, 1, dv);
     la_state_init(&bd, H, dk, 1);
+    for (int h = 0; h < H; h++) br.m[h] = bd.m[h] = 0; /* not the identity: the engine reads them */
     double out[n * H * dv];
     /* rows 0..4: 5 is no segment start, so the piece at the end reads `right` */
     CHECK(la_engine_apply_segmented(e, 0, 5, d.qe, d.ke, d.ve, &ok, &br, out, NULL) == LA_ERR_ARG,
