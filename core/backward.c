@@ -1,4 +1,4 @@
-/* Backward pass drivers (DESIGN.md §4 "Gradients"): heads over OpenMP threads, each head's
+/* Backward pass drivers (docs/design.md §4.4): heads over OpenMP threads, each head's
  * pieces in order (replay) and in reverse order (dk, dv). Memory: the per-thread chunk
  * workspaces of the forward plus 3 doubles per (token, head) of side storage; no per-token
  * state is kept (the suffix state is recomputed chunk by chunk). */
@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine_internal.h"
+#include "la_alloc.h"
 #include "linattn/grad.h"
+
+/* The side storage of the replay (§4.4), and la_side_* access. */
 
 /* Side rows are 24 bytes at the stride of a dV row when that is large enough (§ header). */
 static size_t side_stride(const la_engine e) {
@@ -24,23 +27,27 @@ int la_backward_side_in_dv(const la_engine e) {
   return side_stride(e) == (size_t)e->dv * la_dtype_size(e->dt);
 }
 
-static la_status shape_ok(const la_engine e, const la_state *s) {
-  return (!s || s->heads != e->H || s->r != e->r || s->dv != e->dv) ? LA_ERR_ARG : LA_OK;
-}
-
-static la_status check(const la_engine e, const la_state *s) {
-  /* a window of N or more is the plain causal operator; shorter ones have their own entry
-   * points (la_backward_window*), which the callers choose */
-  return shape_ok(e, s);
+/* A state of the engine's shape, or a reason naming the argument and the entry point. A
+ * window of N or more is the plain causal operator; shorter ones have their own entry points
+ * (la_backward_window*), which the callers choose. */
+static la_status check(const la_engine e, const la_state *s, const char *fn, const char *arg) {
+  LA_CHECK(s, LA_ERR_ARG, "%s: %s is NULL", fn, arg);
+  LA_CHECK(s->heads == e->H && s->r == e->r && s->dv == e->dv, LA_ERR_ARG,
+           "%s: %s has shape (heads %d, r %d, dv %d), the engine (%d, %d, %d)", fn, arg,
+           s->heads, s->r, s->dv, e->H, e->r, e->dv);
+  return LA_OK;
 }
 
 la_status la_backward_window(la_engine e, int64_t token0, int64_t n, const void *q,
                              const void *k, const void *v, const void *g, int64_t hlo,
                              int64_t hhi, const void *hk, const void *hv, const la_state *mid,
                              void *dq, double *side, la_den_stats *stats) {
-  if (e->cfg.mode != LA_CAUSAL || e->cfg.window <= 0 || shape_ok(e, mid) != LA_OK || hlo > hhi ||
-      hhi > token0)
-    return LA_ERR_ARG;
+  LA_CHECK(e->cfg.mode == LA_CAUSAL && e->cfg.window > 0, LA_ERR_ARG,
+           "la_backward_window: the engine has no causal window");
+  LA_CHECK(hlo <= hhi && hhi <= token0, LA_ERR_ARG,
+           "la_backward_window: halo [%lld, %lld) does not end at or before token0 = %lld",
+           (long long)hlo, (long long)hhi, (long long)token0);
+  LA_TRY(check(e, mid, "la_backward_window", "mid"));
   if (n == 0) return LA_OK;
   return la_window_heads(e, token0, n, q, k, v, hlo, hhi, hk, hv, mid, NULL, g, dq, side, stats);
 }
@@ -50,35 +57,34 @@ la_status la_backward_window_reverse(la_engine e, int64_t token0, int64_t n, con
                                      const double *side, int64_t flo, int64_t fhi,
                                      const void *fq, const void *fg, const double *fside,
                                      const la_state *fmid, void *dk, void *dv) {
-  if (e->cfg.mode != LA_CAUSAL || e->cfg.window <= 0 || shape_ok(e, fmid) != LA_OK ||
-      flo < token0 + n || fhi < flo)
-    return LA_ERR_ARG;
+  LA_CHECK(e->cfg.mode == LA_CAUSAL && e->cfg.window > 0, LA_ERR_ARG,
+           "la_backward_window_reverse: the engine has no causal window");
+  LA_CHECK(flo >= token0 + n && fhi >= flo, LA_ERR_ARG,
+           "la_backward_window_reverse: future halo [%lld, %lld) does not start at or after %lld",
+           (long long)flo, (long long)fhi, (long long)(token0 + n));
+  LA_TRY(check(e, fmid, "la_backward_window_reverse", "fmid"));
   if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
-  const int cap = la_window_queue_cap(e, fhi - token0);
-  la_status st = LA_OK;
+  LA_TRY(la_engine_reserve_queues(e, la_window_queue_cap(e, fhi - token0)));
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
-  for (int h = 0; h < e->H; h++) {
-    la_status hs = LA_OK;
-    la_window_reverse_head(e, &e->work[la_thread_id()], h, token0, n, q, k, v, g, side, flo, fhi,
-                           fq, fg, fside, fmid->sz + h * rsz, fmid->m[h], dk, dv, cap, &hs);
-    if (hs != LA_OK) {
-#pragma omp critical
-      st = hs;
-    }
-  }
-  return st;
+  for (int h = 0; h < e->H; h++)
+    e->kern->bwd_window_reverse(e, &e->work[la_thread_id()], h, token0, n, q, k, v, g, side, flo,
+                                fhi, fq, fg, fside, fmid->sz + h * rsz, fmid->m[h], dk, dv);
+  return LA_OK;
 }
 
 la_status la_backward_query_summary(la_engine e, int64_t token0, int64_t n, const void *q,
                                     const void *g, const double *side, int64_t a, int64_t b,
                                     la_state *out) {
-  if (shape_ok(e, out) != LA_OK || a < token0 || b > token0 + n || a > b) return LA_ERR_ARG;
+  LA_TRY(check(e, out, "la_backward_query_summary", "out"));
+  LA_CHECK(token0 <= a && a <= b && b <= token0 + n, LA_ERR_ARG,
+           "la_backward_query_summary: [%lld, %lld) is not inside the block [%lld, %lld)",
+           (long long)a, (long long)b, (long long)token0, (long long)(token0 + n));
   const size_t rsz = (size_t)e->r * (e->dv + 1);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++)
-    la_query_summary_head(e, &e->work[la_thread_id()], h, token0, n, a, b, q, g, side,
-                          out->sz + h * rsz, out->m + h);
+    e->kern->query_summary(e, &e->work[la_thread_id()], h, token0, n, a, b, q, g, side,
+                           out->sz + h * rsz, out->m + h);
   for (int h = 0; h < e->H; h++) out->f[h] = 0;
   return LA_OK;
 }
@@ -88,20 +94,18 @@ la_status la_backward_segmented(la_engine e, int64_t token0, int64_t n, const vo
                                 const la_state *left, const la_state *right, void *dq, void *dk,
                                 void *dv, void *side, la_state *head_rev,
                                 la_state *tail_rev, la_den_stats *stats) {
-  la_status st = check(e, head_rev);
-  if (st == LA_OK) st = check(e, tail_rev);
-  if (st == LA_OK && (e->cfg.mode != LA_BIDIRECTIONAL || !e->seg_off)) st = LA_ERR_ARG;
-  if (st != LA_OK || n == 0) return st;
+  LA_TRY(check(e, head_rev, "la_backward_segmented", "head_rev"));
+  LA_TRY(check(e, tail_rev, "la_backward_segmented", "tail_rev"));
+  LA_TRY(check(e, left, "la_backward_segmented", "left"));
+  LA_TRY(check(e, right, "la_backward_segmented", "right"));
+  LA_CHECK(e->cfg.mode == LA_BIDIRECTIONAL && e->seg_off, LA_ERR_ARG,
+           "la_backward_segmented: the engine is not bidirectional with segments");
+  if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++) {
     la_work *w = &e->work[la_thread_id()];
-    if (e->dt == LA_F32)
-      bwd_segmented_f32(e, w, h, token0, n, q, k, v, g, left->sz + h * rsz, left->m[h],
-                        right->sz + h * rsz, right->m[h], dq, side_of(e, (void *)side), head_rev->sz + h * rsz,
-                        head_rev->m + h, tail_rev->sz + h * rsz, tail_rev->m + h, dk, dv);
-    else
-      bwd_segmented_f64(e, w, h, token0, n, q, k, v, g, left->sz + h * rsz, left->m[h],
+    e->kern->bwd_segmented(e, w, h, token0, n, q, k, v, g, left->sz + h * rsz, left->m[h],
                         right->sz + h * rsz, right->m[h], dq, side_of(e, (void *)side), head_rev->sz + h * rsz,
                         head_rev->m + h, tail_rev->sz + h * rsz, tail_rev->m + h, dk, dv);
   }
@@ -117,18 +121,16 @@ la_status la_backward_segmented_ends(la_engine e, int64_t token0, int64_t n, con
                                      const void *side, const la_state *left_rev,
                                      const la_state *right_rev, const la_state *head_rev,
                                      const la_state *tail_rev, void *dk, void *dv) {
+  LA_TRY(check(e, left_rev, "la_backward_segmented_ends", "left_rev"));
+  LA_TRY(check(e, right_rev, "la_backward_segmented_ends", "right_rev"));
+  LA_TRY(check(e, head_rev, "la_backward_segmented_ends", "head_rev"));
+  LA_TRY(check(e, tail_rev, "la_backward_segmented_ends", "tail_rev"));
   if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++) {
     la_work *w = &e->work[la_thread_id()];
-    if (e->dt == LA_F32)
-      bwd_segmented_ends_f32(e, w, h, token0, n, q, k, v, g, side_of(e, (void *)side), left_rev->sz + h * rsz,
-                             left_rev->m[h], right_rev->sz + h * rsz, right_rev->m[h],
-                             head_rev->sz + h * rsz, head_rev->m[h], tail_rev->sz + h * rsz,
-                             tail_rev->m[h], dk, dv);
-    else
-      bwd_segmented_ends_f64(e, w, h, token0, n, q, k, v, g, side_of(e, (void *)side), left_rev->sz + h * rsz,
+    e->kern->bwd_segmented_ends(e, w, h, token0, n, q, k, v, g, side_of(e, (void *)side), left_rev->sz + h * rsz,
                              left_rev->m[h], right_rev->sz + h * rsz, right_rev->m[h],
                              head_rev->sz + h * rsz, head_rev->m[h], tail_rev->sz + h * rsz,
                              tail_rev->m[h], dk, dv);
@@ -139,9 +141,9 @@ la_status la_backward_segmented_ends(la_engine e, int64_t token0, int64_t n, con
 la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void *q,
                              const void *k, const void *v, const void *g, la_state *state,
                              void *dq, void *side, la_state *rev, la_den_stats *stats) {
-  la_status st = check(e, state);
-  if (st == LA_OK) st = check(e, rev);
-  if (st != LA_OK || n == 0) return st;
+  LA_TRY(check(e, state, "la_backward_replay", "state"));
+  LA_TRY(check(e, rev, "la_backward_replay", "rev"));
+  if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   /* queries before the first segment start at or after token0 feed the reverse element */
   const int64_t cut = e->cfg.mode == LA_BIDIRECTIONAL ? INT64_MAX
@@ -149,11 +151,7 @@ la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++) {
     la_work *w = &e->work[la_thread_id()];
-    if (e->dt == LA_F32)
-      bwd_replay_f32(e, w, h, token0, n, q, k, v, g, state->sz + h * rsz, state->m + h,
-                     state->f + h, dq, side_of(e, (void *)side), rev->sz + h * rsz, rev->m + h, cut);
-    else
-      bwd_replay_f64(e, w, h, token0, n, q, k, v, g, state->sz + h * rsz, state->m + h,
+    e->kern->bwd_replay(e, w, h, token0, n, q, k, v, g, state->sz + h * rsz, state->m + h,
                      state->f + h, dq, side_of(e, (void *)side), rev->sz + h * rsz, rev->m + h, cut);
   }
   if (e->cfg.mode == LA_CAUSAL && cut < token0 + n)
@@ -165,17 +163,13 @@ la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void 
 la_status la_backward_reverse(la_engine e, int64_t token0, int64_t n, const void *q,
                               const void *k, const void *v, const void *g, const void *side,
                               la_state *suffix, void *dk, void *dv) {
-  la_status st = check(e, suffix);
-  if (st != LA_OK || n == 0) return st;
+  LA_TRY(check(e, suffix, "la_backward_reverse", "suffix"));
+  if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++) {
     la_work *w = &e->work[la_thread_id()];
-    if (e->dt == LA_F32)
-      bwd_reverse_f32(e, w, h, token0, n, q, k, v, g, side_of(e, (void *)side), suffix->sz + h * rsz, suffix->m + h,
-                      dk, dv);
-    else
-      bwd_reverse_f64(e, w, h, token0, n, q, k, v, g, side_of(e, (void *)side), suffix->sz + h * rsz, suffix->m + h,
+    e->kern->bwd_reverse(e, w, h, token0, n, q, k, v, g, side_of(e, (void *)side), suffix->sz + h * rsz, suffix->m + h,
                       dk, dv);
   }
   return LA_OK;
@@ -187,11 +181,13 @@ la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, cons
   const int win = e->cfg.window > 0 && e->cfg.window < n;
   /* the side rows live in dv until the reverse pass overwrites them, except for windows */
   void *own = (win || !la_backward_side_in_dv(e))
-                  ? malloc(win ? sizeof(double) * 3 * (size_t)n * e->H + 1
+                  ? la_malloc(win ? sizeof(double) * 3 * (size_t)n * e->H + 1
                                : la_backward_side_size(e, n) + 1)
                   : NULL;
   void *side = (win || !la_backward_side_in_dv(e)) ? own : dv;
-  la_status s = side ? la_state_init(&st, e->H, e->r, e->dv) : LA_ERR_NOMEM;
+  la_status s = side ? la_state_init(&st, e->H, e->r, e->dv)
+                     : la_error(LA_ERR_NOMEM, "la_backward: out of memory for the side storage "
+                                "(%lld tokens x %d heads)", (long long)n, e->H);
   if (s == LA_OK) s = la_state_init(&rev, e->H, e->r, e->dv);
   if (s == LA_OK) s = la_state_init(&tail, e->H, e->r, e->dv);
   if (s == LA_OK && win) {

@@ -1,5 +1,5 @@
-/* Backward kernels for one precision; included by engine.c after engine_impl.h.
- * DESIGN.md §4 "Gradients". With a_i = dL/dnum_i and b_i = dL/dden_i:
+/* Backward kernels for one precision, a template included after chunk_impl.h and
+ * window_impl.h by kernels_f32.c and kernels_f64.c; docs/design.md §4.4. With a_i = dL/dnum_i and b_i = dL/dden_i:
  *   dphi(q_i) = (S|z)_i [a_i; b_i],     dphi(k_j) = dS'_j [v_j; 1],     dv_j = dS_j^T phi(k_j),
  *   dS'_j = sum over the queries i that read key j of phi(q_i) [a_i; b_i]^T.
  * Work is done on "pieces": chunks of C tokens further split at segment starts, so each piece
@@ -11,10 +11,10 @@
 /* Length of the piece starting at relative position p of [0, n) (global token0 + p). Pieces
  * are the intervals between consecutive points of {multiples of C} U {segment starts}, so the
  * replay and the reverse pass cut the block identically. */
-static int LA_FN(piece_len)(la_engine e, int64_t token0, int64_t p, int64_t n) {
+static int piece_len(la_engine e, int64_t token0, int64_t p, int64_t n) {
   int64_t end = (p / e->C + 1) * e->C;
   if (end > n) end = n;
-  int64_t nxt = next_start_after(e, token0 + p) - token0;
+  int64_t nxt = la_next_start_after(e, token0 + p) - token0;
   if (nxt < end) end = nxt;
   return (int)(end - p);
 }
@@ -22,7 +22,7 @@ static int LA_FN(piece_len)(la_engine e, int64_t token0, int64_t p, int64_t n) {
 /* The coefficients of one row block (§4 "Gradients"): a_s = fa G and b for the denominator
  * policy, from o = [num_s | den_s] with per-row key scales M (lsc = aq + M, w->aq holding aq).
  * Writes AB = [a_s | b] and side = (fa, b, M) per row; notes denominators and violations. */
-static void LA_FN(grad_coeffs)(la_engine e, la_work *w, int h, int64_t tok0, int len,
+static void grad_coeffs(la_engine e, la_work *w, int h, int64_t tok0, int len,
                                const LA_REAL *g, const LA_REAL *o, const double *M, LA_REAL *AB,
                                la_side side) {
   const int dv = e->dv, dv1 = dv + 1, H = e->H;
@@ -67,10 +67,15 @@ static void LA_FN(grad_coeffs)(la_engine e, la_work *w, int h, int64_t tok0, int
  * dq written, (fa, b, M) stored in side, and the rank's reverse-scan element (the queries
  * before the block's first segment start) accumulated into (rsz, rm). Causal, or
  * bidirectional from the complete summary (sz, m). */
-void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                              const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
-                              const LA_REAL *g, double *sz, double *m, int *f, LA_REAL *dq,
-                              la_side side, double *rsz_, double *rm, int64_t cut) {
+static void bwd_replay(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                       const void *q_, const void *k_, const void *v_, const void *g_,
+                       double *sz, double *m, int *f, void *dq_, la_side side, double *rsz_,
+                       double *rm, int64_t cut) {
+  const LA_REAL *q = q_;
+  const LA_REAL *k = k_;
+  const LA_REAL *v = v_;
+  const LA_REAL *g = g_;
+  LA_REAL *dq = dq_;
   const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H, bidir = e->cfg.mode == LA_BIDIRECTIONAL;
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *A = w->A, *o = w->o, *AB = w->ab, *tmp = w->tmp;
@@ -79,19 +84,19 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
   if (bidir)
     for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
   for (int64_t p0 = 0; p0 < n;) {
-    const int len = LA_FN(piece_len)(e, token0, p0, n);
+    const int len = piece_len(e, token0, p0, n);
     double M = bidir ? *m : 0.0, mprev = *m;
-    LA_FN(features_at)(e, h, p0, len, p0 + len, n, q, w->phiq, w->aq, g, dv);
-    LA_FN(chunk_values)(e, h, p0, len, v, w->vp);
+    features_at(e, h, p0, len, p0 + len, n, q, w->phiq, w->aq, g, dv);
+    chunk_values(e, h, p0, len, v, w->vp);
     if (!bidir) {
-      if (is_segment_start(e, token0 + p0)) {
+      if (la_is_segment_start(e, token0 + p0)) {
         memset(sz, 0, sizeof(double) * rsz);
         *m = mprev = -INFINITY;
         *f = 1;
       }
-      LA_FN(features_at)(e, h, p0, len, p0 + len, n, k, w->phik, w->ak, v, dv);
+      features_at(e, h, p0, len, p0 + len, n, k, w->phik, w->ak, v, dv);
       for (int i = 0; i < len; i++) w->segi[i] = 0;
-      LA_FN(rescale_keys)(e, w, len, 1, 0, sz, m);
+      rescale_keys(e, w, len, 1, 0, sz, m);
       M = w->mseg[0];
       for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
     }
@@ -110,7 +115,7 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
               w->vp, dv1, (LA_REAL)1, o, dv1);
     }
     for (int i = 0; i < len; i++) w->ak2[i] = M;
-    LA_FN(grad_coeffs)(e, w, h, token0 + p0, len, g + p0 * (int64_t)H * dv, o, w->ak2, AB,
+    grad_coeffs(e, w, h, token0 + p0, len, g + p0 * (int64_t)H * dv, o, w->ak2, AB,
                        la_side_rows(side, p0, H));
     /* dphi_s(q) = AB (S|z)^T (+ intra: tril(AB [V|1]^T) Phi_k) */
     if (mprev != -INFINITY)
@@ -126,7 +131,7 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, (LA_REAL)1, A, len, w->phik,
               r, (LA_REAL)1, dphi, r);
     }
-    LA_CAT(la_featmap_chain, LA_SFX)(e->fm, h, len, q + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
+    LA_MAP_CHAIN(e->fm, h, len, q + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
                                      w->phiq, dq + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
     /* reverse-scan element: queries before the block's first segment start */
     if (token0 + p0 < cut) {
@@ -137,7 +142,7 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
       int f0 = 0, f1 = 0;
       la_state_combine_head(rsz_, rm, &f0, wsz, &wm, &f1, rsz);
     }
-    if (!bidir) LA_FN(state_add)(e, w, len, 1, sz, m);
+    if (!bidir) state_add(e, w, len, 1, sz, m);
     p0 += len;
   }
 }
@@ -145,10 +150,15 @@ void LA_FN(bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n
 /* Reverse pass of one head, from the suffix state (dsz, mu) of the queries after the block:
  * dk and dv from the stored (fa, b, M). Causal (suffix sums with a causal intra-piece mask) or
  * bidirectional (dsz is the complete sum of the segment, no intra term). */
-void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                               const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
-                               const LA_REAL *g, la_side side, double *dsz, double *mu,
-                               LA_REAL *dk, LA_REAL *dvo) {
+static void bwd_reverse(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                        const void *q_, const void *k_, const void *v_, const void *g_,
+                        la_side side, double *dsz, double *mu, void *dk_, void *dvo_) {
+  const LA_REAL *q = q_;
+  const LA_REAL *k = k_;
+  const LA_REAL *v = v_;
+  const LA_REAL *g = g_;
+  LA_REAL *dk = dk_;
+  LA_REAL *dvo = dvo_;
   const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H, bidir = e->cfg.mode == LA_BIDIRECTIONAL;
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *A = w->A, *AB = w->ab, *tmp = w->tmp, *dphi = w->dphi;
@@ -158,7 +168,7 @@ void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   while (p_end > 0) {
     /* the piece ending at p_end starts at the later of the chunk grid point and the segment start */
     int64_t p0 = ((p_end - 1) / e->C) * e->C;
-    int64_t ss = segment_start(e, token0 + p_end - 1) - token0;
+    int64_t ss = la_segment_start(e, token0 + p_end - 1) - token0;
     if (ss > p0) p0 = ss;
     const int len = (int)(p_end - p0);
     double sd0[3];
@@ -166,9 +176,9 @@ void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     const double M = sd0[2];
     /* the previous piece's rows are prefetched: this pass walks backwards */
     const int64_t c1 = p0 >= e->C ? p0 - e->C : (p0 > 0 ? 0 : -1);
-    LA_FN(features_at)(e, h, p0, len, c1, p0, k, w->phik, w->ak, v, dv);
-    LA_FN(features_at)(e, h, p0, len, c1, p0, q, w->phiq, w->aq, g, dv);
-    LA_FN(chunk_values)(e, h, p0, len, v, w->vp);
+    features_at(e, h, p0, len, c1, p0, k, w->phik, w->ak, v, dv);
+    features_at(e, h, p0, len, c1, p0, q, w->phiq, w->aq, g, dv);
+    chunk_values(e, h, p0, len, v, w->vp);
     for (int i = 0; i < len; i++) {
       double sd[3];
       la_side_get(side, (p0 + i) * (int64_t)H + h, sd);
@@ -228,12 +238,12 @@ void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t 
       LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, AB, dv1,
               (LA_REAL)0, tmp, dv1);
       for (size_t i = 0; i < rsz; i++) dsz[i] += (double)tmp[i];
-      if (is_segment_start(e, token0 + p0)) {
+      if (la_is_segment_start(e, token0 + p0)) {
         memset(dsz, 0, sizeof(double) * rsz);
         *mu = -INFINITY;
       }
     }
-    LA_CAT(la_featmap_chain, LA_SFX)(e->fm, h, len, k + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
+    LA_MAP_CHAIN(e->fm, h, len, k + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
                                      w->phik, dk + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
     p_end = p0;
   }
@@ -244,21 +254,27 @@ void LA_FN(bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t 
  * and pieces that lie wholly inside the block are finished at once. The query sums of the
  * first and last piece are returned (head_rev, tail_rev) for the cross-rank scans; their
  * reverse pass runs later (bwd_segmented_ends). */
-void LA_FN(bwd_segmented)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                          const LA_REAL *q, const LA_REAL *k, const LA_REAL *v, const LA_REAL *g,
+static void bwd_segmented(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                          const void *q_, const void *k_, const void *v_, const void *g_,
                           const double *lsz, double lm, const double *rsz_, double rm,
-                          LA_REAL *dq, la_side side, double *hsz, double *hm, double *tsz,
-                          double *tm, LA_REAL *dk, LA_REAL *dvo) {
+                          void *dq_, la_side side, double *hsz, double *hm, double *tsz,
+                          double *tm, void *dk_, void *dvo_) {
+  const LA_REAL *q = q_;
+  const LA_REAL *k = k_;
+  const LA_REAL *v = v_;
+  const LA_REAL *g = g_;
+  LA_REAL *dq = dq_;
+  LA_REAL *dk = dk_;
+  LA_REAL *dvo = dvo_;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   const int64_t ldk = (int64_t)e->H * e->dk, ldv = (int64_t)e->H * e->dv, ld1 = e->H;
   double *sz = w->wsz;
-  double *qs = malloc(sizeof(double) * rsz); /* once per head and call */
-  if (!qs) return;
+  double *qs = w->wsz2; /* the piece's query sum */
   for (int64_t a = 0; a < n;) {
-    int64_t b = n, nxt = next_start_after(e, token0 + a);
+    int64_t b = n, nxt = la_next_start_after(e, token0 + a);
     if (nxt - token0 < b) b = nxt - token0;
-    const int first = a == 0 && !is_segment_start(e, token0);
-    const int last = b == n && !is_segment_start(e, token0 + n);
+    const int first = a == 0 && !la_is_segment_start(e, token0);
+    const int last = b == n && !la_is_segment_start(e, token0 + n);
     double m = -INFINITY, qm = -INFINITY;
     int f = 0, zf = 0, of = 0;
     memset(sz, 0, sizeof(double) * rsz);
@@ -266,40 +282,44 @@ void LA_FN(bwd_segmented)(la_engine e, la_work *w, int h, int64_t token0, int64_
       memcpy(sz, lsz, sizeof(double) * rsz);
       m = lm;
     }
-    LA_FN(accum_range)(e, w, h, token0, a, b, k, v, sz, &m, &f);
+    accum_range(e, w, h, token0, a, b, k, v, sz, &m, &f);
     if (last && rm != -INFINITY) la_state_combine_head(sz, &m, &zf, rsz_, &rm, &of, rsz);
     /* replay of the piece's queries against the segment's summary */
     memset(qs, 0, sizeof(double) * rsz);
     int fdummy = 0;
-    LA_FN(bwd_replay)(e, w, h, token0 + a, b - a, q + a * ldk, k + a * ldk, v + a * ldv,
+    bwd_replay(e, w, h, token0 + a, b - a, q + a * ldk, k + a * ldk, v + a * ldv,
                       g + a * ldv, sz, &m, &fdummy, dq + a * ldk, la_side_rows(side, a, (int)ld1), qs, &qm,
                       INT64_MAX);
     if (first || last) {
       if (first) { memcpy(hsz, qs, sizeof(double) * rsz); *hm = qm; }
       if (last) { memcpy(tsz, qs, sizeof(double) * rsz); *tm = qm; }
     } else {
-      LA_FN(bwd_reverse)(e, w, h, token0 + a, b - a, q + a * ldk, k + a * ldk, v + a * ldv,
+      bwd_reverse(e, w, h, token0 + a, b - a, q + a * ldk, k + a * ldk, v + a * ldv,
                          g + a * ldv, la_side_rows(side, a, (int)ld1), qs, &qm, dk + a * ldk, dvo + a * ldv);
     }
     a = b;
   }
-  free(qs);
 }
 
 /* The reverse pass of the first and last piece, once the query sums from the other ranks
  * (lrev from the left, rrev from the right) have arrived. */
-void LA_FN(bwd_segmented_ends)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                               const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
-                               const LA_REAL *g, la_side side, const double *lrsz,
-                               double lrm, const double *rrsz, double rrm, const double *hsz,
-                               double hm, const double *tsz, double tm, LA_REAL *dk,
-                               LA_REAL *dvo) {
+static void bwd_segmented_ends(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                               const void *q_, const void *k_, const void *v_, const void *g_,
+                               la_side side, const double *lrsz, double lrm, const double *rrsz,
+                               double rrm, const double *hsz, double hm, const double *tsz,
+                               double tm, void *dk_, void *dvo_) {
+  const LA_REAL *q = q_;
+  const LA_REAL *k = k_;
+  const LA_REAL *v = v_;
+  const LA_REAL *g = g_;
+  LA_REAL *dk = dk_;
+  LA_REAL *dvo = dvo_;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   const int64_t ldk = (int64_t)e->H * e->dk, ldv = (int64_t)e->H * e->dv, ld1 = e->H;
   double *sz = w->wsz;
-  const int64_t b1 = next_start_after(e, token0) - token0;          /* end of the first piece */
-  const int64_t aL = segment_start(e, token0 + n - 1) - token0;      /* start of the last piece */
-  const int first = !is_segment_start(e, token0), last = !is_segment_start(e, token0 + n);
+  const int64_t b1 = la_next_start_after(e, token0) - token0;          /* end of the first piece */
+  const int64_t aL = la_segment_start(e, token0 + n - 1) - token0;      /* start of the last piece */
+  const int first = !la_is_segment_start(e, token0), last = !la_is_segment_start(e, token0 + n);
   for (int pass = 0; pass < 2; pass++) {
     int64_t a = pass == 0 ? 0 : (aL > 0 ? aL : 0), b = pass == 0 ? (b1 < n ? b1 : n) : n;
     int is_first = a == 0 && first, is_last = b == n && last;
@@ -313,18 +333,16 @@ void LA_FN(bwd_segmented_ends)(la_engine e, la_work *w, int h, int64_t token0, i
     if (is_first && lrm != -INFINITY) la_state_combine_head(sz, &m, &f0, lrsz, &lrm, &f1, rsz);
     f0 = f1 = 0;
     if (is_last && rrm != -INFINITY) la_state_combine_head(sz, &m, &f0, rrsz, &rrm, &f1, rsz);
-    double *szc = malloc(sizeof(double) * rsz);
-    if (!szc) return;
+    double *szc = w->wsz2; /* bwd_reverse advances its suffix state in place */
     memcpy(szc, sz, sizeof(double) * rsz);
-    LA_FN(bwd_reverse)(e, w, h, token0 + a, b - a, q + a * ldk, k + a * ldk, v + a * ldv,
+    bwd_reverse(e, w, h, token0 + a, b - a, q + a * ldk, k + a * ldk, v + a * ldv,
                        g + a * ldv, la_side_rows(side, a, (int)ld1), szc, &m, dk + a * ldk, dvo + a * ldv);
-    free(szc);
   }
 }
 
 /* Query rows' features, [a | b] and key scales M for global tokens [a0, b0): own rows, or the
  * future halo (t >= token0 + n, rows from flo). phi gets phi_s(q) e^{X - M_i}. */
-static void LA_FN(range_queries)(la_engine e, int h, int64_t token0, int64_t n, int64_t a0,
+static void range_queries(la_engine e, int h, int64_t token0, int64_t n, int64_t a0,
                                  int64_t b0, const LA_REAL *q, const LA_REAL *g,
                                  const double *side, int64_t flo, const LA_REAL *fq,
                                  const LA_REAL *fg, const double *fside, double X, LA_REAL *phi,
@@ -337,7 +355,7 @@ static void LA_FN(range_queries)(la_engine e, int h, int64_t token0, int64_t n, 
     const LA_REAL *qq = own ? q : fq, *gg = own ? g : fg;
     const double *ss = own ? side : fside;
     const int len = (int)(t1 - t0), off = (int)(t0 - a0);
-    LA_FN(chunk_features)(e, h, t0 - base, len, qq, phi + (size_t)off * r, aq + off);
+    chunk_features(e, h, t0 - base, len, qq, phi + (size_t)off * r, aq + off);
     for (int i = 0; i < len; i++) {
       const double *sd = ss + ((t0 - base + i) * H + h) * 3;
       const LA_REAL *gi = gg + (t0 - base + i) * (int64_t)H * dv + (int64_t)h * dv;
@@ -357,7 +375,7 @@ static void LA_FN(range_queries)(la_engine e, int h, int64_t token0, int64_t n, 
 
 /* Summary of the query side over [a0, b0) (one segment): sum phi_s(q_i) [a_i; b_i]^T e^{-M_i},
  * returned on the log-scale m = max(-M_i). */
-static void LA_FN(query_summary)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+static void query_summary(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
                                  int64_t a0, int64_t b0, const LA_REAL *q, const LA_REAL *g,
                                  const double *side, int64_t flo, const LA_REAL *fq,
                                  const LA_REAL *fg, const double *fside, double *sz, double *m) {
@@ -368,7 +386,7 @@ static void LA_FN(query_summary)(la_engine e, la_work *w, int h, int64_t token0,
   memset(sz, 0, sizeof(double) * rsz);
   for (int64_t a = a0; a < b0;) {
     int len = (int)(b0 - a < e->C ? b0 - a : e->C);
-    LA_FN(range_queries)(e, h, token0, n, a, a + len, q, g, side, flo, fq, fg, fside, -INFINITY,
+    range_queries(e, h, token0, n, a, a + len, q, g, side, flo, fq, fg, fside, -INFINITY,
                          w->phiq, w->aq, w->ab, w->ak2);
     double mu = -INFINITY;
     for (int i = 0; i < len; i++) mu = -w->ak2[i] > mu ? -w->ak2[i] : mu;
@@ -379,9 +397,9 @@ static void LA_FN(query_summary)(la_engine e, la_work *w, int h, int64_t token0,
     }
     LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, w->ab,
             dv1, (LA_REAL)0, tmp, dv1);
-    double *wz = w->wsz;
+    double *wz = w->wsz2; /* not w->wsz: callers pass w->wsz as sz */
     for (size_t i = 0; i < rsz; i++) wz[i] = (double)tmp[i];
-    LA_FN(wq_add)(sz, m, wz, mu, rsz);
+    la_wq_add(sz, m, wz, mu, rsz);
     a += len;
   }
 }
@@ -393,12 +411,20 @@ static void LA_FN(query_summary)(la_engine e, la_work *w, int h, int64_t token0,
  * rows beyond the rank come as a halo [flo, fhi) plus one summary fmid of [token0+n, flo).
  * Pairs are scaled per segment of the chunk by X = max a_k: keys e^{a_k - X} <= 1,
  * queries e^{X - M_i}. */
-void LA_FN(bwd_window_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                               const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
-                               const LA_REAL *g, const double *side, int64_t flo, int64_t fhi,
-                               const LA_REAL *fq, const LA_REAL *fg, const double *fside,
-                               const double *fmidsz, double fmidm, LA_FN(wqueue) *Q,
-                               LA_REAL *dk, LA_REAL *dvo) {
+static void bwd_window_reverse(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                               const void *q_, const void *k_, const void *v_, const void *g_,
+                               const double *side, int64_t flo, int64_t fhi, const void *fq_,
+                               const void *fg_, const double *fside, const double *fmidsz,
+                               double fmidm, void *dk_, void *dvo_) {
+  la_wqueue *Q = &w->wq; /* reserved by the driver (backward.c) */
+  const LA_REAL *q = q_;
+  const LA_REAL *k = k_;
+  const LA_REAL *v = v_;
+  const LA_REAL *g = g_;
+  const LA_REAL *fq = fq_;
+  const LA_REAL *fg = fg_;
+  LA_REAL *dk = dk_;
+  LA_REAL *dvo = dvo_;
   const int r = e->r, dv = e->dv, dv1 = dv + 1, C = e->C, H = e->H;
   const int64_t W = e->cfg.window, end = token0 + n;
   const int64_t ldk = (int64_t)H * e->dk, ldv = (int64_t)H * dv;
@@ -406,9 +432,9 @@ void LA_FN(bwd_window_reverse)(la_engine e, la_work *w, int h, int64_t token0, i
   LA_REAL *sf = w->sf, *A = w->A, *Af = w->Af, *AB = w->ab, *dphi = w->dphi;
   double *sz = w->wsz, qm;
   const int64_t Nlim = fhi > end ? fhi : end; /* no query beyond the halo is ever read */
-  LA_FN(wq_clear)(Q);
+  la_wq_clear(Q);
   /* queue at the last chunk: far-future pieces (farthest first), then the middle summary */
-  const int64_t Elast = next_start_after(e, end - 1) < Nlim ? next_start_after(e, end - 1) : Nlim;
+  const int64_t Elast = la_next_start_after(e, end - 1) < Nlim ? la_next_start_after(e, end - 1) : Nlim;
   if (Elast > end && fhi > end) {
     int64_t c0L = ((end - 1) / C) * C;
     if (c0L < token0) c0L = token0;
@@ -419,34 +445,34 @@ void LA_FN(bwd_window_reverse)(la_engine e, la_work *w, int h, int64_t token0, i
       int64_t a = ((b - 1) / C) * C;
       if (a < flo) a = flo;
       double m;
-      LA_FN(query_summary)(e, w, h, token0, n, a, b, q, g, side, flo, fq, fg, fside, sz, &m);
-      LA_FN(wq_push)(Q, a, b, sz, m);
+      query_summary(e, w, h, token0, n, a, b, q, g, side, flo, fq, fg, fside, sz, &m);
+      la_wq_push(Q, a, b, sz, m);
       b = a;
     }
   }
-  if (flo > end && fmidm != -INFINITY) LA_FN(wq_push)(Q, end, flo, fmidsz, fmidm);
+  if (flo > end && fmidm != -INFINITY) la_wq_push(Q, end, flo, fmidsz, fmidm);
   for (int64_t cend = end; cend > token0;) {
     int64_t c0 = ((cend - 1) / C) * C;
     if (c0 < token0) c0 = token0;
     const int len = (int)(cend - c0);
     int reset;
-    const int nseg = seg_layout(e, c0, len, w->segi, &reset);
+    const int nseg = la_seg_layout(e, c0, len, w->segi, &reset);
     const int *segi = w->segi;
-    int64_t E = next_start_after(e, cend - 1);
+    int64_t E = la_next_start_after(e, cend - 1);
     if (E > Nlim) E = Nlim;
-    if (E == cend) LA_FN(wq_clear)(Q); /* the queries after the chunk are another segment */
+    if (E == cend) la_wq_clear(Q); /* the queries after the chunk are another segment */
     int64_t hf = (c0 + W) / C * C;
     hf = hf < E ? hf : E;
     hf = hf > cend ? hf : cend;
-    while (Q->count > 0 && Q->a[Q->head] >= hf) LA_FN(wq_pop)(Q);
+    while (Q->count > 0 && Q->a[Q->head] >= hf) la_wq_pop(Q);
     int64_t fe = cend - 1 + W < E ? cend - 1 + W : E;
     const int nf = fe > hf ? (int)(fe - hf) : 0;
     int bl = 0;
     while (segi[bl] != nseg - 1) bl++;
     const int nl = len - bl;
     /* keys, scaled per segment by X_s = max a_k */
-    LA_FN(chunk_features)(e, h, c0 - token0, len, k, w->phik, w->ak);
-    LA_FN(chunk_values)(e, h, c0 - token0, len, v, w->vp);
+    chunk_features(e, h, c0 - token0, len, k, w->phik, w->ak);
+    chunk_values(e, h, c0 - token0, len, v, w->vp);
     double *X = w->mseg;
     for (int s = 0; s < nseg; s++) X[s] = -INFINITY;
     for (int i = 0; i < len; i++) X[segi[i]] = w->ak[i] > X[segi[i]] ? w->ak[i] : X[segi[i]];
@@ -458,7 +484,7 @@ void LA_FN(bwd_window_reverse)(la_engine e, la_work *w, int h, int64_t token0, i
         for (int j = 0; j < r; j++) ((LA_REAL *)w->phik)[(size_t)i * r + j] *= fct;
     }
     /* the chunk's queries, scaled per row by e^{X_seg - M_i} */
-    LA_FN(range_queries)(e, h, token0, n, c0, cend, q, g, side, flo, fq, fg, fside, -INFINITY,
+    range_queries(e, h, token0, n, c0, cend, q, g, side, flo, fq, fg, fside, -INFINITY,
                          w->phiq, w->aq, AB, w->ak2);
     for (int i = 0; i < len; i++) {
       LA_REAL fct = (LA_REAL)exp(X[segi[i]] - w->ak2[i]);
@@ -469,7 +495,7 @@ void LA_FN(bwd_window_reverse)(la_engine e, la_work *w, int h, int64_t token0, i
     memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
     for (int i = 0; i < len; i++) memset(dvp + i * ldv, 0, sizeof(LA_REAL) * dv);
     const double XL = X[nseg - 1];
-    LA_FN(wq_sum)(Q, sz, &qm);
+    la_wq_sum(Q, sz, &qm);
     if (qm != -INFINITY && nl > 0) { /* queue: queries [cend, hf) of the last segment */
       const double fct = exp(qm + XL);
       for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)(sz[i] * fct);
@@ -479,7 +505,7 @@ void LA_FN(bwd_window_reverse)(la_engine e, la_work *w, int h, int64_t token0, i
               (LA_REAL *)w->phik + (size_t)bl * r, r, sf, dv1, (LA_REAL)0, dvp + bl * ldv, (int)ldv);
     }
     if (nf > 0 && nl > 0) { /* far edge: queries [hf, fe), key j reads i <= j + W - 1 */
-      LA_FN(range_queries)(e, h, token0, n, hf, fe, q, g, side, flo, fq, fg, fside, XL, w->phif,
+      range_queries(e, h, token0, n, hf, fe, q, g, side, flo, fq, fg, fside, XL, w->phif,
                            w->af, w->vf, w->ak2 + 0);
       /* Sc[j][i] = [v_j;1].[a_i;b_i] */
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nl, nf, dv1, (LA_REAL)1,
@@ -512,16 +538,23 @@ void LA_FN(bwd_window_reverse)(la_engine e, la_work *w, int h, int64_t token0, i
         if (i < j || i - j >= W || segi[i] != segi[j]) A[(size_t)j * len + i] = 0;
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv, len, (LA_REAL)1, A, len, AB, dv1,
             (LA_REAL)1, dvp, (int)ldv);
-    LA_CAT(la_featmap_chain, LA_SFX)(e->fm, h, len, k + (c0 - token0) * ldk + (int64_t)h * e->dk,
+    LA_MAP_CHAIN(e->fm, h, len, k + (c0 - token0) * ldk + (int64_t)h * e->dk,
                                      ldk, dphi, w->phik,
                                      dk + (c0 - token0) * ldk + (int64_t)h * e->dk, ldk, w->af);
     /* push the query summary of the chunk's first segment (it continues to earlier chunks) */
-    if (nseg > 1) LA_FN(wq_clear)(Q);
+    if (nseg > 1) la_wq_clear(Q);
     int b0 = 0;
     while (b0 < len && segi[b0] == 0) b0++;
     double m;
-    LA_FN(query_summary)(e, w, h, token0, n, c0, c0 + b0, q, g, side, flo, fq, fg, fside, sz, &m);
-    LA_FN(wq_push)(Q, c0, c0 + b0, sz, m);
+    query_summary(e, w, h, token0, n, c0, c0 + b0, q, g, side, flo, fq, fg, fside, sz, &m);
+    la_wq_push(Q, c0, c0 + b0, sz, m);
     cend = c0;
   }
+}
+
+/* The table's entry to query_summary on the block's own rows (la_backward_query_summary). */
+static void query_summary_rows(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                               int64_t a, int64_t b, const void *q, const void *g,
+                               const double *side, double *sz, double *m) {
+  query_summary(e, w, h, token0, n, a, b, q, g, side, token0 + n, NULL, NULL, NULL, sz, m);
 }

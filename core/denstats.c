@@ -1,20 +1,38 @@
-/* Denominator statistics (DESIGN.md §1): min, max, count <= 0, and the count below
+/* Denominator statistics (docs/design.md §1.1): min, max, count <= 0, and the count below
  * 1e-6 * median. The median comes from a log2 histogram with LA_DEN_HIST_PER_OCTAVE bins per
  * octave, so it is exact to 1/16 octave (4.4 %) and mergeable across threads and ranks
  * without storing N values. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "engine_internal.h"
+#include "la_alloc.h"
 #include "linattn/core.h"
 
-la_status la_den_stats_init(la_den_stats *st) {
+static void clear(la_den_stats *st) {
+  uint64_t *hist = st->hist;
   memset(st, 0, sizeof *st);
   st->min = INFINITY;
   st->max = -INFINITY;
   st->first_bad_token = -1;
   st->first_overflow_token = -1;
-  st->hist = calloc(LA_DEN_HIST_BINS, sizeof(uint64_t));
-  return st->hist ? LA_OK : LA_ERR_NOMEM;
+  st->hist = hist;
+}
+
+la_status la_den_stats_init(la_den_stats *st) {
+  st->hist = NULL;
+  clear(st);
+  st->hist = la_calloc(LA_DEN_HIST_BINS, sizeof(uint64_t));
+  if (!st->hist)
+    return la_error(LA_ERR_NOMEM, "out of memory for the denominator histogram (%d bins)",
+                    LA_DEN_HIST_BINS);
+  return LA_OK;
+}
+
+/* engine_internal.h: back to the empty statistics, keeping the histogram's storage. */
+void la_den_stats_reset(la_den_stats *st) {
+  clear(st);
+  if (st->hist) memset(st->hist, 0, LA_DEN_HIST_BINS * sizeof(uint64_t));
 }
 
 void la_den_stats_free(la_den_stats *st) {

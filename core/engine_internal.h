@@ -1,12 +1,18 @@
-/* Private layout of la_engine (core only). */
+/* Private layout of la_engine and its per-thread workspaces (core only), and what the
+ * engine's files share: geometry (geometry.c), GEMMs (gemm.c), drivers. docs/design.md §5.1. */
 #ifndef LINATTN_ENGINE_INTERNAL_H
 #define LINATTN_ENGINE_INTERNAL_H
 #include <string.h>
 #include "featmap_internal.h"
+#include "kernels.h"
+#include "la_blas.h"
 #include "linattn/core.h"
+#include "wqueue.h"
 
-/* One thread's scratch, §4: O(C (r + dv) + C^2 + r dv) elements, independent of N. */
-typedef struct {
+/* One thread's scratch, docs/design.md §4.2: O(C (r + dv) + C^2 + r dv) elements,
+ * independent of N, all allocated in la_engine_create (the window queue when a window call
+ * first needs it, outside the parallel region). Kernels never allocate. */
+struct la_work_s {
   void *phiq, *phik; /* C x r */
   void *vp;          /* C x (dv+1): [V | 1] */
   void *A;           /* C x C */
@@ -17,6 +23,7 @@ typedef struct {
   int *segi;         /* C: segment of each chunk row, relative to the chunk's first */
   double *mseg;      /* C: log-scale of each of those segments */
   double *wsz;       /* r x (dv+1) float64 scratch state */
+  double *wsz2;      /* r x (dv+1) float64: a second one (backward query sums) */
   void *phif, *vf;   /* window far edge: 2C x r, 2C x (dv+1) */
   double *af;        /* 2C */
   void *Af;          /* C x 2C */
@@ -24,9 +31,12 @@ typedef struct {
   double *ak2;       /* C */
   void *kT;          /* r x C: Phi_k^T for the AVX-512 kernels */
   void *zf;          /* r: the state's z, contiguous, for the AVX-512 kernels */
+  float *tb;         /* op(B) = B^T transposed for the AVX-512 GEMM (gemm.c) */
+  size_t tb_cap;     /* its floats: max(r, dv+1) * max(2C, r) covers every kernel's B */
+  la_wqueue wq;      /* the window's queue (window_impl.h, §3.2) */
   la_den_stats stats;
   char pad[64];      /* keep neighbouring workspaces off one cache line */
-} la_work;
+};
 
 struct la_engine_s {
   la_config cfg;
@@ -35,6 +45,7 @@ struct la_engine_s {
   int H, dk, r, dv, C, T;
   int stabilized;
   int k512;      /* float32 chunk products on the AVX-512 kernels (kern512.c) */
+  const la_kernels *kern; /* la_kernels_f32 or la_kernels_f64, chosen at creation */
   la_work *work; /* [T] */
   int Bmax;      /* superblocks per head for the causal two-pass split */
   la_state part;   /* H*Bmax partial states (heads dimension = H*Bmax) */
@@ -42,13 +53,10 @@ struct la_engine_s {
   const int64_t *seg_off; /* segment offsets o_0 = 0 < ... < o_S = N (caller's), or NULL */
   int64_t seg_count;      /* S + 1 */
 };
-/* Backward side storage (fa, b, M) per (token, head): 24 bytes at a byte stride, so it can
- * live inside the dV output buffer (stride dv * sizeof(real) >= 24) until the reverse pass
- * overwrites each row after reading it; windows use a separate contiguous array. */
-typedef struct {
-  char *base;
-  size_t stride;
-} la_side;
+/* Backward side storage (fa, b, M) per (token, head), docs/design.md §4.4: 24 bytes at a
+ * byte stride (la_side, kernels.h), so it can live inside the dV output buffer (stride
+ * dv * sizeof(real) >= 24) until the reverse pass overwrites each row after reading it;
+ * windows use a separate contiguous array. */
 
 static inline void la_side_put(la_side s, int64_t idx, double fa, double b, double M) {
   const double t[3] = {fa, b, M};
@@ -62,56 +70,41 @@ static inline la_side la_side_rows(la_side s, int64_t rows, int H) {
   return s;
 }
 
-/* Shared by engine.c and backward.c. */
-int la_thread_id(void);
-void la_engine_merge_stats(la_engine e, la_den_stats *stats);
-void bwd_replay_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const float *q,
-                    const float *k, const float *v, const float *g, double *sz, double *m,
-                    int *f, float *dq, la_side side, double *rsz, double *rm, int64_t cut);
-void bwd_replay_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const double *q,
-                    const double *k, const double *v, const double *g, double *sz, double *m,
-                    int *f, double *dq, la_side side, double *rsz, double *rm, int64_t cut);
-void bwd_reverse_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const float *q,
-                     const float *k, const float *v, const float *g, la_side side,
-                     double *dsz, double *mu, float *dk, float *dv);
-void bwd_reverse_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const double *q,
-                     const double *k, const double *v, const double *g, la_side side,
-                     double *dsz, double *mu, double *dk, double *dv);
-void bwd_segmented_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const float *q,
-                       const float *k, const float *v, const float *g, const double *lsz,
-                       double lm, const double *rsz, double rm, float *dq, la_side side,
-                       double *hsz, double *hm, double *tsz, double *tm, float *dk, float *dv);
-void bwd_segmented_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const double *q,
-                       const double *k, const double *v, const double *g, const double *lsz,
-                       double lm, const double *rsz, double rm, double *dq, la_side side,
-                       double *hsz, double *hm, double *tsz, double *tm, double *dk, double *dv);
-void bwd_segmented_ends_f32(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                            const float *q, const float *k, const float *v, const float *g,
-                            la_side side, const double *lrsz, double lrm,
-                            const double *rrsz, double rrm, const double *hsz, double hm,
-                            const double *tsz, double tm, float *dk, float *dv);
-void bwd_segmented_ends_f64(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                            const double *q, const double *k, const double *v, const double *g,
-                            la_side side, const double *lrsz, double lrm,
-                            const double *rrsz, double rrm, const double *hsz, double hm,
-                            const double *tsz, double tm, double *dk, double *dv);
-/* Window backward entry points (engine_impl.h, backward_impl.h). */
-void la_window_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const void *q,
-                    const void *k, const void *v, int64_t hlo, int64_t hhi, const void *hk,
-                    const void *hv, const double *midsz, double midm, void *out, const void *g,
-                    void *dq, double *side, int cap, la_status *st);
+/* geometry.c (docs/design.md §3): segment layout of [t0, t0+len) relative to the segment of
+ * t0 (returns the number of segments touched; *reset = 1 when t0 starts one); whether t
+ * starts a segment; the start of t's segment; the first start after t (INT64_MAX if none);
+ * the smallest multiple of C >= x; superblock b of B of a block of n tokens (§4.2). */
+int la_seg_layout(const la_engine e, int64_t t0, int len, int *segi, int *reset);
+int la_is_segment_start(const la_engine e, int64_t t);
+int64_t la_segment_start(const la_engine e, int64_t t);
+int64_t la_next_start_after(const la_engine e, int64_t t);
+int64_t la_ceil_to(int64_t x, int64_t C);
+void la_superblock(int64_t n, int C, int B, int b, int64_t *lo, int64_t *hi);
+/* Queue capacity for tokens up to `reach` (§3.2): O(min(W, reach) / C). */
 int la_window_queue_cap(const la_engine e, int64_t reach);
+
+/* gemm.c: cblas-shaped GEMMs of the kernels, on the engine's kernels and workspace w. */
+void la_gemm_f32(const la_engine e, la_work *w, CBLAS_LAYOUT lay, CBLAS_TRANSPOSE ta,
+                 CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc);
+void la_gemm_f64(const la_engine e, la_work *w, CBLAS_LAYOUT lay, CBLAS_TRANSPOSE ta,
+                 CBLAS_TRANSPOSE tb, int M, int N, int K, double alpha, const double *A,
+                 int lda, const double *B, int ldb, double beta, double *C, int ldc);
+
+/* engine.c */
+int la_thread_id(void);
+/* Fold every thread's denominator statistics into stats (may be NULL) and reset them. */
+void la_engine_merge_stats(la_engine e, la_den_stats *stats);
+/* denstats.c: empty statistics again, keeping the histogram (no allocation). */
+void la_den_stats_reset(la_den_stats *st);
+/* Reserve every thread's window queue for `cap` summaries; LA_ERR_NOMEM with its reason. */
+la_status la_engine_reserve_queues(la_engine e, int cap);
+
+/* forward.c: every head of the window kernel, the forward (out) or the backward replay (g, dq,
+ * side), used by la_engine_apply_window and la_backward_window. */
 la_status la_window_heads(la_engine e, int64_t token0, int64_t n, const void *q, const void *k,
                           const void *v, int64_t hlo, int64_t hhi, const void *hk,
                           const void *hv, const la_state *mid, void *out, const void *g,
                           void *dq, double *side, la_den_stats *stats);
-void la_window_reverse_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                            const void *q, const void *k, const void *v, const void *g,
-                            const double *side, int64_t flo, int64_t fhi, const void *fq,
-                            const void *fg, const double *fside, const double *fmidsz,
-                            double fmidm, void *dk, void *dv, int cap, la_status *st);
-void la_query_summary_head(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                           int64_t a, int64_t b, const void *q, const void *g, const double *side,
-                           double *sz, double *m);
 
 #endif

@@ -1,15 +1,13 @@
-/* Feature maps, DESIGN.md §2. Every map returns phi = phi_s * e^a with a per-row log-scale
- * a (a = 0 for elu1, relu, identity, precomputed), so callers can stabilize:
- * queries keep their own a (it cancels in normalized mode), keys are rescaled to one
- * constant per head and block (§4 log-scale). */
+/* The feature-map object, docs/design.md §2: the map's row of the table (maps.c), its width,
+ * and for the random maps the projection (§2.1), drawn from the seed or loaded. Every map
+ * returns phi = phi_s e^a with a per-row log-scale a (a = 0 for the unstabilized maps), so
+ * callers can stabilize (§2.2). */
 #include <lapacke.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "featmap_internal.h"
-#include "kern512.h"
-#include "la_blas.h"
-#include "vexp.h"
+#include "la_alloc.h"
 
 /* Stream tags keep projection draws disjoint from data draws. */
 #define LA_STREAM_PROJ (1ULL << 62)
@@ -34,11 +32,22 @@ static void refresh_scaled(la_featmap fm) {
  * (chi(dk) distributed). Keyed by (seed, head, row) like the iid draw. */
 static la_status draw_orf(la_featmap fm, uint64_t seed, int h) {
   int dk = fm->dk, m = fm->m;
-  double *g = malloc(sizeof(double) * dk * dk), *tau = malloc(sizeof(double) * dk);
-  if (!g || !tau) {
+  /* LAPACKE's _work forms, with the work array from here: the plain forms allocate it
+   * themselves and report a failure as an error code of their own */
+  double lw[2] = {0, 0};
+  if (LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, dk, dk, NULL, dk, NULL, &lw[0], -1) != 0 ||
+      LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, dk, dk, dk, NULL, dk, NULL, &lw[1], -1) != 0)
+    return la_error(LA_ERR_INTERNAL, "favor+orf: LAPACK workspace query failed (dk %d)", dk);
+  const size_t lwork = (size_t)fmax(fmax(lw[0], lw[1]), (double)dk);
+  double *g = la_malloc(sizeof(double) * dk * dk), *tau = la_malloc(sizeof(double) * dk);
+  double *sgn = la_malloc(sizeof(double) * dk), *work = la_malloc(sizeof(double) * lwork);
+  if (!g || !tau || !sgn || !work) {
     free(g);
     free(tau);
-    return LA_ERR_NOMEM;
+    free(sgn);
+    free(work);
+    return la_error(LA_ERR_NOMEM, "la_featmap_create: out of memory for the orthogonal blocks "
+                    "of favor+orf (dk %d)", dk);
   }
   la_status st = LA_OK;
   for (int b0 = 0; b0 < m; b0 += dk) {
@@ -48,11 +57,15 @@ static la_status draw_orf(la_featmap fm, uint64_t seed, int h) {
         g[i * dk + j] = la_rng_normal(seed, LA_STREAM_PROJ | (uint64_t)h, (uint64_t)(b0 + i), (uint64_t)j);
     /* QR of g^T (column-major view of row-major g is g^T): g^T = Q R, Q's columns orthonormal.
      * Rows of the result = columns of Q. */
-    if (LAPACKE_dgeqrf(LAPACK_COL_MAJOR, dk, dk, g, dk, tau) != 0) { st = LA_ERR_INTERNAL; break; }
-    double *sgn = malloc(sizeof(double) * dk);
-    if (!sgn) { st = LA_ERR_NOMEM; break; }
+    if (LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, dk, dk, g, dk, tau, work, (lapack_int)lwork) != 0) {
+      st = la_error(LA_ERR_INTERNAL, "favor+orf: QR factorization failed");
+      break;
+    }
     for (int i = 0; i < dk; i++) sgn[i] = g[i * dk + i] < 0 ? -1.0 : 1.0;
-    if (LAPACKE_dorgqr(LAPACK_COL_MAJOR, dk, dk, dk, g, dk, tau) != 0) { free(sgn); st = LA_ERR_INTERNAL; break; }
+    if (LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, dk, dk, dk, g, dk, tau, work, (lapack_int)lwork) != 0) {
+      st = la_error(LA_ERR_INTERNAL, "favor+orf: forming Q failed");
+      break;
+    }
     for (int i = 0; i < dk && b0 + i < m; i++) {
       double nrm = 0.0;
       for (int j = 0; j < dk; j++) {
@@ -63,40 +76,51 @@ static la_status draw_orf(la_featmap fm, uint64_t seed, int h) {
       double *row = fm->omega + ((size_t)h * m + b0 + i) * dk;
       for (int j = 0; j < dk; j++) row[j] = nrm * sgn[i] * g[i * dk + j]; /* column i of Q */
     }
-    free(sgn);
   }
   free(g);
   free(tau);
+  free(sgn);
+  free(work);
   return st;
 }
 
 la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap *out) {
   *out = NULL;
-  if (heads < 1 || dk < 1 || dk > LA_DIM_MAX) return LA_ERR_ARG;
-  la_featmap fm = calloc(1, sizeof *fm);
-  if (!fm) return LA_ERR_NOMEM;
+  LA_CHECK(heads >= 1, LA_ERR_ARG, "la_featmap_create: heads = %d < 1", heads);
+  LA_CHECK(dk >= 1 && dk <= LA_DIM_MAX, LA_ERR_ARG, "la_featmap_create: dk = %d is outside [1, %d]",
+           dk, LA_DIM_MAX);
+  const la_map_info *mi = la_map_get(cfg->map);
+  LA_CHECK(mi, LA_ERR_ARG, "la_featmap_create: unknown map %d", (int)cfg->map);
+  int k512 = 0;
+  LA_TRY(la_kernels_resolve(cfg->kernels, &k512));
+  la_featmap fm = la_calloc(1, sizeof *fm);
+  if (!fm) return la_error(LA_ERR_NOMEM, "la_featmap_create: out of memory");
   fm->kind = cfg->map;
+  fm->map = mi;
+  fm->k512 = k512;
   fm->heads = heads;
   fm->dk = dk;
   fm->s = cfg->scale > 0 ? cfg->scale : 1.0 / sqrt((double)dk);
-  if (la_map_is_random(cfg->map)) {
+  if (mi->draw != LA_DRAW_NONE) {
     if (cfg->features < 1 || cfg->features > LA_FEATURES_MAX) {
       free(fm);
-      return LA_ERR_ARG;
+      return la_error(LA_ERR_ARG, "la_featmap_create: features = %d is outside [1, %d]",
+                      cfg->features, LA_FEATURES_MAX);
     }
     fm->m = cfg->features;
-    fm->r = (cfg->map == LA_MAP_FAVOR_HYP || cfg->map == LA_MAP_TRIG) ? 2 * fm->m : fm->m;
+    fm->r = la_map_width(cfg->map, dk, fm->m);
     size_t n = (size_t)heads * fm->m * dk;
-    fm->omega = malloc(sizeof(double) * n);
-    fm->omega_s = malloc(sizeof(double) * n);
-    fm->omega_f = malloc(sizeof(float) * n);
-    fm->omega_ft = malloc(sizeof(float) * n);
+    fm->omega = la_malloc(sizeof(double) * n);
+    fm->omega_s = la_malloc(sizeof(double) * n);
+    fm->omega_f = la_malloc(sizeof(float) * n);
+    fm->omega_ft = la_malloc(sizeof(float) * n);
     if (!fm->omega || !fm->omega_s || !fm->omega_f || !fm->omega_ft) {
       la_featmap_destroy(&fm);
-      return LA_ERR_NOMEM;
+      return la_error(LA_ERR_NOMEM, "la_featmap_create: out of memory for the projection "
+                      "(%d heads x %d x %d)", heads, cfg->features, dk);
     }
     for (int h = 0; h < heads; h++) {
-      if (cfg->map == LA_MAP_FAVOR_ORF) {
+      if (mi->draw == LA_DRAW_ORF) {
         la_status st = draw_orf(fm, cfg->seed, h);
         if (st != LA_OK) {
           la_featmap_destroy(&fm);
@@ -111,7 +135,7 @@ la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap 
     }
     refresh_scaled(fm);
   } else {
-    fm->r = dk;
+    fm->r = la_map_width(cfg->map, dk, 0);
   }
   *out = fm;
   return LA_OK;
@@ -147,26 +171,13 @@ la_status la_featmap_set_projection(la_featmap fm, const double *omega, int m, i
   return LA_OK;
 }
 
-/* The two precisions share one body (featmap_impl.h). */
-#define LA_REAL float
-#define LA_SFX f32
-#define LA_GEMM cblas_sgemm
-#define LA_EXP la_vexpf
-#define LA_OMEGA omega_f
-#define LA_K512 1
-#include "featmap_impl.h"
-#define LA_REAL double
-#define LA_SFX f64
-#define LA_GEMM cblas_dgemm
-#define LA_EXP la_vexp
-#define LA_OMEGA omega_s
-#include "featmap_impl.h"
-
 la_status la_featmap_eval(const la_featmap fm, la_dtype dt, int h, int64_t n, const void *x,
                           int64_t ld, void *phi_s, double *a) {
-  if (h < 0 || h >= fm->heads || n < 0) return LA_ERR_ARG;
+  LA_CHECK(h >= 0 && h < fm->heads, LA_ERR_ARG, "la_featmap_eval: head %d is outside [0, %d)", h,
+           fm->heads);
+  LA_CHECK(n >= 0, LA_ERR_ARG, "la_featmap_eval: n = %lld < 0", (long long)n);
   if (dt == LA_F32) la_featmap_eval_f32(fm, h, n, x, ld, phi_s, a);
   else if (dt == LA_F64) la_featmap_eval_f64(fm, h, n, x, ld, phi_s, a);
-  else return LA_ERR_ARG;
+  else return la_error(LA_ERR_ARG, "la_featmap_eval: dtype %s is not f32 or f64", la_dtype_name(dt));
   return LA_OK;
 }

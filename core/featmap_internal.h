@@ -2,9 +2,12 @@
 #ifndef LINATTN_FEATMAP_INTERNAL_H
 #define LINATTN_FEATMAP_INTERNAL_H
 #include "linattn/core.h"
+#include "maps.h"
 
 struct la_featmap_s {
   la_map_kind kind;
+  const la_map_info *map; /* its row of the map table (maps.c) */
+  int k512;               /* float32 evaluation on the AVX-512 forms (la_config.kernels) */
   int heads, dk, m, r;
   double s;        /* similarity scale */
   double *omega;   /* [H, m, dk] float64 (random maps) */
@@ -13,7 +16,7 @@ struct la_featmap_s {
   float *omega_ft; /* its transpose [H, dk, m], for the AVX-512 kernels (kern512.c) */
 };
 
-/* Precision-specific bodies of la_featmap_eval (featmap_impl.h). */
+/* Evaluation and chain rule through the map table (maps.c), for the kernels. */
 void la_featmap_eval_f32(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
                          float *phi, double *a);
 void la_featmap_eval_f64(const la_featmap fm, int h, int64_t n, const double *x, int64_t ld,

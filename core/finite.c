@@ -1,4 +1,4 @@
-/* Input validation: every value must be finite (DESIGN.md §1 "Valid inputs"). */
+/* Input validation: every value must be finite (docs/design.md §1). */
 #include <math.h>
 #include "linattn/core.h"
 

@@ -1,4 +1,4 @@
-/* AVX-512 float32 kernels for the chunk products of DESIGN.md §4, chosen at run time
+/* AVX-512 float32 kernels for the chunk products of docs/design.md §4.2, chosen at run time
  * (la_k512_enabled, engine.c). This file alone is compiled with -mavx512f; nothing here runs unless
  * the CPU reports AVX-512F. Why not OpenBLAS: the chunk GEMMs are 64 x 64 x 64, where
  * OpenBLAS spends its time packing, and Debian's OpenBLAS runs AVX2 kernels on CPUs it does not
@@ -215,7 +215,7 @@ AI double norm2_f64(int dk, const float *xi) {
   return _mm512_reduce_add_pd(n2);
 }
 
-/* favor+ / favor+orf (hyp = 0) and favor-hyp (hyp = 1) rows after the projection (DESIGN.md
+/* favor+ / favor+orf (hyp = 0) and favor-hyp (hyp = 1) rows after the projection (docs/design.md
  * §2); u = phi[i, :m] holds x~ Omega^T:
  *   favor+:    phi_i = m^-1/2 e^{u - max u},                        a_i = max u - s|x|^2/2
  *   favor-hyp: phi_i = (2m)^-1/2 [e^{u - max|u|}, e^{-u - max|u|}],  a_i = max|u| - s|x|^2/2
@@ -287,7 +287,7 @@ static void key_summary(int len, int r, int dv, const float *V, ptrdiff_t ldv, f
   for (int k = 0; k < r; k++) tmp[(ptrdiff_t)k * dv1 + dv] = sum16(len, kT + (ptrdiff_t)k * C);
 }
 
-/* Causal chunk of DESIGN.md §4 for one segment, rows i < len:
+/* Causal chunk of docs/design.md §4.2 for one segment, rows i < len:
  *   o_i = [ phiq_i Sf + sum_{j<=i} (phiq_i . phik_j) v_j  |  phiq_i zf + sum_{j<=i} phiq_i . phik_j ]
  *   tmp = [ phik^T V | phik^T 1 ]   (the chunk's key summary, r x (dv+1))
  * sf = [Sf | zf] is r x (dv+1) or NULL for a zero state. Scratch: kT (r x C), A (C x C),
@@ -330,7 +330,7 @@ void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float 
     o[(ptrdiff_t)i * dv1 + dv] = dot16(r, phiq + (ptrdiff_t)i * r, zf);
 }
 
-/* elu(x) + 1 (DESIGN.md §2) for n rows of dk, 16 lanes at a time; domain: finite x.
+/* elu(x) + 1 (docs/design.md §2) for n rows of dk, 16 lanes at a time; domain: finite x.
  * Row i also prefetches row i of the streams in pf (the next chunk's inputs): spread over the
  * loop like this they arrive in time, where one burst of 768 lines per chunk is mostly dropped
  * (measured: 14 against 35 ns per token for this loop, N = 2^20, H = 4, d = 64). */

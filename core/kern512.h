@@ -1,11 +1,13 @@
-/* AVX-512 float32 chunk kernels (kern512.c), selected at run time. DESIGN.md §4. */
+/* AVX-512 float32 chunk kernels (kern512.c), selected at run time. docs/design.md §4.2. */
 #ifndef LINATTN_KERN512_H
 #define LINATTN_KERN512_H
 #include <stddef.h>
 #include <stdint.h>
 
-/* 1 if this build has the kernels, the CPU reports AVX-512F and LINATTN_KERNELS is not
- * "blas" (engine.c; compiled without AVX-512 so that the check itself runs anywhere). */
+/* kern512_cpu.c (compiled without AVX-512, so the check runs anywhere):
+ * la_k512_available: this build has the kernels and the CPU reports AVX-512F;
+ * la_k512_enabled: the process default, la_kernels_resolve(LA_KERNELS_AUTO) (core.h). */
+int la_k512_available(void);
 int la_k512_enabled(void);
 /* C[M x N] = (acc ? C : 0) + A B, row-major B and C; A(i, k) = A[i*ars + k*acs].
  * tri = 1: row i only reads A(i, k) for k < (its 6-row tile's end) -- A lower triangular;

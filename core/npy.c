@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #define _FILE_OFFSET_BITS 64
 #include "linattn/npy.h"
+#include "linattn/outfile.h"
+#include "la_alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -313,7 +315,7 @@ static la_status info_fd(int fd, const char *path, la_npy_info *info, char *err,
   int64_t size = (int64_t)st.st_size;
   unsigned char pre[12];
   int64_t got = read_full(fd, 0, pre, size < 12 ? size : 12);
-  if (got < 0) return seterr(err, errlen, "%s: read failed: %s", path, strerror(errno)), LA_ERR_IO;
+  if (got < 0) return seterr(err, errlen, "%s: cannot read: %s", path, strerror(errno)), LA_ERR_READ;
   int major;
   size_t prefix, hl;
   if (!parse_prefix(pre, (size_t)got, &major, &prefix, &hl, msg, sizeof msg))
@@ -326,13 +328,15 @@ static la_status info_fd(int fd, const char *path, la_npy_info *info, char *err,
   }
   if (hl > READ_HEADER_MAX)
     return seterr(err, errlen, "%s: header too large (%zu bytes)", path, hl), LA_ERR_FORMAT;
-  unsigned char *buf = malloc((size_t)hend);
-  if (!buf) return seterr(err, errlen, "%s: out of memory", path), LA_ERR_NOMEM;
+  unsigned char *buf = la_malloc((size_t)hend);
+  if (!buf)
+    return seterr(err, errlen, "%s: out of memory for its %lld-byte header", path, (long long)hend),
+           LA_ERR_NOMEM;
   got = read_full(fd, 0, buf, hend);
   int e = errno;
   la_status s = LA_OK;
   if (got < 0)
-    s = LA_ERR_IO, seterr(err, errlen, "%s: read failed: %s", path, strerror(e));
+    s = LA_ERR_READ, seterr(err, errlen, "%s: cannot read: %s", path, strerror(e));
   else if (got < hend)
     s = LA_ERR_FORMAT, seterr(err, errlen, "%s: header past end of file", path);
   else if ((s = la_npy_parse_header(buf, (size_t)hend, info, msg, sizeof msg)) != LA_OK)
@@ -365,7 +369,7 @@ la_status la_npy_read_info(const char *path, la_npy_info *info, char *err, size_
 static la_status read_payload(int fd, const char *path, int64_t off, void *dst, int64_t n,
                               char *err, size_t errlen) {
   int64_t got = read_full(fd, off, dst, n);
-  if (got < 0) return seterr(err, errlen, "%s: read failed: %s", path, strerror(errno)), LA_ERR_IO;
+  if (got < 0) return seterr(err, errlen, "%s: cannot read: %s", path, strerror(errno)), LA_ERR_READ;
   if (got < n) {
     seterr(err, errlen, "%s: truncated payload (expected %lld bytes at offset %lld, got %lld)",
            path, (long long)n, (long long)off, (long long)got);
@@ -416,7 +420,7 @@ la_status la_npy_load(const char *path, la_npy_info *info, void **data, char *er
   if (s != LA_OK) return s;
   if ((s = info_fd(fd, path, info, err, errlen)) != LA_OK) return close(fd), s;
   int64_t n = info->count * (int64_t)la_dtype_size(info->dtype);
-  void *buf = (uint64_t)n < SIZE_MAX ? malloc(n ? (size_t)n : 1) : NULL;
+  void *buf = (uint64_t)n < SIZE_MAX ? la_malloc(n ? (size_t)n : 1) : NULL;
   if (!buf) {
     close(fd);
     return seterr(err, errlen, "%s: out of memory for %lld bytes", path, (long long)n),
@@ -462,19 +466,6 @@ la_status la_npy_format_header(la_dtype dtype, int ndim, const int64_t *shape, u
   return LA_OK;
 }
 
-static int write_full(int fd, const void *src, int64_t n) {
-  int64_t done = 0;
-  while (done < n) {
-    size_t want = (size_t)(n - done > (1 << 30) ? (1 << 30) : n - done);
-    ssize_t r = write(fd, (const char *)src + done, want);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return 0;
-    if (r == 0) return errno = EIO, 0;
-    done += r;
-  }
-  return 1;
-}
-
 la_status la_npy_save(const char *path, la_dtype dtype, int ndim, const int64_t *shape,
                       const void *data, int force, char *err, size_t errlen) {
   if (!host_is_le())
@@ -490,32 +481,5 @@ la_status la_npy_save(const char *path, la_dtype dtype, int ndim, const int64_t 
       la_npy_format_header(dtype, ndim, shape, hdr, &hlen) != LA_OK)
     return seterr(err, errlen, "%s: cannot save: %s", path, msg), LA_ERR_ARG;
   if (bytes > 0 && !data) return seterr(err, errlen, "%s: cannot save: no data", path), LA_ERR_ARG;
-  struct stat st;
-  if (!force && lstat(path, &st) == 0)
-    return seterr(err, errlen, "%s: exists (use --force to overwrite)", path), LA_ERR_EXISTS;
-
-  size_t tl = strlen(path) + 32;
-  char *tmp = malloc(tl);
-  if (!tmp) return seterr(err, errlen, "%s: out of memory", path), LA_ERR_NOMEM;
-  snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    seterr(err, errlen, "%s: cannot create temporary file %s: %s", path, tmp, strerror(errno));
-    free(tmp);
-    return LA_ERR_IO;
-  }
-  const char *what = NULL;
-  if (!write_full(fd, hdr, (int64_t)hlen) || !write_full(fd, data, bytes))
-    what = "write failed";
-  else if (fsync(fd) != 0)
-    what = "fsync failed";
-  int e = errno;
-  if (close(fd) != 0 && !what) what = "close failed", e = errno;
-  if (!what && rename(tmp, path) != 0) what = "cannot rename temporary file", e = errno;
-  if (what) {
-    unlink(tmp); /* best effort; the original error is what matters */
-    seterr(err, errlen, "%s: %s: %s", path, what, strerror(e));
-  }
-  free(tmp);
-  return what ? LA_ERR_IO : LA_OK;
+  return la_write_file(path, hdr, hlen, data, (size_t)bytes, force, err, errlen);
 }

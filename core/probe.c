@@ -9,15 +9,16 @@
 #endif
 
 #include "kern512.h"
+#include "la_alloc.h"
 #include "linattn/core.h"
 
 double la_kernel_probe_gflops(int threads, int reps) {
   if (!la_k512_enabled() || threads < 1 || reps < 1) return NAN;
   enum { S = 64, ITER = 2000 };
-  float **buf = calloc((size_t)threads, sizeof *buf); /* one A | B | C per thread, untimed */
+  float **buf = la_calloc((size_t)threads, sizeof *buf); /* one A | B | C per thread, untimed */
   int bad = !buf;
   for (int t = 0; t < threads && !bad; t++) {
-    bad = !(buf[t] = malloc(sizeof(float) * S * S * 3));
+    bad = !(buf[t] = la_malloc(sizeof(float) * S * S * 3));
     for (int i = 0; !bad && i < S * S * 3; i++)
       buf[t][i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
   }
@@ -44,6 +45,10 @@ double la_kernel_probe_gflops(int threads, int reps) {
   }
   for (int t = 0; buf && t < threads; t++) free(buf[t]);
   free(buf);
-  if (bad || !(best > 0)) return NAN;
+  if (bad) {
+    la_error(LA_ERR_NOMEM, "kernel probe: out of memory for %d threads' 64 x 64 tiles", threads);
+    return -1.0;
+  }
+  if (!(best > 0)) return NAN;
   return 2.0 * S * S * S * ITER * threads / best * 1e-9;
 }

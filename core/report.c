@@ -1,16 +1,20 @@
-/* JSON report (CONTRACT.md "Report"), written atomically. Non-finite numbers become null. */
+/* JSON report (docs/cli.md "Report"), written atomically. Non-finite numbers become null. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "la_alloc.h"
+#include "linattn/outfile.h"
 #include "linattn/report.h"
 #include "linattn/version.h"
 
 double la_useful_flops(const la_config *cfg, int64_t n, int heads, int dk, int dv, int r) {
   double nh = (double)n * heads;
   double f = nh * (4.0 * r * dv + 4.0 * r);
-  if (la_map_is_random(cfg->map)) f += 2.0 * (2.0 * nh * dk * r);
+  f += 2.0 * nh * la_map_flops_per_row(cfg->map, dk, r); /* q and k rows (maps.c) */
   return f;
 }
 
@@ -45,12 +49,14 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
     snprintf(err, errlen, "%s: exists (use --force to overwrite)", path);
     return LA_ERR_EXISTS;
   }
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
+  /* The JSON is composed in memory, then written and renamed by la_write_file, which checks
+   * every write, the fsync and the close. */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = la_open_memstream(&text, &len);
   if (!f) {
-    snprintf(err, errlen, "%s: cannot write report: %s", path, strerror(errno));
-    return LA_ERR_IO;
+    snprintf(err, errlen, "%s: out of memory for the report", path);
+    return LA_ERR_NOMEM;
   }
   const la_config *c = &p->cfg;
   fprintf(f, "{\n  \"version\": \"%s\",\n  \"subcommand\": ", LA_VERSION_STRING);
@@ -70,7 +76,8 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
   fprintf(f, "  \"scale\": %.17g,\n  \"seed\": %llu,\n  \"chunk\": %d,\n", p->scale,
           (unsigned long long)c->seed, p->chunk);
   fprintf(f, "  \"kernels\": ");
-  json_str(f, p->kernels ? p->kernels : "blas");
+  if (p->kernels) json_str(f, p->kernels); /* never guessed: null when the caller did not say */
+  else fprintf(f, "null");
   fprintf(f, ",\n  \"segments\": %lld,\n  \"window\": ", (long long)p->segments);
   if (p->window > 0) fprintf(f, "%lld", (long long)p->window);
   else fprintf(f, "null");
@@ -99,13 +106,14 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
   fprintf(f, "  \"peak_rss_bytes_max_rank\": %lld,\n  \"comm_bytes_per_rank\": %lld\n}\n",
           (long long)p->peak_rss_bytes_max_rank, (long long)p->comm_bytes_per_rank);
   int bad = ferror(f);
-  bad |= fflush(f) != 0;
-  bad |= fsync(fileno(f)) != 0;
   bad |= fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    snprintf(err, errlen, "%s: cannot write report: %s", path, strerror(errno));
-    unlink(tmp);
-    return LA_ERR_IO;
+  la_status st = LA_OK;
+  if (bad) {
+    snprintf(err, errlen, "%s: out of memory for the report", path);
+    st = LA_ERR_NOMEM;
+  } else {
+    st = la_write_file(path, text, len, NULL, 0, force, err, errlen);
   }
-  return LA_OK;
+  free(text);
+  return st;
 }

@@ -1,4 +1,4 @@
-/* Counter-based generator (DESIGN.md §2): every draw is a pure function of
+/* Counter-based generator (docs/design.md §2): every draw is a pure function of
  * (seed, a, b, c), so results do not depend on rank or thread counts. The mixer is the
  * SplitMix64 finalizer applied along the key; normals come from Box-Muller. */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* Exact softmax attention (DESIGN.md §4 "Exact references"), blocked: for each head and block
+/* Exact softmax attention (docs/design.md §4.6), blocked: for each head and block
  * of BQ queries, key blocks of BK go through two GEMMs (S = s Q K^T, then P V) with an online
  * softmax between them (running row max m, sum l, accumulator rescaled by e^{m_old - m_new};
  * Milakov & Gimelshein 2018, as in FlashAttention). No n x n matrix is ever stored. */
@@ -8,6 +8,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "la_alloc.h"
 #include "la_blas.h"
 #include "linattn/baseline.h"
 #include "vexp.h"
@@ -36,21 +37,47 @@ static int sm_threads(int threads) {
 #endif
 }
 
+static int sm_thread(void) {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
 static int work_alloc(sm_work *w, size_t es, int dv, int local_state) {
   memset(w, 0, sizeof *w);
-  w->S = malloc(es * BQ * BK);
-  w->PV = malloc(es * BQ * (size_t)dv);
-  w->alpha = malloc(sizeof(double) * BQ);
+  w->S = la_malloc(es * BQ * BK);
+  w->PV = la_malloc(es * BQ * (size_t)dv);
+  w->alpha = la_malloc(sizeof(double) * BQ);
   if (local_state) {
-    w->m = malloc(sizeof(double) * BQ);
-    w->l = malloc(sizeof(double) * BQ);
-    w->acc = malloc(sizeof(double) * BQ * (size_t)dv);
+    w->m = la_malloc(sizeof(double) * BQ);
+    w->l = la_malloc(sizeof(double) * BQ);
+    w->acc = la_malloc(sizeof(double) * BQ * (size_t)dv);
   }
   return w->S && w->PV && w->alpha && (!local_state || (w->m && w->l && w->acc));
 }
 
-static void work_free(sm_work *w) {
-  free(w->S); free(w->PV); free(w->alpha); free(w->m); free(w->l); free(w->acc);
+static void works_free(sm_work *w, int T) {
+  for (int t = 0; w && t < T; t++) {
+    free(w[t].S); free(w[t].PV); free(w[t].alpha); free(w[t].m); free(w[t].l); free(w[t].acc);
+  }
+  free(w);
+}
+
+/* The scratch of T threads, allocated before the parallel region (nothing allocates inside
+ * one, docs/design.md §5.3): NULL with the reason recorded when out of memory. */
+static sm_work *works_alloc(int T, size_t es, int dv, int local_state) {
+  sm_work *w = la_calloc((size_t)T, sizeof *w);
+  int ok = w != NULL;
+  for (int t = 0; ok && t < T; t++) ok = work_alloc(&w[t], es, dv, local_state);
+  if (!ok) {
+    works_free(w, T);
+    la_error(LA_ERR_NOMEM, "softmax baseline: out of memory for the scratch of %d threads "
+             "(%d x %d tiles, dv %d)", T, BQ, BK, dv);
+    return NULL;
+  }
+  return w;
 }
 
 /* Eight independent lanes: vectorizes without -ffast-math and is deterministic. */
@@ -166,16 +193,15 @@ la_status la_softmax_attention(la_dtype dt, int64_t n, int heads, int dk, int dv
     return LA_ERR_ARG;
   const size_t es = la_dtype_size(dt);
   const int64_t nqb = (n + BQ - 1) / BQ, items = nqb * heads;
-  const int causal = mode == LA_CAUSAL;
-  int fail = 0;
+  const int causal = mode == LA_CAUSAL, T = sm_threads(threads);
+  sm_work *ws = works_alloc(T, es, dv, 1);
+  if (!ws) return LA_ERR_NOMEM;
   la_blas_single_thread();
-#pragma omp parallel num_threads(sm_threads(threads)) reduction(| : fail)
+#pragma omp parallel num_threads(T)
   {
-    sm_work w;
-    const int ok = work_alloc(&w, es, dv, 1);
+    sm_work w = ws[sm_thread()];
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; it++) {
-      if (!ok) { fail = 1; continue; }
       const int64_t b = nqb - 1 - it / heads; /* causal: heaviest query blocks first */
       const int h = (int)(it % heads);
       const int64_t i0 = b * BQ;
@@ -192,21 +218,22 @@ la_status la_softmax_attention(la_dtype dt, int64_t n, int heads, int dk, int dv
         finish_row(dt, w.acc + (size_t)i * dv, w.l[i], dv,
                    (char *)out + (((size_t)(i0 + i)) * heads + h) * dv * es);
     }
-    work_free(&w);
   }
-  return fail ? LA_ERR_NOMEM : LA_OK;
+  works_free(ws, T);
+  return LA_OK;
 }
 
 la_status la_softmax_state_init(la_softmax_state *s, int64_t nq, int heads, int dv) {
   memset(s, 0, sizeof *s);
   if (nq < 0 || heads < 1 || dv < 1) return LA_ERR_ARG;
   const size_t rows = (size_t)nq * heads;
-  s->m = malloc(sizeof(double) * (rows ? rows : 1));
-  s->l = calloc(rows ? rows : 1, sizeof(double));
-  s->acc = calloc(rows ? rows * dv : 1, sizeof(double));
+  s->m = la_malloc(sizeof(double) * (rows ? rows : 1));
+  s->l = la_calloc(rows ? rows : 1, sizeof(double));
+  s->acc = la_calloc(rows ? rows * dv : 1, sizeof(double));
   if (!s->m || !s->l || !s->acc) {
     la_softmax_state_free(s);
-    return LA_ERR_NOMEM;
+    return la_error(LA_ERR_NOMEM, "softmax baseline: out of memory for the state of %lld "
+                    "queries x %d heads (dv %d)", (long long)nq, heads, dv);
   }
   for (size_t i = 0; i < rows; i++) s->m[i] = -INFINITY;
   s->nq = nq;
@@ -233,15 +260,15 @@ la_status la_softmax_partial(la_softmax_state *s, la_dtype dt, int dk, double sc
   if (s->nq == 0 || nk == 0 || (causal && k0 > q0 + s->nq - 1)) return LA_OK;
   const size_t es = la_dtype_size(dt);
   const int64_t nqb = (s->nq + BQ - 1) / BQ, items = nqb * H;
-  int fail = 0;
+  const int T = sm_threads(threads);
+  sm_work *ws = works_alloc(T, es, dv, 0);
+  if (!ws) return LA_ERR_NOMEM;
   la_blas_single_thread();
-#pragma omp parallel num_threads(sm_threads(threads)) reduction(| : fail)
+#pragma omp parallel num_threads(T)
   {
-    sm_work w;
-    const int ok = work_alloc(&w, es, dv, 0);
+    sm_work w = ws[sm_thread()];
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; it++) {
-      if (!ok) { fail = 1; continue; }
       const int64_t b = nqb - 1 - it / H, i0 = b * BQ;
       const int h = (int)(it % H), bq = (int)(s->nq - i0 < BQ ? s->nq - i0 : BQ);
       const size_t r0 = (size_t)i0 * H + h;
@@ -250,9 +277,9 @@ la_status la_softmax_partial(la_softmax_state *s, la_dtype dt, int dk, double sc
                    (const char *)q + r0 * dk * es, k0, nk, (const char *)k + (size_t)h * dk * es,
                    (const char *)v + (size_t)h * dv * es, st, &w);
     }
-    work_free(&w);
   }
-  return fail ? LA_ERR_NOMEM : LA_OK;
+  works_free(ws, T);
+  return LA_OK;
 }
 
 la_status la_softmax_finish(const la_softmax_state *s, la_dtype dt, void *out) {

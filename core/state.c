@@ -1,9 +1,10 @@
-/* Scan element (S, z, m, f) and its non-commutative operator, DESIGN.md §4.
+/* Scan element (S, z, m, f) and its non-commutative operator, docs/design.md §4.1.
  * (S|z) is stored as r x (dv+1) float64; the true summary is e^m (S|z).
  * Identity: (0, 0, -inf, 0). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "la_alloc.h"
 #include "linattn/core.h"
 
 la_status la_state_init(la_state *s, int heads, int r, int dv) {
@@ -12,12 +13,13 @@ la_status la_state_init(la_state *s, int heads, int r, int dv) {
   s->heads = heads;
   s->r = r;
   s->dv = dv;
-  s->sz = malloc(sizeof(double) * (size_t)heads * (size_t)r * (size_t)(dv + 1));
-  s->m = malloc(sizeof(double) * (size_t)heads);
-  s->f = malloc(sizeof(int) * (size_t)heads);
+  s->sz = la_malloc(sizeof(double) * (size_t)heads * (size_t)r * (size_t)(dv + 1));
+  s->m = la_malloc(sizeof(double) * (size_t)heads);
+  s->f = la_malloc(sizeof(int) * (size_t)heads);
   if (!s->sz || !s->m || !s->f) {
     la_state_free(s);
-    return LA_ERR_NOMEM;
+    return la_error(LA_ERR_NOMEM, "out of memory for a scan state (%d heads x %d x %d doubles)",
+                    heads, r, dv + 1);
   }
   la_state_reset(s);
   return LA_OK;
@@ -59,6 +61,26 @@ void la_state_combine_head(double *a_sz, double *a_m, int *a_f, const double *b_
   double sa = scale_to(*a_m, M), sb = scale_to(*b_m, M);
   for (size_t i = 0; i < rsz; i++) a_sz[i] = a_sz[i] * sa + b_sz[i] * sb;
   *a_m = M;
+}
+
+/* The same operator with the result in b: the MPI operator's form (inout = in (+) inout),
+ * which needs no copy of a. Each case and each expression is the one above, so the result is
+ * bitwise that of copying a, combining b into the copy and copying it back. */
+void la_state_combine_head_right(const double *a_sz, const double *a_m, const int *a_f,
+                                 double *b_sz, double *b_m, int *b_f, size_t rsz) {
+  if (*b_f) return; /* b starts a segment: a is not visible after it */
+  if (*b_m == -INFINITY) { /* b is empty: a (+) 0 = a */
+    memcpy(b_sz, a_sz, sizeof(double) * rsz);
+    *b_m = *a_m;
+    *b_f = *a_f;
+    return;
+  }
+  *b_f = *a_f;
+  if (*a_m == -INFINITY) return; /* a is empty: b, with a's flag */
+  double M = fmax(*a_m, *b_m);
+  double sa = scale_to(*a_m, M), sb = scale_to(*b_m, M);
+  for (size_t i = 0; i < rsz; i++) b_sz[i] = a_sz[i] * sa + b_sz[i] * sb;
+  *b_m = M;
 }
 
 void la_state_combine(la_state *a, const la_state *b) {

@@ -46,6 +46,9 @@ int la_status_exit_code(la_status s) {
     return 2;
   case LA_ERR_DENOMINATOR:
     return 3;
+  case LA_ERR_WRITE: /* an output could not be written (disk full, quota, device error) */
+  case LA_ERR_READ:  /* a read error in the middle of a readable, well-formed input */
+    return 1;
   default:
     return 1;
   }

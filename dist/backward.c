@@ -1,4 +1,4 @@
-/* The distributed backward (DESIGN.md §4 "Gradients") on in-memory shards:
+/* The distributed backward (docs/design.md §4.4) on in-memory shards:
  * - causal: the forward prefix (exscan of rank totals) for the replay, then the suffix sums of
  *   the query side through an exscan over the reversed communicator, with the same segment
  *   flags and log-scales as the forward;
@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dist_internal.h"
+#include "la_alloc.h"
 #include "linattn/grad.h"
 
 /* Bidirectional with segments: the forward summaries of spanning segments as in the forward
@@ -75,14 +76,17 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
   int64_t flo, fhi;
   la_window_future(eng, row0, n, N, &flo, &fhi);
   const size_t nf = (size_t)(fhi - flo);
-  char *fq = malloc(rowq * nf + 1), *fg = malloc(rowg * nf + 1);
-  double *fs = malloc(rows3 * nf + 1);
-  double *recvmid = malloc(sizeof(double) * per * H * d->size);
-  double *sendmid = malloc(sizeof(double) * per * H * d->size);
-  char *have = calloc((size_t)d->size, 1);
-  MPI_Request *reqs = malloc(sizeof(MPI_Request) * 8 * d->size);
+  char *fq = la_malloc(rowq * nf + 1), *fg = la_malloc(rowg * nf + 1);
+  double *fs = la_malloc(rows3 * nf + 1);
+  double *recvmid = la_malloc(sizeof(double) * per * H * d->size);
+  double *sendmid = la_malloc(sizeof(double) * per * H * d->size);
+  char *have = la_calloc((size_t)d->size, 1);
+  MPI_Request *reqs = la_malloc(sizeof(MPI_Request) * 8 * d->size);
   la_state part = {0};
-  la_status s = (fq && fg && fs && recvmid && sendmid && have && reqs) ? LA_OK : LA_ERR_NOMEM;
+  la_status s = (fq && fg && fs && recvmid && sendmid && have && reqs)
+                    ? LA_OK
+                    : la_error(LA_ERR_NOMEM, "window: out of memory for the future halo (%lld "
+                               "query rows)", (long long)nf);
   if (s == LA_OK) s = la_state_init(&part, H, r, dv);
   s = la_dist_agree(d, s, NULL, 0);
   if (s == LA_OK) {
@@ -212,12 +216,14 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
   const int win = la_engine_window(eng) > 0 && la_engine_window(eng) < N;
   /* side rows: inside dv (read before overwritten) unless the window's reverse pass needs
    * later rows, or a dV row is shorter than 24 bytes */
-  void *own = (win || !la_backward_side_in_dv(eng))
-                  ? malloc(win ? sizeof(double) * 3 * (size_t)(n > 0 ? n : 1) * H
-                               : la_backward_side_size(eng, n) + 1)
-                  : NULL;
-  void *side = (win || !la_backward_side_in_dv(eng)) ? own : dv;
-  if (s == LA_OK && !side && n > 0) s = LA_ERR_NOMEM;
+  const int own_side = win || !la_backward_side_in_dv(eng);
+  void *own = own_side ? la_malloc(win ? sizeof(double) * 3 * (size_t)(n > 0 ? n : 1) * H
+                                       : la_backward_side_size(eng, n) + 1)
+                       : NULL;
+  void *side = own_side ? own : dv;
+  if (s == LA_OK && own_side && !own)
+    s = la_error(LA_ERR_NOMEM, "out of memory for the side storage (%lld tokens x "
+                 "%d heads)", (long long)n, H);
   if (s == LA_OK) s = la_state_init(&st, H, r, dvw);
   if (s == LA_OK) s = la_state_init(&rev, H, r, dvw);
   s = la_dist_agree(d, s, NULL, 0);

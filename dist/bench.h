@@ -1,8 +1,10 @@
-/* `linattn bench` and the distributed exact baselines it times (DESIGN.md §4 "Exact
- * references", ScaLAPACK). Private to dist/: these take MPI handles. */
+/* `linattn bench` and the PBLAS exact baseline it times (docs/design.md §4.6 "Exact
+ * references", ScaLAPACK); the softmax ring is in softmax_ring.h. Private to dist/: these
+ * take MPI handles. */
 #ifndef LINATTN_BENCH_H
 #define LINATTN_BENCH_H
 #include "linattn/baseline.h"
+#include "cli.h"
 #include "linattn/dist.h"
 
 /* Rows in and out of the PBLAS baseline (one head, float64). fill writes rows
@@ -20,7 +22,7 @@ typedef struct {
  * (pr x pc = P, as square as P allows) with nb x nb blocks, S = scale Q K^T by pdgemm (row
  * panels of the n x n matrix: panel_rows rounded up to a multiple of nb*pr, or with 0 at most
  * 2^26 entries), causal mask, row max over the process
- * row (Cdgamx2d), P = exp(S - max), row sums (Cdgsum2d), O = P V by pdgemm, O /= sums.
+ * row (MPI_MAX on the process row), P = exp(S - max), row sums (Cdgsum2d), O = P V by pdgemm, O /= sums.
  * Float64 throughout; OpenBLAS and the local loops use `threads` threads. seconds gets the
  * compute time (inputs already distributed, output not yet emitted), max over ranks.
  * n must fit in an int (ScaLAPACK's index type). */
@@ -28,14 +30,11 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n, int dk, int dv, double sc
                              la_mode mode, int nb, int64_t panel_rows, int threads,
                              const la_pblas_io *io, double *seconds, char *err, size_t errlen);
 
-/* Collective. Exact softmax attention over a sequence sharded by la_split_ownership: the
- * key/value blocks rotate around the ring (MPI_Isend/Irecv of the next block overlapped with
- * la_softmax_partial on the current one), DESIGN.md §4. Each rank passes its own rows. */
-la_status la_softmax_ring(la_dist d, la_dtype dt, int64_t n, int heads, int dk, int dv,
-                          double scale, la_mode mode, int64_t n_local, int64_t row0,
-                          const void *q, const void *k, const void *v, void *out, int threads);
+/* The CSV header of `linattn bench` (docs/cli.md "linattn bench"), with its newline. */
+extern const char la_bench_csv_header[];
 
-/* `linattn bench argv[first..]`: Collective, returns the exit code. */
-int la_cmd_bench(la_dist d, int argc, char **argv, int first);
+/* `linattn bench` with parsed options (la_cli_parse): Collective, returns the exit code.
+ * Resolves an empty --threads list to the OpenMP default. */
+int la_cmd_bench(la_dist d, la_cli *o);
 
 #endif

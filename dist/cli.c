@@ -1,239 +1,341 @@
-/* Option parsing for `linattn run` (CONTRACT.md). Every value is checked here, with a message
- * naming the option; engine-level checks follow in la_config_check. */
+/* The options of `linattn run`, `grad` and `bench` (docs/cli.md): one table that options.c
+ * turns into the parser, --help and --print-options. Values are checked here, with a
+ * message naming the option; engine-level checks follow in la_config_check. */
 #include <errno.h>
-#include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "bench.h"
 #include "cli.h"
 
-void la_cli_help(const char *sub) {
-  printf(
-      "usage: linattn %s [options]\n"
-      "\n"
-      "Feature-map (linear) attention: out_i = phi(q_i)^T S / phi(q_i).z over the keys query i\n"
-      "may read (DESIGN.md section 1). Run under mpirun/srun for many ranks, or plainly as one.\n"
-      "\n"
-      "Inputs (default: the built-in synthetic workload):\n"
-      "  --q F --k F --v F        .npy arrays [N,H,dk], [N,H,dk], [N,H,dv] (or [N,d] for H=1),\n"
-      "                           little-endian <f4/<f8, C order\n"
-      "  --n N                    synthetic: tokens (default 16384)\n"
-      "  --heads H                synthetic: heads (default 4)\n"
-      "  --dk D --dv D            synthetic: key and value widths (default 64, 64)\n"
-      "  --input-scale A          synthetic: entries are N(0,1)*A (default 1)\n"
-      "Operator:\n"
-      "  --mode M                 causal | bidirectional (default causal)\n"
-      "  --feature-map M          elu1 | relu | identity | favor+ | favor+orf | favor-hyp |\n"
-      "                           trig | precomputed (default elu1)\n"
-      "  --features m             random projections; favor-hyp and trig give r = 2m (default 256)\n"
-      "  --scale S                similarity exp(S q.k) for the random maps (default 1/sqrt(dk))\n"
-      "  --seed S                 seed of projections and synthetic data (default 0)\n"
-      "  --projection F           load the projection [H,m,dk] or [m,dk] (.npy)\n"
-      "  --save-projection F      save the projection used [H,m,dk] (.npy)\n"
-      "  --normalize on|off       normalized or unnormalized operator (default on)\n"
-      "  --denominator P          error | add:EPS | clamp:EPS | zero-empty (default error)\n"
-      "  --allow-signed           allow the signed maps identity and trig in normalized mode\n"
-      "  --window W               causal sliding window: query i reads keys i-W < j <= i\n"
-      "  --segments F             packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N;\n"
-      "                           the state resets exactly at every offset (both modes)\n"
-      "  --mask F                 refused: general pairwise masks break the shared-summary\n"
-      "                           factorization (use --segments or --window)\n"
-      "Execution:\n"
-      "  --dtype f32|f64          compute precision (default: dtype of the inputs; f32 synthetic)\n"
-      "  --threads T              OpenMP threads per rank (default OMP_NUM_THREADS)\n"
-      "  --chunk C                causal chunk length, 1..4096 (default: tuned per r, dv:\n"
-      "                           32 if r, dv <= 32, 48 if r <= 128, else 64)\n"
-      "  --block-tokens B         streaming block per rank (default 16384)\n"
-      "Outputs:\n"
-      "  --out F                  output array [N,H,dv] (.npy, written atomically)\n"
-      "  --report F               JSON report\n"
-      "  --force                  overwrite existing outputs\n"
-      "  --progress               progress line with rate and ETA on stderr (default: if a tty)\n"
-      "  --no-progress            no progress line\n"
-      "  --checkpoint DIR         (not in this version: refused)\n"
-      "  --checkpoint-every S     (not in this version: refused)\n"
-      "  --reproducible           (not in this version: refused)\n"
-      "%s"
-      "  -h, --help               this text\n"
-      "\n"
-      "Exit codes: 0 ok, 2 usage error or bad input, 3 denominator policy violated, 1 other.\n",
-      sub,
-      strcmp(sub, "grad") ? ""
-      : "Gradients (linattn grad; the loss is sum(out * G), the projection is held fixed):\n"
-        "  --grad-out F             G = dL/dout [N,H,dv] (synthetic: drawn from the seed)\n"
-        "  --grad-q F --grad-k F --grad-v F\n"
-        "                           outputs dL/dQ, dL/dK, dL/dV, each the shape of its input\n"
-        "                           (precomputed: with respect to phi(Q) and phi(K))\n");
-}
+_Static_assert(sizeof(la_mode) == sizeof(int) && sizeof(la_map_kind) == sizeof(int) &&
+                   sizeof(la_dtype) == sizeof(int),
+               "enum options are stored as int");
+_Static_assert(sizeof(la_kernel_choice) == sizeof(int), "enum options are stored as int");
+_Static_assert(LA_F32 == 0 && LA_F64 == 1 && LA_CAUSAL == 0 && LA_BIDIRECTIONAL == 1 &&
+                   LA_KERNELS_AUTO == 0 && LA_KERNELS_BLAS == 1 && LA_KERNELS_AVX512 == 2,
+               "enum options are stored as the index of their name");
 
-int la_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -1;
-  *out = v;
+static const la_opt_sub la_subs[] = {
+    {"run", LA_SUB_RUN}, {"grad", LA_SUB_GRAD}, {"bench", LA_SUB_BENCH}};
+enum { NSUBS = (int)(sizeof la_subs / sizeof la_subs[0]) };
+
+/* ---- values that need code ---- */
+
+static const char *const mode_names[] = {"causal", "bidirectional", NULL};
+static const char *const onoff_names[] = {"on", "off", NULL};
+static const int onoff_values[] = {1, 0};
+static const char *const dtype_names[] = {"f32", "f64", NULL};
+static const char *const baseline_names[] = {"none", "softmax", "pblas", "all", NULL};
+static const char *const kernel_names[] = {"auto", "blas", "avx512", NULL};
+
+/* Feature maps come from the library, in la_map_kind order. */
+static const char *map_name(int v) {
+  return v >= 0 && v < LA_MAP_COUNT ? la_map_name((la_map_kind)v) : NULL;
+}
+static int map_lookup(const char *s, int *v) {
+  la_map_kind k;
+  if (la_map_from_name(s, &k)) return -1;
+  *v = (int)k;
   return 0;
 }
-
-int la_parse_f64(const char *s, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end) return -1;
-  *out = v;
-  return 0;
+/* bench times only the maps whose denominators stay positive on its synthetic workload. */
+static const char *bench_map_refused(int v) {
+  return la_map_is_signed((la_map_kind)v) || v == LA_MAP_PRECOMPUTED
+             ? "is not timed by bench (its denominators can be <= 0 on the synthetic workload)"
+             : NULL;
 }
 
-static la_status cli_parse(int argc, char **argv, int first, la_cli *o, int grad, char *err,
-                           size_t errlen);
-
-static int takes_value(const char *a) {
-  static const char *const opts[] = {
-      "--q", "--k", "--v", "--out", "--report", "--projection", "--save-projection",
-      "--segments", "--checkpoint", "--checkpoint-every", "--n", "--heads", "--dk", "--dv",
-      "--input-scale", "--mode", "--feature-map", "--features", "--scale", "--seed",
-      "--normalize", "--denominator", "--window", "--dtype", "--threads", "--chunk",
-      "--block-tokens", "--mask", "--grad-out", "--grad-q", "--grad-k", "--grad-v", NULL};
-  for (int i = 0; opts[i]; i++)
-    if (!strcmp(a, opts[i])) return 1;
-  return 0;
-}
-
-la_status la_cli_parse_grad(int argc, char **argv, int first, la_cli *o, char *err,
-                            size_t errlen) {
-  return cli_parse(argc, argv, first, o, 1, err, errlen);
-}
-
-la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, size_t errlen) {
-  return cli_parse(argc, argv, first, o, 0, err, errlen);
-}
-
-static la_status cli_parse(int argc, char **argv, int first, la_cli *o, int grad, char *err,
-                           size_t errlen) {
-  memset(o, 0, sizeof *o);
-  o->is_grad = grad;
-  la_config_default(&o->cfg);
-  o->n = 65536;
-  o->heads = 4;
-  o->dk = 64;
-  o->dv = 64;
-  o->input_scale = 1.0;
-  o->dtype = LA_F32;
-  o->den_string = "error";
-  o->progress = isatty(2);
-  o->block = 16384;
-#define BAD(...)                        \
-  do {                                  \
-    snprintf(err, errlen, __VA_ARGS__); \
-    return LA_ERR_ARG;                  \
-  } while (0)
-  for (int i = first; i < argc; i++) {
-    const char *a = argv[i];
-    int64_t iv;
-    /* flags without a value */
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { o->help = 1; continue; }
-    if (!strcmp(a, "--force")) { o->force = 1; continue; }
-    if (!strcmp(a, "--allow-signed")) { o->cfg.allow_signed = 1; continue; }
-    if (!strcmp(a, "--progress")) { o->progress = 1; continue; }
-    if (!strcmp(a, "--no-progress")) { o->progress = 0; continue; }
-    if (!strcmp(a, "--reproducible")) { o->reproducible = 1; continue; }
-    if (strncmp(a, "--", 2) != 0) BAD("unexpected argument '%s'", a);
-    if (!takes_value(a)) BAD("unknown option '%s' (see linattn run --help)", a);
-    if (i + 1 >= argc) BAD("option %s needs a value", a);
-    const char *val = argv[++i];
-    if (!strcmp(a, "--q")) o->q = val;
-    else if (!strcmp(a, "--k")) o->k = val;
-    else if (!strcmp(a, "--v")) o->v = val;
-    else if (!strcmp(a, "--out")) o->out = val;
-    else if (!strcmp(a, "--report")) o->report = val;
-    else if (!strcmp(a, "--projection")) o->projection = val;
-    else if (!strcmp(a, "--save-projection")) o->save_projection = val;
-    else if (!strcmp(a, "--segments")) o->segments = val;
-    else if (!strcmp(a, "--grad-out")) o->grad_out = val;
-    else if (!strcmp(a, "--grad-q")) o->grad_q = val;
-    else if (!strcmp(a, "--grad-k")) o->grad_k = val;
-    else if (!strcmp(a, "--grad-v")) o->grad_v = val;
-    else if (!strcmp(a, "--mask"))
-      BAD("--mask: general pairwise masks are refused: an arbitrary mask breaks the single "
-          "shared summary phi(q)^T S that makes attention linear (DESIGN.md section 3); use "
-          "--segments for packed sequences or --window W for a causal sliding window");
-    else if (!strcmp(a, "--checkpoint")) o->checkpoint = val;
-    else if (!strcmp(a, "--checkpoint-every")) {
-      double s;
-      if (la_parse_f64(val, &s) || !(s > 0)) BAD("--checkpoint-every: '%s' is not a positive number of seconds", val);
-      BAD("--checkpoint-every: checkpointing is not implemented in this version");
-    } else if (!strcmp(a, "--n")) {
-      if (la_parse_i64(val, 0, INT64_MAX / 2, &o->n)) BAD("--n: '%s' is not an integer >= 0", val);
-    } else if (!strcmp(a, "--heads")) {
-      if (la_parse_i64(val, 1, 4096, &iv)) BAD("--heads: '%s' is not in [1, 4096]", val);
-      o->heads = (int)iv;
-    } else if (!strcmp(a, "--dk")) {
-      if (la_parse_i64(val, 1, LA_DIM_MAX, &iv)) BAD("--dk: '%s' is not in [1, %d]", val, LA_DIM_MAX);
-      o->dk = (int)iv;
-    } else if (!strcmp(a, "--dv")) {
-      if (la_parse_i64(val, 1, LA_DIM_MAX, &iv)) BAD("--dv: '%s' is not in [1, %d]", val, LA_DIM_MAX);
-      o->dv = (int)iv;
-    } else if (!strcmp(a, "--input-scale")) {
-      if (la_parse_f64(val, &o->input_scale) || !(o->input_scale >= 0) || o->input_scale > 1e30)
-        BAD("--input-scale: '%s' is not a finite number >= 0", val);
-    } else if (!strcmp(a, "--mode")) {
-      if (!strcmp(val, "causal")) o->cfg.mode = LA_CAUSAL;
-      else if (!strcmp(val, "bidirectional")) o->cfg.mode = LA_BIDIRECTIONAL;
-      else BAD("--mode: '%s' is not causal or bidirectional", val);
-    } else if (!strcmp(a, "--feature-map")) {
-      if (la_map_from_name(val, &o->cfg.map))
-        BAD("--feature-map: unknown map '%s' (elu1, relu, identity, favor+, favor+orf, "
-            "favor-hyp, trig, precomputed)", val);
-    } else if (!strcmp(a, "--features")) {
-      if (la_parse_i64(val, 1, LA_FEATURES_MAX, &iv)) BAD("--features: '%s' is not in [1, %d]", val, LA_FEATURES_MAX);
-      o->cfg.features = (int)iv;
-    } else if (!strcmp(a, "--scale")) {
-      if (la_parse_f64(val, &o->cfg.scale) || !(o->cfg.scale > 0) || o->cfg.scale > 1e30)
-        BAD("--scale: '%s' is not a finite number > 0", val);
-    } else if (!strcmp(a, "--seed")) {
-      if (la_parse_i64(val, 0, INT64_MAX, &iv)) BAD("--seed: '%s' is not an integer >= 0", val);
-      o->cfg.seed = (uint64_t)iv;
-    } else if (!strcmp(a, "--normalize")) {
-      if (!strcmp(val, "on")) o->cfg.normalize = 1;
-      else if (!strcmp(val, "off")) o->cfg.normalize = 0;
-      else BAD("--normalize: '%s' is not on or off", val);
-    } else if (!strcmp(a, "--denominator")) {
-      o->den_string = val;
-      if (!strcmp(val, "error")) o->cfg.den_policy = LA_DEN_ERROR;
-      else if (!strcmp(val, "zero-empty")) o->cfg.den_policy = LA_DEN_ZERO_EMPTY;
-      else if (!strncmp(val, "add:", 4) || !strncmp(val, "clamp:", 6)) {
-        int add = val[0] == 'a';
-        o->cfg.den_policy = add ? LA_DEN_ADD : LA_DEN_CLAMP;
-        if (la_parse_f64(val + (add ? 4 : 6), &o->cfg.den_eps) || !(o->cfg.den_eps > 0) ||
-            o->cfg.den_eps > 1e300)
-          BAD("--denominator: '%s' needs a finite epsilon > 0, e.g. add:1e-6", val);
-      } else BAD("--denominator: '%s' is not error, add:EPS, clamp:EPS or zero-empty", val);
-    } else if (!strcmp(a, "--window")) {
-      if (la_parse_i64(val, 1, INT64_MAX, &o->window)) BAD("--window: '%s' is not an integer >= 1", val);
-    } else if (!strcmp(a, "--dtype")) {
-      if (!strcmp(val, "f32")) o->dtype = LA_F32;
-      else if (!strcmp(val, "f64")) o->dtype = LA_F64;
-      else BAD("--dtype: '%s' is not f32 or f64", val);
-      o->dtype_set = 1;
-    } else if (!strcmp(a, "--threads")) {
-      if (la_parse_i64(val, 1, 4096, &iv)) BAD("--threads: '%s' is not in [1, 4096]", val);
-      o->cfg.threads = (int)iv;
-    } else if (!strcmp(a, "--chunk")) {
-      if (la_parse_i64(val, LA_CHUNK_MIN, LA_CHUNK_MAX, &iv))
-        BAD("--chunk: '%s' is not in [%d, %d]", val, LA_CHUNK_MIN, LA_CHUNK_MAX);
-      o->cfg.chunk = (int)iv;
-    } else if (!strcmp(a, "--block-tokens")) {
-      if (la_parse_i64(val, 1, (int64_t)1 << 30, &o->block)) BAD("--block-tokens: '%s' is not in [1, 2^30]", val);
-    } else BAD("unknown option '%s' (see linattn run --help)", a);
+/* --denominator error | add:EPS | clamp:EPS | zero-empty (docs/cli.md "linattn run"). */
+static la_status den_set(const la_opt *r, const char *val, void *vo) {
+  la_cli *o = vo;
+  if (!strcmp(val, "error")) {
+    o->cfg.den_policy = LA_DEN_ERROR;
+  } else if (!strcmp(val, "zero-empty")) {
+    o->cfg.den_policy = LA_DEN_ZERO_EMPTY;
+  } else if (!strncmp(val, "add:", 4) || !strncmp(val, "clamp:", 6)) {
+    const int add = val[0] == 'a';
+    const char *e = val + (add ? 4 : 6);
+    char *end;
+    errno = 0;
+    double eps = strtod(e, &end);
+    /* add:0 is the raw ratio num / den (signed maps with --allow-signed); clamp needs E > 0 */
+    LA_CHECK(!errno && end != e && !*end && (add ? eps >= 0 : eps > 0) && eps <= 1e300,
+             LA_ERR_ARG, "%s: '%s' needs a finite epsilon %s, e.g. %s", r->name, val,
+             add ? ">= 0" : "> 0", add ? "add:1e-6 (add:0: the raw ratio)" : "clamp:1e-6");
+    o->cfg.den_policy = add ? LA_DEN_ADD : LA_DEN_CLAMP;
+    o->cfg.den_eps = eps;
+  } else {
+    return la_error(LA_ERR_ARG, "%s: '%s' is not error, add:EPS, clamp:EPS or zero-empty",
+                    r->name, val);
   }
-  /* Refuse what this version does not compute, rather than computing something else. */
-  o->cfg.window = o->window;
-  if (o->checkpoint) BAD("--checkpoint: checkpointing is not implemented in this version");
-  if (o->reproducible) BAD("--reproducible: bitwise reproducibility across rank counts is not implemented in this version");
-  if (!o->is_grad && (o->grad_out || o->grad_q || o->grad_k || o->grad_v))
-    BAD("--grad-out/--grad-q/--grad-k/--grad-v belong to `linattn grad`");
-  int nin = !!o->q + !!o->k + !!o->v;
-  if (nin != 0 && nin != 3) BAD("--q, --k and --v must be given together");
   return LA_OK;
-#undef BAD
 }
+
+static void progress_init(const la_opt *r, void *o) {
+  (void)r;
+  ((la_cli *)o)->progress = isatty(2);
+}
+
+/* ---- the table ---- */
+
+#define F(f) LA_OPT_FIELD(la_cli, f)
+enum { RUN = LA_SUB_RUN, GRAD = LA_SUB_GRAD, BENCH = LA_SUB_BENCH, RG = RUN | GRAD,
+       ALL = RUN | GRAD | BENCH };
+enum { G_INPUT, G_OPERATOR, G_EXEC, G_BASELINE, G_PROBE, G_OUTPUT, G_GRAD, G_OTHER };
+static const char *const group_titles[] = {
+    "Inputs (default: the built-in synthetic workload)", "Operator", "Execution",
+    "Baselines (exact softmax attention on the same data)", "GEMM probe", "Outputs",
+    "Gradients (the loss is sum(out * G); the projection is held fixed)", "Other", NULL};
+
+#define NOT_YET "checkpointing is not implemented in this version"
+
+/* One row per option and subcommand set (options.h). An option name may have several rows
+ * when subcommands read it differently (--n is one length for run, a list for bench); a
+ * name has at most one row per subcommand. Rows show in --help in this order, by group.
+ *
+ * Adding `linattn eval` (docs/cli.md) is adding rows: LA_SUB_EVAL = 8 in cli.h and
+ * {"eval", LA_SUB_EVAL} in la_subs; its usage line in la_cli_help; OR LA_SUB_EVAL into
+ * the subs of the rows it shares (--q, --k, --v, --heads, --dk, --dv, --grad-out, --force,
+ * and --modes, --features LIST of bench); new rows for its own options into new la_cli
+ * fields (--out-dir STR; --n and --feature-maps as lists that accept every map; --seeds
+ * INT; --input-scales F64 with .list; --recall FLAG; --kernel-max-n, --floor-max-n INT);
+ * its cross-option checks in la_cli_parse; la_cmd_eval in main.c's command table; and its
+ * section in docs/cli.md, which tests/cli/check_help_defaults.py then holds to the table. */
+static const la_opt rows[] = {
+    /* Inputs */
+    {.name = "--q", .meta = "F", .subs = RG, .group = G_INPUT, .kind = LA_OPT_STR, F(q),
+     .help = "queries [N,H,dk] (.npy, or [N,d] for H = 1); with --k and --v"},
+    {.name = "--k", .meta = "F", .subs = RG, .group = G_INPUT, .kind = LA_OPT_STR, F(k),
+     .help = "keys [N,H,dk]"},
+    {.name = "--v", .meta = "F", .subs = RG, .group = G_INPUT, .kind = LA_OPT_STR, F(v),
+     .help = "values [N,H,dv]"},
+    {.name = "--n", .meta = "N", .subs = RG, .group = G_INPUT, .kind = LA_OPT_INT, F(n),
+     .lo = 0, .hi = INT64_MAX / 2, .def = "65536", .help = "synthetic workload: tokens"},
+    {.name = "--n", .meta = "LIST", .subs = BENCH, .group = G_INPUT, .kind = LA_OPT_INT,
+     .list = LA_LIST_MAX, F(n_list), .lo = 1, .hi = (int64_t)1 << 40,
+     .range = "an integer in [1, 2^40]", .def = "65536", .help = "sequence lengths"},
+    {.name = "--heads", .meta = "H", .subs = ALL, .group = G_INPUT, .kind = LA_OPT_INT, F(heads),
+     .lo = 1, .hi = 4096, .def = "4", .help = "synthetic workload: heads"},
+    {.name = "--dk", .meta = "D", .subs = ALL, .group = G_INPUT, .kind = LA_OPT_INT, F(dk),
+     .lo = 1, .hi = LA_DIM_MAX, .def = "64", .help = "synthetic workload: key width"},
+    {.name = "--dv", .meta = "D", .subs = ALL, .group = G_INPUT, .kind = LA_OPT_INT, F(dv),
+     .lo = 1, .hi = LA_DIM_MAX, .def = "64", .help = "synthetic workload: value width"},
+    {.name = "--input-scale", .meta = "A", .subs = RG, .group = G_INPUT, .kind = LA_OPT_F64,
+     F(input_scale), .flo = 0, .fhi = 1e30, .def = "1",
+     .help = "synthetic workload: entries are N(0,1) x A"},
+    /* Operator */
+    {.name = "--mode", .meta = "M", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_ENUM,
+     F(cfg.mode), .names = mode_names, .def = "causal", .help = "which keys a query reads"},
+    {.name = "--modes", .meta = "LIST", .subs = BENCH, .group = G_OPERATOR, .kind = LA_OPT_ENUM,
+     .list = 2, F(modes), .names = mode_names, .def = "causal", .help = "modes to time"},
+    {.name = "--feature-map", .meta = "M", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_ENUM,
+     F(cfg.map), .name_of = map_name, .lookup = map_lookup, .noun = "map", .def = "elu1",
+     .help = "the feature map phi"},
+    {.name = "--feature-maps", .meta = "LIST", .subs = BENCH, .group = G_OPERATOR,
+     .kind = LA_OPT_ENUM, .list = LA_MAP_COUNT, F(maps), .name_of = map_name,
+     .lookup = map_lookup, .refuse_value = bench_map_refused, .noun = "map", .def = "elu1",
+     .help = "maps to time (not the signed maps, nor precomputed)"},
+    {.name = "--features", .meta = "m", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_INT,
+     F(cfg.features), .lo = 1, .hi = LA_FEATURES_MAX, .def = "256",
+     .help = "random projections of the random maps (favor-hyp and trig give r = 2m)"},
+    {.name = "--features", .meta = "LIST", .subs = BENCH, .group = G_OPERATOR,
+     .kind = LA_OPT_INT, .list = LA_LIST_MAX, F(features_list), .lo = 1, .hi = LA_FEATURES_MAX,
+     .def = "256", .help = "m for the random maps (r = m, or 2m for favor-hyp)"},
+    {.name = "--scale", .meta = "S", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_F64,
+     F(cfg.scale), .flo = 0, .open_lo = 1, .fhi = 1e30, .def_text = "1/sqrt(dk)",
+     .help = "similarity exp(S q.k) of the random maps"},
+    {.name = "--seed", .meta = "S", .subs = ALL, .group = G_OPERATOR, .kind = LA_OPT_INT,
+     F(cfg.seed), .lo = 0, .hi = INT64_MAX, .def = "0",
+     .help = "seed of the projections and of the synthetic workload"},
+    {.name = "--projection", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
+     F(projection), .help = "load the projection [H,m,dk] or [m,dk] (.npy) instead of drawing it"},
+    {.name = "--save-projection", .meta = "F", .subs = RG, .group = G_OPERATOR,
+     .kind = LA_OPT_STR, F(save_projection), .help = "save the projection used, [H,m,dk] (.npy)"},
+    {.name = "--normalize", .meta = "on|off", .subs = RG, .group = G_OPERATOR,
+     .kind = LA_OPT_ENUM, F(cfg.normalize), .names = onoff_names, .values = onoff_values,
+     .def = "on",
+     .help = "normalized or unnormalized operator"},
+    {.name = "--denominator", .meta = "P", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
+     F(den_string), .set = den_set, .def = "error",
+     .help = "denominator policy: error | add:EPS (EPS >= 0; add:0 is the raw ratio) | clamp:EPS (EPS > 0) | zero-empty"},
+    {.name = "--allow-signed", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_FLAG,
+     F(cfg.allow_signed), .lo = 1, .def = "off",
+     .help = "allow the signed maps identity and trig in normalized mode"},
+    {.name = "--window", .meta = "W", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_INT,
+     F(cfg.window), .lo = 1, .hi = INT64_MAX,
+     .help = "causal sliding window: query i reads keys i-W < j <= i"},
+    {.name = "--segments", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
+     F(segments), .help = "packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N, "
+                          "where the state resets"},
+    {.name = "--mask", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
+     .refuse = "general pairwise masks are refused: an arbitrary mask breaks the single shared "
+               "summary phi(q)^T S that makes attention linear (docs/design.md §3.3); use "
+               "--segments for packed sequences or --window W for a causal sliding window",
+     .help = "refused: general pairwise masks break the shared-summary factorization (use "
+             "--segments or --window)"},
+    /* Execution */
+    {.name = "--dtype", .meta = "f32|f64", .subs = RG, .group = G_EXEC, .kind = LA_OPT_ENUM,
+     F(dtype), .seen = offsetof(la_cli, dtype_set), .names = dtype_names,
+     .def_text = "the dtype of --q, f32 if synthetic",
+     .help = "compute precision (inputs are converted)"},
+    {.name = "--dtype", .meta = "f32|f64", .subs = BENCH, .group = G_EXEC, .kind = LA_OPT_ENUM,
+     F(dtype), .names = dtype_names, .def = "f32",
+     .help = "precision of linear and softmax (pblas is f64)"},
+    {.name = "--threads", .meta = "T", .subs = RG, .group = G_EXEC, .kind = LA_OPT_INT,
+     F(cfg.threads), .lo = 1, .hi = 4096, .def_text = "OMP_NUM_THREADS",
+     .help = "OpenMP threads per rank"},
+    {.name = "--threads", .meta = "LIST", .subs = BENCH, .group = G_EXEC, .kind = LA_OPT_INT,
+     .list = LA_LIST_MAX, F(threads_list), .lo = 1, .hi = 4096, .def_text = "OMP_NUM_THREADS",
+     .help = "OpenMP threads per rank"},
+    {.name = "--kernels", .meta = "K", .subs = ALL, .group = G_EXEC, .kind = LA_OPT_ENUM,
+     F(cfg.kernels), .names = kernel_names, .def = "auto",
+     .help = "float32 chunk products on the AVX-512 kernels or OpenBLAS (auto: AVX-512 where "
+             "the CPU has it); the environment variable LINATTN_KERNELS overrides it"},
+    {.name = "--chunk", .meta = "C", .subs = ALL, .group = G_EXEC, .kind = LA_OPT_INT,
+     F(cfg.chunk), .lo = LA_CHUNK_MIN, .hi = LA_CHUNK_MAX,
+     .def_text = "tuned: 32 if r, dv <= 32, 48 if r <= 128, else 64",
+     .help = "causal chunk length"},
+    {.name = "--block-tokens", .meta = "B", .subs = RG, .group = G_EXEC, .kind = LA_OPT_INT,
+     F(block), .lo = 1, .hi = (int64_t)1 << 30, .def = "16384",
+     .help = "streaming block per rank"},
+    {.name = "--repeat", .meta = "K", .subs = BENCH, .group = G_EXEC, .kind = LA_OPT_INT,
+     F(repeat), .lo = 1, .hi = 1000, .def = "3", .help = "best of K timings"},
+    /* Baselines (bench) */
+    {.name = "--baselines", .meta = "B", .subs = BENCH, .group = G_BASELINE, .kind = LA_OPT_ENUM,
+     F(baselines), .names = baseline_names, .def = "none",
+     .help = "exact baselines to time (softmax: blocked online softmax, key/value blocks "
+             "rotating in a ring over the ranks; pblas: dense n x n scores with pdgemm on a "
+             "BLACS grid, float64)"},
+    {.name = "--baseline-max-n", .meta = "N", .subs = BENCH, .group = G_BASELINE,
+     .kind = LA_OPT_INT, F(baseline_max_n), .lo = 0, .hi = (int64_t)1 << 30, .def = "32768",
+     .help = "skip the baselines above this n"},
+    {.name = "--pblas-block", .meta = "NB", .subs = BENCH, .group = G_BASELINE,
+     .kind = LA_OPT_INT, F(pblas_nb), .lo = 1, .hi = 4096, .def = "64",
+     .help = "ScaLAPACK block size"},
+    {.name = "--pblas-panel-rows", .meta = "R", .subs = BENCH, .group = G_BASELINE,
+     .kind = LA_OPT_INT, F(pblas_panel), .lo = 0, .hi = (int64_t)1 << 30, .def = "0",
+     .help = "score rows per pdgemm panel (0: at most 2^26 scores)"},
+    {.name = "--no-linear", .subs = BENCH, .group = G_BASELINE, .kind = LA_OPT_FLAG,
+     F(no_linear), .lo = 1, .def = "off", .help = "time only the baselines (and the GEMM probe)"},
+    {.name = "--check", .subs = BENCH, .group = G_BASELINE, .kind = LA_OPT_FLAG, F(check),
+     .lo = 1, .def = "off",
+     .help = "also compare the baselines with la_softmax_attention in float64 (n <= 4096), "
+             "and exit 1 if max |x - ref| / max |ref| exceeds 1e-10 (f64) or 1e-5 (f32)"},
+    /* GEMM probe (bench) */
+    {.name = "--gemm-probe", .subs = BENCH, .group = G_PROBE, .kind = LA_OPT_FLAG, F(gemm_probe),
+     .lo = 1, .def = "off",
+     .help = "rows impl=sgemm and dgemm: OpenBLAS square products on rank 0, with 1 thread and "
+             "each --threads value (best of max(K, 10)), so that efficiency = gflops / sgemm "
+             "gflops is measured in the same run; and rows impl=k512gemm: the engine's AVX-512 "
+             "kernel on 64 x 64 x 64 products in cache (absent without AVX-512)"},
+    {.name = "--gemm-size", .meta = "S", .subs = BENCH, .group = G_PROBE, .kind = LA_OPT_INT,
+     F(gemm_size), .lo = 16, .hi = 16384, .def = "1024", .help = "matrix size of the probe"},
+    /* Outputs */
+    {.name = "--out", .meta = "F", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR, F(out),
+     .help = "output array [N,H,dv] (.npy, written atomically; without it, compute and "
+             "report only)"},
+    {.name = "--report", .meta = "F", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR,
+     F(report), .help = "JSON report"},
+    {.name = "--csv", .meta = "F", .subs = BENCH, .group = G_OUTPUT, .kind = LA_OPT_STR, F(csv),
+     .help = "also write the rows to F (atomically)"},
+    {.name = "--force", .subs = ALL, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(force), .lo = 1,
+     .def = "off", .help = "overwrite existing outputs"},
+    {.name = "--progress", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(progress),
+     .lo = 1, .def_text = "on if stderr is a terminal", .init = progress_init,
+     .help = "a progress line with rate and ETA on stderr (rank 0)"},
+    {.name = "--no-progress", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(progress),
+     .lo = 0, .help = "no progress line"},
+    {.name = "--checkpoint", .meta = "DIR", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR,
+     .refuse = NOT_YET, .help = "not in this version: refused"},
+    {.name = "--checkpoint-every", .meta = "S", .subs = RG, .group = G_OUTPUT,
+     .kind = LA_OPT_F64, .flo = 0, .open_lo = 1, .fhi = INFINITY,
+     .range = "a positive number of seconds", .refuse = NOT_YET,
+     .help = "not in this version: refused"},
+    {.name = "--reproducible", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_FLAG,
+     .refuse = "bitwise reproducibility across rank counts is not implemented in this version",
+     .help = "not in this version: refused"},
+    /* Gradients (grad) */
+    {.name = "--grad-out", .meta = "F", .subs = GRAD, .group = G_GRAD, .kind = LA_OPT_STR,
+     F(grad_out), .help = "G = dL/dout [N,H,dv] (without it, G is drawn from the seed)"},
+    {.name = "--grad-q", .meta = "F", .subs = GRAD, .group = G_GRAD, .kind = LA_OPT_STR,
+     F(grad_q), .help = "write dL/dQ, the shape of --q (precomputed: dL/dphi(Q))"},
+    {.name = "--grad-k", .meta = "F", .subs = GRAD, .group = G_GRAD, .kind = LA_OPT_STR,
+     F(grad_k), .help = "write dL/dK, the shape of --k (precomputed: dL/dphi(K))"},
+    {.name = "--grad-v", .meta = "F", .subs = GRAD, .group = G_GRAD, .kind = LA_OPT_STR,
+     F(grad_v), .help = "write dL/dV, the shape of --v"},
+    /* Other */
+    {.name = "--help", .alias = "-h", .subs = ALL, .group = G_OTHER, .kind = LA_OPT_FLAG,
+     F(help), .lo = 1, .help = "this text", .flags = LA_OPT_NOPRINT},
+    {.name = "--print-options", .subs = ALL, .group = G_OTHER, .kind = LA_OPT_FLAG,
+     F(print_options), .lo = 1, .help = "print the parsed options as name=value lines, and exit",
+     .flags = LA_OPT_HIDDEN | LA_OPT_NOPRINT},
+};
+enum { NROWS = (int)(sizeof rows / sizeof rows[0]) };
+
+la_sub la_cli_sub(const char *name) {
+  for (int i = 0; i < NSUBS; i++)
+    if (!strcmp(name, la_subs[i].name)) return (la_sub)la_subs[i].bit;
+  return (la_sub)0;
+}
+
+static int sub_index(la_sub sub) {
+  for (int i = 0; i < NSUBS; i++)
+    if (la_subs[i].bit == (unsigned)sub) return i;
+  return 0;
+}
+
+const char *la_cli_sub_name(la_sub sub) { return la_subs[sub_index(sub)].name; }
+
+la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) {
+  memset(o, 0, sizeof *o);
+  o->sub = sub;
+  la_config_default(&o->cfg); /* what no row sets: scale, chunk, threads 0 = worked out */
+  LA_TRY(la_opts_defaults(rows, NROWS, sub, o));
+  unsigned char given[NROWS];
+  LA_TRY(la_opts_parse(rows, NROWS, la_subs, NSUBS, sub_index(sub), argc, argv, first, o,
+                       given));
+  if (o->help) return LA_OK;
+  /* checks between options */
+  if (sub & RG) {
+    int nin = !!o->q + !!o->k + !!o->v;
+    LA_CHECK(nin == 0 || nin == 3, LA_ERR_ARG, "--q, --k and --v must be given together");
+    /* the synthetic workload's shape options conflict with input files, which give it */
+    static const char *const synth[] = {"--n", "--heads", "--dk", "--dv", "--input-scale"};
+    for (int j = 0; j < NROWS && nin; j++)
+      for (size_t s = 0; s < sizeof synth / sizeof *synth; s++)
+        LA_CHECK(!(given[j] && !strcmp(rows[j].name, synth[s])), LA_ERR_ARG,
+                 "%s shapes the synthetic workload and conflicts with --q/--k/--v (the files "
+                 "give N, H and the widths)", synth[s]);
+  }
+  if (sub == LA_SUB_BENCH && o->check && o->baselines != LA_BASELINES_NONE)
+    for (int j = 0; j < o->n_list.n; j++)
+      LA_CHECK(o->n_list.i[j] <= 4096 || o->n_list.i[j] > o->baseline_max_n, LA_ERR_ARG,
+               "--check: n = %lld is too large for the float64 check (at most 4096)",
+               (long long)o->n_list.i[j]);
+  return LA_OK;
+}
+
+void la_cli_help(FILE *f, la_sub sub) {
+  fprintf(f, "usage: linattn %s [options]\n\n", la_subs[sub_index(sub)].name);
+  if (sub == LA_SUB_RUN)
+    fputs("Feature-map (linear) attention: out_i = phi(q_i)^T S / phi(q_i).z over the keys\n"
+          "query i may read. Run under mpirun/srun for many ranks, or plainly as one.\n", f);
+  if (sub == LA_SUB_GRAD)
+    fputs("The backward pass of `linattn run`: dL/dQ, dL/dK and dL/dV for the loss\n"
+          "sum(out * G). Takes every option of run, and the gradient options below.\n", f);
+  if (sub == LA_SUB_BENCH)
+    fprintf(f,
+            "Times the feature-map (linear) operator on the built-in synthetic workload, and\n"
+            "the exact quadratic baselines, and writes one CSV row per measurement (stdout,\n"
+            "and --csv F). Lists are comma-separated; every combination is timed. seconds is\n"
+            "the compute time (max over ranks, best of --repeat); inputs are generated in\n"
+            "memory first and are not timed. Columns:\n  %s", la_bench_csv_header);
+  fputs("\n", f);
+  la_opts_help(f, rows, NROWS, sub, group_titles);
+  fputs("\nExit codes: 0 ok, 2 usage error or bad input, 3 denominator policy violated, 1 other.\n"
+        "See docs/cli.md.\n", f);
+}
+
+void la_cli_print(FILE *f, const la_cli *o) { la_opts_print(f, rows, NROWS, o->sub, o); }

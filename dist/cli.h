@@ -1,35 +1,51 @@
-/* Command-line options of `linattn run` (CONTRACT.md). Not Collective. */
+/* The options of every `linattn` subcommand (docs/cli.md), parsed from the one table in
+ * cli.c. Not Collective. */
 #ifndef LINATTN_CLI_H
 #define LINATTN_CLI_H
 #include <stdint.h>
+#include <stdio.h>
 #include "linattn/core.h"
+#include "options.h"
+
+/* Subcommands, as bits of la_opt.subs. */
+typedef enum { LA_SUB_RUN = 1, LA_SUB_GRAD = 2, LA_SUB_BENCH = 4 } la_sub;
 
 typedef struct {
-  la_config cfg;
+  la_sub sub; /* first, so that no option field has offset 0 (la_opt.seen) */
+  /* run, grad */
+  la_config cfg; /* --mode, --feature-map, --features, --scale, --seed, --normalize,
+                    --denominator, --allow-signed, --window, --threads, --chunk */
   const char *q, *k, *v, *out, *report, *projection, *save_projection, *segments;
-  const char *checkpoint;
-  const char *grad_out, *grad_q, *grad_k, *grad_v; /* linattn grad */
+  const char *grad_out, *grad_q, *grad_k, *grad_v; /* grad */
   const char *den_string; /* --denominator as given */
-  int64_t n;              /* synthetic */
+  int64_t n;              /* synthetic workload; also bench */
   int heads, dk, dv;
   double input_scale;
-  int dtype_set;
+  int dtype_set; /* --dtype was given (otherwise the inputs' dtype) */
   la_dtype dtype;
-  int64_t window;
-  int force, progress, reproducible, help;
-  int is_grad;
+  int force, progress;
   int64_t block; /* --block-tokens: streaming block per rank */
+  /* bench (with heads, dk, dv, dtype, force, cfg.seed, cfg.chunk) */
+  la_list n_list, features_list, threads_list, modes, maps;
+  int repeat, baselines, gemm_probe, gemm_size, check, no_linear, pblas_nb;
+  int64_t baseline_max_n, pblas_panel;
+  const char *csv;
+  /* every subcommand */
+  int help, print_options;
 } la_cli;
 
-/* Parse argv[first..argc). Returns LA_OK, or LA_ERR_ARG with a one-line reason naming the
- * option. */
-la_status la_cli_parse(int argc, char **argv, int first, la_cli *o, char *err, size_t errlen);
-/* The same for `linattn grad` (every run option plus --grad-out/-q/-k/-v). */
-la_status la_cli_parse_grad(int argc, char **argv, int first, la_cli *o, char *err,
-                            size_t errlen);
-/* Strict number parsing for option values: the whole string, in range. 0 on success. */
-int la_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
-int la_parse_f64(const char *s, double *out);
-void la_cli_help(const char *subcommand); /* "run" or "grad" */
+/* --baselines */
+enum { LA_BASELINES_NONE = 0, LA_BASELINES_SOFTMAX, LA_BASELINES_PBLAS, LA_BASELINES_ALL };
+
+/* The subcommand called `name`, or 0; and the name of a subcommand. */
+la_sub la_cli_sub(const char *name);
+const char *la_cli_sub_name(la_sub sub);
+/* Defaults, then argv[first..argc), then the checks between options, for subcommand sub.
+ * Returns LA_OK, or LA_ERR_ARG with a one-line reason naming the option (la_error_reason). */
+la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o);
+/* `linattn SUB --help`: usage, the options with their values and defaults, exit codes. */
+void la_cli_help(FILE *f, la_sub sub);
+/* `--print-options`: the parsed options as name=value lines (docs/cli.md "Errors"). */
+void la_cli_print(FILE *f, const la_cli *o);
 
 #endif

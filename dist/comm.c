@@ -1,11 +1,13 @@
-/* Communicator ownership, error agreement and the summary collectives (DESIGN.md §4).
+/* Communicator ownership, error agreement and the summary collectives (docs/design.md §4.5).
  * A scan element per head is packed as [S|z (r*(dv+1)), m, f] doubles. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "linattn/dist.h"
 
 #include "dist_internal.h"
+#include "la_alloc.h"
 
 void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *row0) {
   int64_t q = N / P, rem = N % P;
@@ -15,11 +17,22 @@ void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *r
 
 la_status la_dist_create(MPI_Comm comm, la_dist *out) {
   *out = NULL;
-  la_dist d = calloc(1, sizeof *d);
-  if (!d) return LA_ERR_NOMEM;
+  la_dist d = la_calloc(1, sizeof *d);
+  /* agreed before the collective MPI_Comm_dup, which a rank without d would never join */
+  int me = 0, first = 0;
+  MPI_Comm_rank(comm, &me);
+  int mine = d ? INT_MAX : me;
+  if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
+    free(d);
+    return la_error(LA_ERR_MPI, "MPI_Allreduce failed while creating the communicators");
+  }
+  if (first != INT_MAX) {
+    free(d);
+    return la_error(LA_ERR_NOMEM, "out of memory for the communicator object on rank %d", first);
+  }
   if (MPI_Comm_dup(comm, &d->comm) != MPI_SUCCESS) {
     free(d);
-    return LA_ERR_MPI;
+    return la_error(LA_ERR_MPI, "cannot duplicate the communicator");
   }
   MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(d->comm, &d->rank);
@@ -28,7 +41,7 @@ la_status la_dist_create(MPI_Comm comm, la_dist *out) {
   if (MPI_Comm_split(d->comm, 0, d->size - 1 - d->rank, &d->rev) != MPI_SUCCESS) {
     MPI_Comm_free(&d->comm);
     free(d);
-    return LA_ERR_MPI;
+    return la_error(LA_ERR_MPI, "cannot split the communicator in reverse rank order");
   }
   MPI_Comm_set_errhandler(d->rev, MPI_ERRORS_RETURN);
   *out = d;
@@ -51,38 +64,47 @@ double la_dist_comm_seconds(const la_dist d) { return d->comm_seconds; }
 
 la_status la_dist_agree(la_dist d, la_status st, char *msg, size_t msglen) {
   int mine = st != LA_OK ? d->rank : d->size, first = d->size;
-  if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm) != MPI_SUCCESS) return LA_ERR_MPI;
-  if (first == d->size) return LA_OK;
+  if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm) != MPI_SUCCESS)
+    return la_error(LA_ERR_MPI, "MPI_Allreduce failed while agreeing on a status");
+  if (first == d->size) {
+    la_error_clear(); /* nothing failed: no reason from before this point can be mistaken for one */
+    return LA_OK;
+  }
+  /* the first failing rank's reason: its message, or the one the library recorded with st
+   * (docs/design.md §6) */
   char buf[1024];
   int code = (int)st;
   memset(buf, 0, sizeof buf);
-  if (d->rank == first && msg) strncpy(buf, msg, sizeof buf - 1);
+  if (d->rank == first) {
+    const char *why = msg && msg[0] ? msg : st != LA_OK ? la_error_message() : "";
+    strncpy(buf, why, sizeof buf - 1);
+  }
   MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, first, d->comm);
   MPI_Bcast(&code, 1, MPI_INT, first, d->comm);
   if (msg && msglen) {
     strncpy(msg, buf, msglen - 1);
     msg[msglen - 1] = 0;
   }
+  if (buf[0]) la_error((la_status)code, "%s", buf);
+  else la_error_clear();
   return (la_status)code;
 }
 
-/* MPI user operator: inout <- in (+) inout, in from the lower ranks (a before b). */
+/* MPI user operator: inout <- in (+) inout, in from the lower ranks (a before b). It cannot
+ * report an error, so it allocates nothing: the result is formed in place in inout. */
 static void scan_op(void *in, void *inout, int *len, MPI_Datatype *dt) {
   int bytes;
   MPI_Type_size(*dt, &bytes);
   size_t per = (size_t)bytes / sizeof(double), rsz = per - 2;
-  double *a = in, *b = inout;
-  double *tmp = malloc(sizeof(double) * per);
-  if (!tmp) abort(); /* no way to report from inside an MPI operator */
+  const double *a = in;
+  double *b = inout;
   for (int h = 0; h < *len; h++) {
-    double *ah = a + h * per, *bh = b + h * per;
-    memcpy(tmp, ah, sizeof(double) * per);
-    int af = tmp[rsz + 1] != 0, bf = bh[rsz + 1] != 0;
-    la_state_combine_head(tmp, tmp + rsz, &af, bh, bh + rsz, &bf, rsz);
-    tmp[rsz + 1] = af;
-    memcpy(bh, tmp, sizeof(double) * per);
+    const double *ah = a + h * per;
+    double *bh = b + h * per;
+    int af = ah[rsz + 1] != 0, bf = bh[rsz + 1] != 0;
+    la_state_combine_head_right(ah, ah + rsz, &af, bh, bh + rsz, &bf, rsz);
+    bh[rsz + 1] = bf;
   }
-  free(tmp);
 }
 
 static void pack(const la_state *s, double *buf) {
@@ -117,13 +139,21 @@ static la_status combine_begin(la_dist d, MPI_Comm comm, const la_state *s, int 
                                la_dist_req *out) {
   *out = NULL;
   size_t per = (size_t)s->r * (s->dv + 1) + 2, total = per * s->heads;
-  la_dist_req q = calloc(1, sizeof *q);
-  if (!q) return LA_ERR_NOMEM;
-  q->in = malloc(sizeof(double) * total);
-  q->out = malloc(sizeof(double) * total);
-  if (!q->in || !q->out) {
-    free(q->in); free(q->out); free(q);
-    return LA_ERR_NOMEM;
+  la_dist_req q = la_calloc(1, sizeof *q);
+  la_status st = LA_OK;
+  if (q) {
+    q->in = la_malloc(sizeof(double) * total);
+    q->out = la_malloc(sizeof(double) * total);
+  }
+  if (!q || !q->in || !q->out)
+    st = la_error(LA_ERR_NOMEM, "out of memory for the buffers of a summary collective "
+                  "(%d heads x %zu doubles)", s->heads, per);
+  /* every rank posts the collective, or none */
+  st = la_dist_agree(d, st, NULL, 0);
+  if (st != LA_OK) {
+    if (q) { free(q->in); free(q->out); }
+    free(q);
+    return st;
   }
   pack(s, q->in);
   q->exclusive = exclusive;
@@ -138,7 +168,7 @@ static la_status combine_begin(la_dist d, MPI_Comm comm, const la_state *s, int 
   if (rc != MPI_SUCCESS) {
     MPI_Op_free(&q->op); MPI_Type_free(&q->el);
     free(q->in); free(q->out); free(q);
-    return LA_ERR_MPI;
+    return la_error(LA_ERR_MPI, "cannot start the summary collective");
   }
   *out = q;
   return LA_OK;

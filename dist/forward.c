@@ -1,4 +1,4 @@
-/* The distributed forward on in-memory shards (DESIGN.md §4): each rank passes its own rows
+/* The distributed forward on in-memory shards (docs/design.md §4.5): each rank passes its own rows
  * (la_split_ownership) and every mask of §3 is combined across ranks here:
  * - causal: rank totals -> MPI_Iexscan, overlapped with the local outputs from a zero state,
  *   then the correction phi(q)^T P; segments ride in the scan element's flag;
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dist_internal.h"
+#include "la_alloc.h"
 
 static la_status forward_causal(la_dist d, la_engine eng, int64_t n, int64_t row0,
                                 const void *q, const void *k, const void *v, void *out,
@@ -24,9 +25,11 @@ static la_status forward_causal(la_dist d, la_engine eng, int64_t n, int64_t row
     return s;
   }
   size_t es = la_engine_dtype(eng) == LA_F32 ? 4 : 8, rows = (size_t)(n > 0 ? n : 1) * H;
-  void *raw = malloc(es * rows * (dv + 1));
-  double *lsc = malloc(sizeof(double) * rows);
-  s = (raw && lsc) ? la_state_init(&local, H, r, dv) : LA_ERR_NOMEM;
+  void *raw = la_malloc(es * rows * (dv + 1));
+  double *lsc = la_malloc(sizeof(double) * rows);
+  s = (raw && lsc) ? la_state_init(&local, H, r, dv)
+                   : la_error(LA_ERR_NOMEM, "out of memory for the unfinalized outputs of %lld "
+                              "rows x %d heads", (long long)n, H);
   if (s == LA_OK) s = la_engine_accumulate(eng, row0, n, k, v, &st);
   s = la_dist_agree(d, s, NULL, 0);
   la_dist_req req = NULL;
@@ -106,17 +109,18 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, i
   const size_t per = (size_t)r * (dv + 1) + 2;
   int64_t lo, hi;
   la_window_halo(eng, row0, n, &lo, &hi);
-  char *hk = malloc(rowk * (size_t)(hi - lo) + 1), *hv = malloc(rowv * (size_t)(hi - lo) + 1);
-  double *midbuf = malloc(sizeof(double) * per * H * d->size);
-  double *sendmid = malloc(sizeof(double) * per * H * d->size);
-  MPI_Request *reqs = malloc(sizeof(MPI_Request) * 6 * d->size);
+  char *hk = la_malloc(rowk * (size_t)(hi - lo) + 1), *hv = la_malloc(rowv * (size_t)(hi - lo) + 1);
+  double *midbuf = la_malloc(sizeof(double) * per * H * d->size);
+  double *sendmid = la_malloc(sizeof(double) * per * H * d->size);
+  MPI_Request *reqs = la_malloc(sizeof(MPI_Request) * 6 * d->size);
+  char *have = la_calloc((size_t)d->size, 1);
   la_state part = {0};
-  if (!hk || !hv || !midbuf || !sendmid || !reqs) s = LA_ERR_NOMEM;
+  if (!hk || !hv || !midbuf || !sendmid || !reqs || !have)
+    s = la_error(LA_ERR_NOMEM, "window: out of memory for the past halo (%lld key rows)",
+                 (long long)(hi - lo));
   if (s == LA_OK) s = la_state_init(&part, H, r, dv);
   s = la_dist_agree(d, s, NULL, 0);
   int nreq = 0;
-  char *have = calloc((size_t)d->size, 1);
-  if (s == LA_OK && !have) s = LA_ERR_NOMEM;
   if (s == LA_OK) {
     MPI_Datatype tk, tv;
     MPI_Type_contiguous((int)rowk, MPI_BYTE, &tk);

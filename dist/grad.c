@@ -1,9 +1,10 @@
-/* `linattn grad`: the backward pass (CONTRACT.md). Each rank holds its shard of Q, K, V and
- * dL/dout in memory, la_dist_backward combines across ranks, and dL/dQ, dL/dK, dL/dV are
- * written collectively like `run` writes its output (temporary name, then rename). */
+/* `linattn grad`: the backward pass (docs/cli.md "linattn grad"). Each rank holds its shard
+ * of Q, K, V and dL/dout in memory, la_dist_backward combines across ranks, and dL/dQ, dL/dK,
+ * dL/dV are written collectively like `run` writes its output (temporary name, then rename). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "job.h"
 #include "run.h"
 
@@ -16,6 +17,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
   memset(outs, 0, sizeof outs);
   const char *paths[3] = {o->grad_q, o->grad_k, o->grad_v};
   void *buf[4] = {NULL, NULL, NULL, NULL}, *grad[3] = {NULL, NULL, NULL};
+  la_error_clear(); /* la_error_reason below reads only what this run records */
   la_status st = la_job_setup(&job, d, o, 1, err, sizeof err);
   if (st == LA_OK) {
     st = la_den_stats_init(&stats);
@@ -36,7 +38,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     for (int t = 0; t < 3; t++) grad[t] = la_alloc_rows(es * rows * (t == 2 ? job.dv : job.dk));
     for (int t = 0; t < 4; t++)
       if (!buf[t] || (t < 3 && !grad[t])) st = LA_ERR_NOMEM;
-    if (st != LA_OK) snprintf(err, sizeof err, "cannot hold this rank's %lld rows in memory", (long long)n);
+    if (st != LA_OK) snprintf(err, sizeof err, "out of memory for this rank's %lld rows of inputs and gradients", (long long)n);
     for (int t = 0; t < 4 && st == LA_OK && n > 0; t++)
       st = la_job_read(&job, t, row0, n, buf[t], err, sizeof err);
     /* Touch the gradient buffers now, so that their page faults (3 GB at N = 2^20, H = 4,
@@ -50,7 +52,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     st = la_dist_backward(d, job.eng, n, row0, buf[0], buf[1], buf[2], buf[3], grad[0], grad[1],
                           grad[2], &stats);
     job.t_compute += MPI_Wtime() - t0;
-    if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "backward: %s", la_status_string(st));
+    if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "backward: %s", la_error_reason(st));
   }
   if (st == LA_OK) st = la_job_verdict(&job, &stats, "gradient", err, sizeof err);
   for (int t = 0; t < 3 && st == LA_OK; t++) {
@@ -60,16 +62,22 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     st = la_dist_agree(d, st, err, sizeof err);
     job.t_write += MPI_Wtime() - t0;
   }
-  /* all three appear, or none */
+  /* All three appear, or none: each is synced and closed, the report written, and then the
+   * three are renamed into place (docs/design.md §6). */
   for (int t = 0; t < 3; t++) {
     if (!paths[t]) continue;
-    la_status cs = la_pout_close(d, &outs[t], st == LA_OK, err, sizeof err);
+    la_status cs = la_pout_finish(d, &outs[t], st == LA_OK, err, sizeof err);
     if (st == LA_OK) st = cs;
   }
   if (st == LA_OK) st = la_job_report(&job, "grad", &stats, o->grad_q, 3.0, err, sizeof err);
+  {
+    la_status cs = la_pout_commit(d, outs, 3, st == LA_OK, err, sizeof err);
+    if (st == LA_OK && cs != LA_OK && rank == 0 && o->report) unlink(o->report);
+    if (st == LA_OK) st = cs;
+  }
   int exitc = 0;
   if (st != LA_OK) {
-    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_status_string(st));
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));
     exitc = la_status_exit_code(st);
   }
   for (int t = 0; t < 4; t++) free(buf[t]);

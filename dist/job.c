@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include "job.h"
+#include "la_alloc.h"
 
 
 static const char *tensor_name(int t) {
@@ -131,16 +132,22 @@ static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t err
   la_status st = la_npy_load(o->projection, &I, &data, err, errlen);
   if (st != LA_OK) return st;
   int shared = I.ndim == 2;
-  int64_t m = I.ndim >= 2 ? I.shape[I.ndim - 2] : 0, dk = I.ndim >= 2 ? I.shape[I.ndim - 1] : 0;
-  if (I.dtype == LA_I64 || (I.ndim != 2 && I.ndim != 3) || (I.ndim == 3 && I.shape[0] != j->H) ||
-      dk != j->dk || m != o->cfg.features) {
-    snprintf(err, errlen, "%s: projection must be [H=%d, m, dk=%d] or [m, dk=%d] float, "
-             "with m = --features (%d)", o->projection, j->H, j->dk, j->dk, o->cfg.features);
+  char msg[256];
+  st = la_projection_check(I.dtype, I.ndim, I.shape, data, j->H, j->dk, o->cfg.features, msg,
+                           sizeof msg);
+  if (st != LA_OK) {
+    snprintf(err, errlen, "%s: %s", o->projection, msg);
     free(data);
-    return LA_ERR_SHAPE;
+    return st;
   }
-  double *om = malloc(sizeof(double) * (size_t)I.count);
-  if (!om) { free(data); return LA_ERR_NOMEM; }
+  int64_t m = I.shape[I.ndim - 2];
+  double *om = la_malloc(sizeof(double) * (size_t)I.count);
+  if (!om) {
+    free(data);
+    snprintf(err, errlen, "%s: out of memory for the projection (%lld entries)", o->projection,
+             (long long)I.count);
+    return LA_ERR_NOMEM;
+  }
   for (int64_t i = 0; i < I.count; i++)
     om[i] = I.dtype == LA_F32 ? (double)((float *)data)[i] : ((double *)data)[i];
   free(data);
@@ -150,7 +157,7 @@ static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t err
   return st;
 }
 
-/* Segment offsets (CONTRACT.md): int64 [S+1], 0 = o_0 < o_1 < ... < o_S = N. */
+/* Segment offsets (docs/cli.md): int64 [S+1], 0 = o_0 < o_1 < ... < o_S = N. */
 static la_status load_segments(const char *path, int64_t N, int64_t **seg, int64_t *count,
                                char *err, size_t errlen) {
   la_npy_info I;
@@ -158,25 +165,14 @@ static la_status load_segments(const char *path, int64_t N, int64_t **seg, int64
   la_status st = la_npy_load(path, &I, &data, err, errlen);
   if (st != LA_OK) return st;
   int64_t *o = data;
-  if (I.dtype != LA_I64 || I.ndim != 1 || I.shape[0] < 2) {
-    snprintf(err, errlen, "%s: segment offsets must be a 1-D int64 (<i8) array [S+1] with S >= 1", path);
+  const int ok1d = I.dtype == LA_I64 && I.ndim == 1; /* else: no offsets */
+  int64_t n = ok1d ? I.shape[0] : 0;
+  char msg[256];
+  if ((st = la_segments_check(ok1d ? o : NULL, n, N, msg, sizeof msg)) != LA_OK) {
+    snprintf(err, errlen, "%s: %s", path, msg);
     free(data);
-    return LA_ERR_FORMAT;
+    return st;
   }
-  int64_t n = I.shape[0];
-  if (o[0] != 0 || o[n - 1] != N) {
-    snprintf(err, errlen, "%s: offsets must start at 0 and end at N = %lld (got %lld ... %lld)",
-             path, (long long)N, (long long)o[0], (long long)o[n - 1]);
-    free(data);
-    return LA_ERR_FORMAT;
-  }
-  for (int64_t i = 1; i < n; i++)
-    if (o[i] <= o[i - 1]) {
-      snprintf(err, errlen, "%s: offsets must increase strictly: o[%lld] = %lld after o[%lld] = %lld",
-               path, (long long)i, (long long)o[i], (long long)(i - 1), (long long)o[i - 1]);
-      free(data);
-      return LA_ERR_FORMAT;
-    }
   *seg = o;
   *count = n;
   return LA_OK;
@@ -207,9 +203,7 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
     /* the projection file sets m */
     la_npy_info I;
     st = la_npy_read_info(o->projection, &I, err, errlen);
-    if (st == LA_OK && (I.ndim == 2 || I.ndim == 3) && I.shape[I.ndim - 2] >= 1 &&
-        I.shape[I.ndim - 2] <= LA_FEATURES_MAX)
-      o->cfg.features = (int)I.shape[I.ndim - 2];
+    if (st == LA_OK) o->cfg.features = la_projection_features(I.ndim, I.shape, o->cfg.features);
   }
   if (st == LA_OK && o->segments) st = load_segments(o->segments, j->N, &j->seg, &j->nseg, err, errlen);
   if (st == LA_OK) {
@@ -219,11 +213,14 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
     snprintf(err, errlen, "--projection: the %s map has no projection", la_map_name(o->cfg.map));
     st = LA_ERR_ARG;
   }
-  if (st == LA_OK && o->report && !o->force && rank == 0 && la_path_exists(o->report)) {
-    snprintf(err, errlen, "%s: exists (use --force to overwrite)", o->report);
-    st = LA_ERR_EXISTS;
-  }
   st = la_dist_agree(d, st, err, errlen);
+  /* Every output before anything is computed: refused if it exists (without --force), if
+   * its folder is missing or a file cannot be created there; stale temporaries of dead runs
+   * removed (docs/cli.md "Files"). */
+  if (st == LA_OK) {
+    const char *outs[6] = {o->report, o->out, o->grad_q, o->grad_k, o->grad_v, o->save_projection};
+    st = la_outputs_check(d, outs, 6, o->force, err, errlen);
+  }
   if (st == LA_OK) {
     st = la_featmap_create(&o->cfg, j->H, j->dk, &j->fm);
     if (st == LA_OK && o->projection) st = load_projection(j, j->fm, err, errlen);
@@ -238,13 +235,13 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
         st = la_npy_save(o->save_projection, LA_F64, 3, shp, om, o->force, err, errlen);
       }
     }
-    if (st != LA_OK && !err[0]) snprintf(err, errlen, "feature map: %s", la_status_string(st));
+    if (st != LA_OK && !err[0]) snprintf(err, errlen, "feature map: %s", la_error_reason(st));
     st = la_dist_agree(d, st, err, errlen);
   }
   if (st == LA_OK) {
     st = la_engine_create(&o->cfg, j->fm, j->dt, j->dv, &j->eng);
     if (st == LA_OK && j->seg) st = la_engine_set_segments(j->eng, j->seg, j->nseg);
-    if (st != LA_OK) snprintf(err, errlen, "engine: %s", la_status_string(st));
+    if (st != LA_OK) snprintf(err, errlen, "engine: %s", la_error_reason(st));
     st = la_dist_agree(d, st, err, errlen);
   }
   return st;
@@ -309,7 +306,7 @@ la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, c
       rep.dv = j->dv;
       rep.r = la_featmap_width(j->fm);
       rep.chunk = la_engine_chunk(j->eng);
-      rep.kernels = la_engine_kernels(j->eng, !strcmp(sub, "grad"));
+      rep.kernels = la_engine_kernels(j->eng);
       rep.scale = o->cfg.scale > 0 ? o->cfg.scale : 1.0 / sqrt((double)j->dk);
       rep.ranks = P;
       rep.threads = la_engine_threads(j->eng);

@@ -1,19 +1,57 @@
 /* The `linattn` program: MPI_Init_thread(FUNNELED), one subcommand, MPI_Finalize.
- * Errors are one line "linattn: error: ..." from rank 0, and the exit code of CONTRACT.md. */
+ * Errors are one line "linattn: error: ..." from rank 0, with the exit codes of docs/cli.md
+ * "Exit codes". */
 #include <stdio.h>
 #include <string.h>
+#include "bench.h"
 #include "cli.h"
 #include "linattn/linattn.h"
-#include "bench.h"
 #include "run.h"
 
+/* The subcommands; their options are the table in cli.c. */
+static const struct {
+  la_sub sub;
+  int (*cmd)(la_dist d, la_cli *o);
+  const char *what;
+} cmds[] = {
+    {LA_SUB_RUN, la_cmd_run, "the forward operator"},
+    {LA_SUB_GRAD, la_cmd_grad, "the backward pass: dL/dQ, dL/dK, dL/dV"},
+    {LA_SUB_BENCH, la_cmd_bench, "timing and scaling, exact baselines"},
+};
+enum { NCMDS = (int)(sizeof cmds / sizeof cmds[0]) };
+
 static void usage(void) {
-  printf("usage: linattn SUBCOMMAND [options]\n\n"
-         "  run     the forward operator (see linattn run --help)\n"
-         "  grad    the backward pass: dL/dQ, dL/dK, dL/dV (see linattn grad --help)\n"
-         "  bench   timing and scaling, exact baselines (see linattn bench --help)\n"
-         "  version print the version\n\n"
+  printf("usage: linattn SUBCOMMAND [options]\n\n");
+  for (int i = 0; i < NCMDS; i++) {
+    const char *name = la_cli_sub_name(cmds[i].sub);
+    printf("  %-7s %s (see linattn %s --help)\n", name, cmds[i].what, name);
+  }
+  printf("  version print the version\n\n"
          "Run as `mpirun -np P linattn ...`, `srun linattn ...`, or plainly as one rank.\n");
+}
+
+/* Parse, then --help, --print-options or the command. Collective. */
+static int subcommand(int i, int argc, char **argv, int rank) {
+  la_cli o;
+  la_status st = la_cli_parse(cmds[i].sub, argc, argv, 2, &o);
+  if (st != LA_OK) {
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", la_error_reason(st));
+    return la_status_exit_code(st);
+  }
+  if (o.help || o.print_options) {
+    if (rank == 0 && o.help) la_cli_help(stdout, cmds[i].sub);
+    else if (rank == 0) la_cli_print(stdout, &o);
+    return 0;
+  }
+  la_dist d;
+  st = la_dist_create(MPI_COMM_WORLD, &d); /* agreed: every rank fails, or none */
+  if (st != LA_OK) {
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", la_error_reason(st));
+    return la_status_exit_code(st);
+  }
+  int code = cmds[i].cmd(d, &o);
+  la_dist_destroy(&d);
+  return code;
 }
 
 int main(int argc, char **argv) {
@@ -33,43 +71,19 @@ int main(int argc, char **argv) {
     return 1;
   }
   const char *sub = argc > 1 ? argv[1] : NULL;
+  const la_sub s = sub ? la_cli_sub(sub) : (la_sub)0;
+  int i = 0;
+  while (i < NCMDS && cmds[i].sub != s) i++;
   if (!sub || !strcmp(sub, "-h") || !strcmp(sub, "--help")) {
     if (rank == 0) usage();
     code = sub ? 0 : 2;
   } else if (!strcmp(sub, "version") || !strcmp(sub, "--version")) {
     if (rank == 0) printf("linattn %s\n", LA_VERSION_STRING);
-  } else if (!strcmp(sub, "run") || !strcmp(sub, "grad")) {
-    const int grad = !strcmp(sub, "grad");
-    la_cli o;
-    char err[1024];
-    la_status st = grad ? la_cli_parse_grad(argc, argv, 2, &o, err, sizeof err)
-                        : la_cli_parse(argc, argv, 2, &o, err, sizeof err);
-    if (st != LA_OK) {
-      if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err);
-      code = la_status_exit_code(st);
-    } else if (o.help) {
-      if (rank == 0) la_cli_help(sub);
-    } else {
-      la_dist d;
-      if (la_dist_create(MPI_COMM_WORLD, &d) != LA_OK) {
-        if (rank == 0) fprintf(stderr, "linattn: error: cannot duplicate MPI_COMM_WORLD\n");
-        code = 1;
-      } else {
-        code = grad ? la_cmd_grad(d, &o) : la_cmd_run(d, &o);
-        la_dist_destroy(&d);
-      }
-    }
-  } else if (!strcmp(sub, "bench")) {
-    la_dist d;
-    if (la_dist_create(MPI_COMM_WORLD, &d) != LA_OK) {
-      if (rank == 0) fprintf(stderr, "linattn: error: cannot duplicate MPI_COMM_WORLD\n");
-      code = 1;
-    } else {
-      code = la_cmd_bench(d, argc, argv, 2);
-      la_dist_destroy(&d);
-    }
+  } else if (i < NCMDS) {
+    code = subcommand(i, argc, argv, rank);
   } else {
-    if (rank == 0) fprintf(stderr, "linattn: error: unknown subcommand '%s' (try linattn --help)\n", sub);
+    if (rank == 0)
+      fprintf(stderr, "linattn: error: unknown subcommand '%s' (try linattn --help)\n", sub);
     code = 2;
   }
   MPI_Finalize();

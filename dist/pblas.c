@@ -1,4 +1,4 @@
-/* Dense quadratic baseline with PBLAS on a BLACS grid (DESIGN.md §4, "ScaLAPACK has two
+/* Dense quadratic baseline with PBLAS on a BLACS grid (docs/design.md §4.6, "ScaLAPACK has two
  * roles"): the n x n score matrix is formed, block-cyclically distributed, one row panel at a
  * time. It exists to be timed against the linear engine, so it is float64 and unblocked in N.
  * Debian's libscalapack-openmpi ships no C header: the prototypes are declared here. */
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bench.h"
+#include "la_alloc.h"
 
 extern void Cblacs_pinfo(int *mypnum, int *nprocs);
 extern int Csys2blacs_handle(MPI_Comm comm);
@@ -52,7 +53,7 @@ static int dmat_init(dmat *x, int m, int n, int nb, int ctxt, int myr, int myc, 
   x->nl = numroc_(&n, &nb, &myc, &zero, &pc);
   int lld = x->ml > 1 ? x->ml : 1, info = 0;
   descinit_(x->desc, &m, &n, &nb, &nb, &zero, &zero, &ctxt, &lld, &info);
-  x->a = malloc(sizeof(double) * ((size_t)lld * (x->nl > 0 ? x->nl : 1)));
+  x->a = la_malloc(sizeof(double) * ((size_t)lld * (x->nl > 0 ? x->nl : 1)));
   return info == 0 && x->a != NULL;
 }
 
@@ -91,6 +92,8 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double 
   int sys = Csys2blacs_handle(comm), ctxt = sys, myr, myc, npr, npc;
   Cblacs_gridinit(&ctxt, "Row", pr, pc);
   Cblacs_gridinfo(ctxt, &npr, &npc, &myr, &myc);
+  MPI_Comm rowc = MPI_COMM_NULL; /* the processes of this process row */
+  MPI_Comm_split(comm, myr, myc, &rowc);
   /* Panel rows: a multiple of nb*pr, so panel row i and Q/O row ia+i share a process row. */
   const int64_t unit = (int64_t)nb * pr;
   int64_t R = (N + unit - 1) / unit * unit, cap = LA_PBLAS_PANEL_ENTRIES / N / unit * unit;
@@ -103,17 +106,17 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double 
            dmat_init(&V, N, dv, nb, ctxt, myr, myc, pr, pc) &&
            dmat_init(&O, N, dv, nb, ctxt, myr, myc, pr, pc) &&
            dmat_init(&S, (int)R, N, nb, ctxt, myr, myc, pr, pc);
-  double *rows = malloc(sizeof(double) * (size_t)nb * (dk > dv ? dk : dv));
-  double *rmax = malloc(sizeof(double) * (S.ml > 0 ? S.ml : 1));
-  double *rsum = malloc(sizeof(double) * (S.ml > 0 ? S.ml : 1));
-  int64_t *gcol = malloc(sizeof(int64_t) * (S.nl > 0 ? S.nl : 1));
-  int64_t *prow = malloc(sizeof(int64_t) * (S.ml > 0 ? S.ml : 1));
+  double *rows = la_malloc(sizeof(double) * (size_t)nb * (dk > dv ? dk : dv));
+  double *rmax = la_malloc(sizeof(double) * (S.ml > 0 ? S.ml : 1));
+  double *rsum = la_malloc(sizeof(double) * (S.ml > 0 ? S.ml : 1));
+  int64_t *gcol = la_malloc(sizeof(int64_t) * (S.nl > 0 ? S.nl : 1));
+  int64_t *prow = la_malloc(sizeof(int64_t) * (S.ml > 0 ? S.ml : 1));
   ok = ok && rows && rmax && rsum && gcol && prow;
   int all_ok = 0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
   la_status st = LA_OK;
   if (!all_ok) {
-    snprintf(err, errlen, "pblas baseline: cannot allocate the %lld x %lld score panel (lower "
+    snprintf(err, errlen, "pblas baseline: out of memory for the %lld x %lld score panel (lower "
              "--baseline-max-n)", (long long)R, (long long)N);
     st = LA_ERR_NOMEM;
     goto done;
@@ -150,7 +153,9 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double 
       for (int li = t0; li < t1; li++) /* rows past this panel: any finite value */
         if (prow[li] >= m) rmax[li] = 0.0;
     }
-    if (S.ml > 0) Cdgamx2d(ctxt, "Row", " ", S.ml, 1, rmax, S.ml, NULL, NULL, -1, -1, -1);
+    /* the row max over the process row: MPI_MAX, not BLACS's Cdgamx2d, which takes the entry
+     * of largest ABSOLUTE value (a process without columns contributes -inf, which won) */
+    if (S.ml > 0) MPI_Allreduce(MPI_IN_PLACE, rmax, S.ml, MPI_DOUBLE, MPI_MAX, rowc);
 #pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : 1)
     for (int t0 = 0; t0 < S.ml; t0 += LA_PBLAS_TILE) {
       const int t1 = S.ml - t0 < LA_PBLAS_TILE ? S.ml : t0 + LA_PBLAS_TILE;
@@ -187,6 +192,7 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double 
 done:
   free(Q.a); free(K.a); free(V.a); free(O.a); free(S.a);
   free(rows); free(rmax); free(rsum); free(gcol); free(prow);
+  MPI_Comm_free(&rowc);
   Cblacs_gridexit(ctxt);
   Cfree_blacs_system_handle(sys);
   return st;

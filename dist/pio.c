@@ -1,10 +1,13 @@
-/* Parallel .npy I/O: each rank reads and writes only its own contiguous rows. */
+/* Parallel .npy I/O: each rank reads and writes only its own contiguous rows. Every MPI-IO
+ * call's return code and byte count are checked (docs/design.md §6). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "la_alloc.h"
 #include "pio.h"
 
 #define LA_IO_PIECE ((int64_t)1 << 28) /* bytes per MPI call, well under INT_MAX */
@@ -12,6 +15,84 @@
 int la_path_exists(const char *path) {
   struct stat sb;
   return stat(path, &sb) == 0;
+}
+
+/* Open MPI 4.1's MPI-IO (OMPIO) reports a failed pwrite or pread itself: its posix fbtl prints
+ * "mca_fbtl_posix_pwritev: error in (p)write(v):No space left on device" with opal_output on
+ * its stderr stream, whatever the file's error handler, and common_ompio_file_write then
+ * drops that error: MPI_File_write_at returns MPI_SUCCESS with a short count in the status.
+ * So the count is checked after every call, and for the duration of each MPI-IO call that
+ * can fail this way stderr (fd 2) points at /dev/null, so that the one line of docs/cli.md
+ * "Errors" is the only one. The main thread makes every MPI call outside parallel regions,
+ * so nothing else of ours prints meanwhile. */
+static int quiet_begin(void) {
+  static int devnull = -1;
+  if (devnull < 0) devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (devnull < 0) return -1;
+  fflush(stderr);
+  int saved = fcntl(2, F_DUPFD_CLOEXEC, 3);
+  if (saved < 0) return -1;
+  if (dup2(devnull, 2) < 0) {
+    close(saved);
+    return -1;
+  }
+  return saved;
+}
+
+static void quiet_end(int saved) {
+  if (saved < 0) return;
+  dup2(saved, 2);
+  close(saved);
+}
+
+/* errno of an MPI error class, 0 if none fits. */
+static int class_errno(int rc) {
+  int cls = MPI_ERR_OTHER;
+  MPI_Error_class(rc, &cls);
+  if (cls == MPI_ERR_NO_SPACE) return ENOSPC;
+  if (cls == MPI_ERR_QUOTA) return EDQUOT;
+  if (cls == MPI_ERR_ACCESS) return EACCES;
+  if (cls == MPI_ERR_READ_ONLY) return EROFS;
+  if (cls == MPI_ERR_NO_SUCH_FILE) return ENOENT;
+  if (cls == MPI_ERR_FILE_EXISTS) return EEXIST;
+  if (cls == MPI_ERR_IO) return EIO;
+  return 0;
+}
+
+/* The reason of a failed MPI-IO call, as the OS would say it: from the error class when it
+ * names one, else the errno the call left (OMPIO keeps the errno of the failed pwrite/pread),
+ * else the MPI error string. *e is the errno used (0: none). */
+static const char *io_reason(int rc, int saved_errno, char *buf, size_t len, int *e) {
+  *e = rc != MPI_SUCCESS ? class_errno(rc) : 0;
+  if (!*e) *e = saved_errno;
+  if (*e) return strerror(*e);
+  if (rc != MPI_SUCCESS) {
+    int n = 0;
+    char s[MPI_MAX_ERROR_STRING];
+    if (MPI_Error_string(rc, s, &n) == MPI_SUCCESS) {
+      snprintf(buf, len, "%s", s);
+      return buf;
+    }
+  }
+  snprintf(buf, len, "the MPI library reported no reason");
+  return buf;
+}
+
+/* When an MPI-IO call came up short without an error code or errno (OMPIO 4.1 loses both),
+ * ask the OS: repeat the first bytes that were not transferred with pread/pwrite on a file
+ * descriptor of our own and return its errno (0 if that succeeded). On a write path this
+ * writes bytes MPI-IO failed to write into a temporary that is about to be removed. */
+static int os_errno(const char *path, int writing, MPI_Offset off, const void *buf, int64_t n) {
+  size_t len = n > (1 << 16) ? (size_t)1 << 16 : (size_t)(n > 0 ? n : 1);
+  int fd = open(path, (writing ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) return errno;
+  ssize_t r;
+  do {
+    r = writing ? pwrite(fd, buf, len, (off_t)off) : pread(fd, (void *)buf, len, (off_t)off);
+  } while (r < 0 && errno == EINTR);
+  int e = r < 0 ? errno : 0;
+  close(fd);
+  return e;
 }
 
 la_status la_pin_open(la_dist d, const char *path, la_pin *in, char *err, size_t errlen) {
@@ -29,9 +110,20 @@ la_status la_pin_open(la_dist d, const char *path, la_pin *in, char *err, size_t
   }
   in->row_elems = 1;
   for (int i = 1; i < in->info.ndim; i++) in->row_elems *= in->info.shape[i];
+  int q = quiet_begin();
+  errno = 0;
   int rc = MPI_File_open(la_dist_comm(d), path, MPI_MODE_RDONLY, MPI_INFO_NULL, &in->fh);
-  st = rc == MPI_SUCCESS ? LA_OK : LA_ERR_IO;
-  if (st != LA_OK) snprintf(err, errlen, "%s: MPI_File_open failed", path);
+  int se = errno;
+  quiet_end(q);
+  if (rc != MPI_SUCCESS) {
+    char why[MPI_MAX_ERROR_STRING + 64];
+    int e;
+    snprintf(err, errlen, "%s: cannot open: %s", path, io_reason(rc, se, why, sizeof why, &e));
+    st = LA_ERR_IO;
+    in->fh = MPI_FILE_NULL;
+  } else {
+    MPI_File_set_errhandler(in->fh, MPI_ERRORS_RETURN);
+  }
   return la_dist_agree(d, st, err, errlen);
 }
 
@@ -52,30 +144,97 @@ la_status la_pin_read(la_pin *in, int64_t row0, int64_t n, la_dtype want, void *
   int64_t elems = n * in->row_elems, bytes = elems * (int64_t)fes;
   /* Read into dst when it is large enough, else a temporary. */
   int direct = la_dtype_size(want) >= fes;
-  char *buf = direct ? dst : malloc((size_t)bytes);
-  if (!buf) return LA_ERR_NOMEM;
+  char *buf = direct ? dst : la_malloc((size_t)bytes);
+  if (!buf) {
+    snprintf(err, errlen, "%s: out of memory for a conversion buffer of %lld bytes (lower "
+             "--block-tokens)", in->path, (long long)bytes);
+    return LA_ERR_NOMEM;
+  }
   MPI_Offset off = in->info.data_offset + row0 * in->row_elems * (int64_t)fes;
+  la_status st = LA_OK;
   for (int64_t done = 0; done < bytes;) {
     int64_t piece = bytes - done < LA_IO_PIECE ? bytes - done : LA_IO_PIECE;
     MPI_Status ms;
     int got = 0;
-    if (MPI_File_read_at(in->fh, off + done, buf + done, (int)piece, MPI_BYTE, &ms) != MPI_SUCCESS ||
-        MPI_Get_count(&ms, MPI_BYTE, &got) != MPI_SUCCESS || got != piece) {
-      snprintf(err, errlen, "%s: read failed at rows %lld..%lld", in->path, (long long)row0,
-               (long long)(row0 + n - 1));
-      if (!direct) free(buf);
-      return LA_ERR_IO;
+    int q = quiet_begin();
+    errno = 0;
+    int rc = MPI_File_read_at(in->fh, off + done, buf + done, (int)piece, MPI_BYTE, &ms);
+    int se = errno;
+    quiet_end(q);
+    if (rc == MPI_SUCCESS && (MPI_Get_count(&ms, MPI_BYTE, &got) != MPI_SUCCESS ||
+                              got == MPI_UNDEFINED))
+      got = 0;
+    if (rc == MPI_SUCCESS && got == piece) {
+      done += piece;
+      continue;
     }
-    done += piece;
+    /* A short read: the file ends before these rows (it shrank after rank 0 checked its
+     * header: bad input, exit 2), or the read itself failed (exit 1). */
+    MPI_Offset size = -1;
+    int q2 = quiet_begin();
+    int src = MPI_File_get_size(in->fh, &size);
+    quiet_end(q2);
+    if (src == MPI_SUCCESS && size < off + bytes) {
+      snprintf(err, errlen,
+               "%s: truncated payload: rows %lld..%lld end at byte %lld, the file now has %lld "
+               "(it changed after its header was checked)",
+               in->path, (long long)row0, (long long)(row0 + n - 1), (long long)(off + bytes),
+               (long long)size);
+      st = LA_ERR_FORMAT;
+    } else {
+      char why[MPI_MAX_ERROR_STRING + 64];
+      int e, at = got > 0 && got < piece ? got : 0;
+      if (rc == MPI_SUCCESS && !se) se = os_errno(in->path, 0, off + done + at, buf + done + at, piece - at);
+      const char *r = io_reason(rc, se, why, sizeof why, &e);
+      if (!e && rc == MPI_SUCCESS)
+        snprintf(why, sizeof why, "read %d of %lld bytes", got, (long long)piece), r = why;
+      snprintf(err, errlen, "%s: cannot read rows %lld..%lld: %s", in->path, (long long)row0,
+               (long long)(row0 + n - 1), r);
+      st = LA_ERR_READ;
+    }
+    break;
   }
-  convert(in->info.dtype, want, buf, dst, elems);
+  if (st == LA_OK) convert(in->info.dtype, want, buf, dst, elems);
   if (!direct) free(buf);
-  return LA_OK;
+  return st;
 }
 
 void la_pin_close(la_pin *in) {
-  if (in->fh != MPI_FILE_NULL) MPI_File_close(&in->fh);
+  if (in->fh != MPI_FILE_NULL) MPI_File_close(&in->fh); /* read-only: nothing to lose */
   in->fh = MPI_FILE_NULL;
+}
+
+/* "path: cannot write: reason" for a failed or short MPI-IO write. */
+static la_status write_error(const la_pout *out, int rc, int se, int got, int64_t want,
+                             char *err, size_t errlen) {
+  char why[MPI_MAX_ERROR_STRING + 64];
+  int e;
+  const char *r = io_reason(rc, se, why, sizeof why, &e);
+  if (!e && rc == MPI_SUCCESS)
+    snprintf(why, sizeof why, "wrote %d of %lld bytes", got, (long long)want), r = why;
+  snprintf(err, errlen, "%s: cannot write: %s", out->path, r);
+  return e ? la_write_status(e) : LA_ERR_WRITE;
+}
+
+/* One checked MPI_File_write_at: the return code and the count written. */
+static la_status write_at(la_pout *out, MPI_Offset off, const void *src, int64_t bytes,
+                          char *err, size_t errlen) {
+  MPI_Status ms;
+  int got = 0;
+  int q = quiet_begin();
+  errno = 0;
+  int rc = MPI_File_write_at(out->fh, off, src, (int)bytes, MPI_BYTE, &ms);
+  int se = errno;
+  quiet_end(q);
+  if (rc == MPI_SUCCESS &&
+      (MPI_Get_count(&ms, MPI_BYTE, &got) != MPI_SUCCESS || got == MPI_UNDEFINED))
+    got = -1;
+  if (rc == MPI_SUCCESS && got == bytes) return LA_OK;
+  if (rc == MPI_SUCCESS && !se) {
+    int at = got > 0 ? got : 0;
+    se = os_errno(out->tmp, 1, off + at, (const char *)src + at, bytes - at);
+  }
+  return write_error(out, rc, se, got, bytes, err, errlen);
 }
 
 la_status la_pout_open(la_dist d, const char *path, la_dtype dt, int ndim, const int64_t *shape,
@@ -88,7 +247,8 @@ la_status la_pout_open(la_dist d, const char *path, la_dtype dt, int ndim, const
   size_t hlen = 0;
   la_status st = LA_OK;
   long pid = (long)getpid();
-  if (la_dist_rank(d) == 0) {
+  const int rank = la_dist_rank(d);
+  if (rank == 0) {
     if (!force && la_path_exists(path)) {
       snprintf(err, errlen, "%s: exists (use --force to overwrite)", path);
       st = LA_ERR_EXISTS;
@@ -102,28 +262,44 @@ la_status la_pout_open(la_dist d, const char *path, la_dtype dt, int ndim, const
   MPI_Bcast(&pid, 1, MPI_LONG, 0, la_dist_comm(d));
   int64_t hl = (int64_t)hlen;
   MPI_Bcast(&hl, 1, MPI_INT64_T, 0, la_dist_comm(d));
-  snprintf(out->tmp, sizeof out->tmp, "%s.tmp.%ld", path, pid);
+  la_tmp_name(path, pid, out->tmp, sizeof out->tmp);
   out->data_offset = hl;
   out->row_bytes = (int64_t)la_dtype_size(dt);
   for (int i = 1; i < ndim; i++) out->row_bytes *= shape[i];
-  if (la_dist_rank(d) == 0) unlink(out->tmp); /* stale temporary of a dead run with our pid */
+  /* temporaries of dead runs of this output, including one with our pid (docs/cli.md "Files") */
+  if (rank == 0) la_tmp_sweep(path);
   MPI_Barrier(la_dist_comm(d));
+  int q = quiet_begin();
+  errno = 0;
   int rc = MPI_File_open(la_dist_comm(d), out->tmp, MPI_MODE_CREATE | MPI_MODE_WRONLY,
                          MPI_INFO_NULL, &out->fh);
+  int se = errno;
+  quiet_end(q);
   if (rc != MPI_SUCCESS) {
-    snprintf(err, errlen, "%s: cannot create the temporary output %s", path, out->tmp);
-    st = LA_ERR_IO;
+    char why[MPI_MAX_ERROR_STRING + 64];
+    int e;
+    const char *r = io_reason(rc, se, why, sizeof why, &e);
+    snprintf(err, errlen, "%s: cannot create the temporary output %s: %s", path, out->tmp, r);
+    st = e ? la_write_status(e) : LA_ERR_WRITE;
+    out->fh = MPI_FILE_NULL;
   }
+  /* Open on every rank, or on none: a rank whose open succeeded while another's failed
+   * keeps its handle (closing it is collective and could wait for the failed ranks); the
+   * process ends soon after, and rank 0 removes the file. */
+  int opened = rc == MPI_SUCCESS, all = 0;
+  MPI_Allreduce(&opened, &all, 1, MPI_INT, MPI_MIN, la_dist_comm(d));
   st = la_dist_agree(d, st, err, errlen);
-  if (st != LA_OK) return st;
-  out->open = 1;
-  if (la_dist_rank(d) == 0) {
-    MPI_Status ms;
-    if (MPI_File_write_at(out->fh, 0, hdr, (int)hlen, MPI_BYTE, &ms) != MPI_SUCCESS) {
-      snprintf(err, errlen, "%s: cannot write the header", out->tmp);
-      st = LA_ERR_IO;
+  if (st != LA_OK || !all) {
+    if (st == LA_OK) {
+      snprintf(err, errlen, "%s: MPI_File_open of the temporary output failed on some rank", path);
+      st = LA_ERR_MPI;
     }
+    if (rank == 0) unlink(out->tmp);
+    return st;
   }
+  MPI_File_set_errhandler(out->fh, MPI_ERRORS_RETURN);
+  out->open = 1;
+  if (rank == 0) st = write_at(out, 0, hdr, (int64_t)hlen, err, errlen);
   st = la_dist_agree(d, st, err, errlen);
   if (st != LA_OK) la_pout_close(d, out, 0, NULL, 0);
   return st;
@@ -135,38 +311,92 @@ la_status la_pout_write(la_pout *out, int64_t row0, int64_t n, const void *src, 
   MPI_Offset off = out->data_offset + row0 * out->row_bytes;
   for (int64_t done = 0; done < bytes;) {
     int64_t piece = bytes - done < LA_IO_PIECE ? bytes - done : LA_IO_PIECE;
-    MPI_Status ms;
-    if (MPI_File_write_at(out->fh, off + done, (const char *)src + done, (int)piece, MPI_BYTE,
-                          &ms) != MPI_SUCCESS) {
-      snprintf(err, errlen, "%s: write failed (disk full?)", out->tmp);
-      return LA_ERR_IO;
-    }
+    LA_TRY(write_at(out, off + done, (const char *)src + done, piece, err, errlen));
     done += piece;
   }
   return LA_OK;
 }
 
-la_status la_pout_close(la_dist d, la_pout *out, int ok, char *err, size_t errlen) {
+la_status la_pout_finish(la_dist d, la_pout *out, int ok, char *err, size_t errlen) {
   if (!out->open) return LA_OK;
   la_status st = LA_OK;
-  if (ok && MPI_File_sync(out->fh) != MPI_SUCCESS) {
-    snprintf(err, errlen, "%s: sync failed", out->tmp);
-    st = LA_ERR_IO;
+  char why[MPI_MAX_ERROR_STRING + 64];
+  int e;
+  if (ok) {
+    int q = quiet_begin();
+    errno = 0;
+    int rc = MPI_File_sync(out->fh);
+    int se = errno;
+    quiet_end(q);
+    if (rc != MPI_SUCCESS) {
+      snprintf(err, errlen, "%s: cannot write: %s", out->path, io_reason(rc, se, why, sizeof why, &e));
+      st = e ? la_write_status(e) : LA_ERR_WRITE;
+    }
   }
-  MPI_File_close(&out->fh);
+  int q = quiet_begin();
+  errno = 0;
+  int rc = MPI_File_close(&out->fh);
+  int se = errno;
+  quiet_end(q);
   out->open = 0;
-  if (!ok) { /* the caller already holds the error: just remove the temporary */
+  out->fh = MPI_FILE_NULL;
+  if (ok && st == LA_OK && rc != MPI_SUCCESS) {
+    snprintf(err, errlen, "%s: cannot write: %s", out->path, io_reason(rc, se, why, sizeof why, &e));
+    st = e ? la_write_status(e) : LA_ERR_WRITE;
+  }
+  if (ok) {
+    st = la_dist_agree(d, st, err, errlen); /* also: every rank has closed the file */
+  } else {
+    MPI_Barrier(la_dist_comm(d)); /* the caller holds the error; every rank has closed */
+    st = LA_ERR_ARG;              /* not returned: only marks the temporary for removal */
+  }
+  if (st != LA_OK) {
     if (la_dist_rank(d) == 0) unlink(out->tmp);
+    out->pending = 0;
+  } else {
+    out->pending = 1;
+  }
+  return ok ? st : LA_OK;
+}
+
+la_status la_pout_commit(la_dist d, la_pout *outs, int n, int ok, char *err, size_t errlen) {
+  la_status st = LA_OK;
+  if (la_dist_rank(d) == 0) {
+    int i = 0;
+    if (ok) {
+      for (; i < n; i++) {
+        if (!outs[i].pending || rename(outs[i].tmp, outs[i].path) == 0) continue;
+        int e = errno;
+        snprintf(err, errlen, "%s: cannot rename the temporary output %s into place: %s",
+                 outs[i].path, outs[i].tmp, strerror(e));
+        st = la_write_status(e);
+        break;
+      }
+    }
+    if (!ok || st != LA_OK) { /* all or none */
+      for (int j = 0; j < n; j++)
+        if (outs[j].pending) unlink(j < i ? outs[j].path : outs[j].tmp);
+    }
+  }
+  for (int j = 0; j < n; j++) outs[j].pending = 0;
+  if (!ok) {
     MPI_Barrier(la_dist_comm(d));
     return LA_OK;
   }
-  st = la_dist_agree(d, st, err, errlen);
-  if (la_dist_rank(d) == 0) {
-    if (st == LA_OK && rename(out->tmp, out->path) != 0) {
-      snprintf(err, errlen, "%s: rename failed: %s", out->path, strerror(errno));
-      st = LA_ERR_IO;
-    }
-    if (st != LA_OK) unlink(out->tmp);
-  }
+  return la_dist_agree(d, st, err, errlen);
+}
+
+la_status la_pout_close(la_dist d, la_pout *out, int ok, char *err, size_t errlen) {
+  la_status st = la_pout_finish(d, out, ok, err, errlen);
+  la_status cs = la_pout_commit(d, out, 1, ok && st == LA_OK, err, errlen);
+  return st != LA_OK ? st : cs;
+}
+
+la_status la_outputs_check(la_dist d, const char *const *paths, int n, int force, char *err,
+                           size_t errlen) {
+  la_status st = LA_OK;
+  if (la_dist_rank(d) == 0)
+    for (int i = 0; i < n && st == LA_OK; i++)
+      if (paths[i]) st = la_output_check(paths[i], force, err, errlen);
   return la_dist_agree(d, st, err, errlen);
 }

@@ -1,9 +1,10 @@
-/* Parallel .npy I/O with MPI-IO (CONTRACT.md "Parallel I/O", "No partial outputs").
+/* Parallel .npy I/O with MPI-IO (docs/cli.md "Files", docs/design.md §4.5 and §6).
  * All functions are Collective on the la_dist communicator unless noted. */
 #ifndef LINATTN_PIO_H
 #define LINATTN_PIO_H
 #include "linattn/dist.h"
 #include "linattn/npy.h"
+#include "linattn/outfile.h"
 
 typedef struct {
   MPI_File fh;
@@ -14,27 +15,45 @@ typedef struct {
 
 typedef struct {
   MPI_File fh;
-  char path[4096], tmp[4096];
+  char path[4096], tmp[4200];
   la_dtype dtype;
   int64_t row_bytes, data_offset;
-  int open;
+  int open;    /* the MPI file is open */
+  int pending; /* the temporary is complete and closed, waiting for la_pout_commit */
 } la_pout;
 
 /* Rank 0 parses and checks the header (la_npy_read_info); all ranks open the file. */
 la_status la_pin_open(la_dist d, const char *path, la_pin *in, char *err, size_t errlen);
-/* Not Collective: read rows [row0, row0+n) converted to dtype want into dst. */
+/* Not Collective: read rows [row0, row0+n) converted to dtype want into dst. A file that
+ * ends before the rows (it shrank after the header check) is LA_ERR_FORMAT; a failed read
+ * is LA_ERR_READ with the OS reason. */
 la_status la_pin_read(la_pin *in, int64_t row0, int64_t n, la_dtype want, void *dst,
                       char *err, size_t errlen);
 void la_pin_close(la_pin *in);
 
-/* Refuses an existing path without force; creates "<path>.tmp.<pid of rank 0>". */
+/* Refuses an existing path without force; removes stale temporaries of path (la_tmp_sweep)
+ * and creates "<path>.tmp.<pid of rank 0>". */
 la_status la_pout_open(la_dist d, const char *path, la_dtype dt, int ndim, const int64_t *shape,
                        int force, la_pout *out, char *err, size_t errlen);
-/* Not Collective: write rows [row0, row0+n). */
+/* Not Collective: write rows [row0, row0+n). Every MPI call's return code and the count
+ * written are checked; a failure is "path: cannot write: <reason>" (LA_ERR_WRITE). */
 la_status la_pout_write(la_pout *out, int64_t row0, int64_t n, const void *src, char *err,
                         size_t errlen);
-/* ok != 0 on every rank: close and rename into place; otherwise remove the temporary. */
+/* Sync (when ok) and close the file on every rank, then agree. If ok was 0 on every rank, or
+ * the sync or close failed on any, rank 0 removes the temporary once every rank has closed
+ * it. Otherwise the temporary is left pending for la_pout_commit. */
+la_status la_pout_finish(la_dist d, la_pout *out, int ok, char *err, size_t errlen);
+/* ok != 0 on every rank: rank 0 renames every pending temporary of outs[0..n) into place;
+ * if one rename fails, the outputs already renamed and the remaining temporaries are
+ * removed (all or none). ok == 0: the pending temporaries are removed. */
+la_status la_pout_commit(la_dist d, la_pout *outs, int n, int ok, char *err, size_t errlen);
+/* la_pout_finish then la_pout_commit of one output. */
 la_status la_pout_close(la_dist d, la_pout *out, int ok, char *err, size_t errlen);
+
+/* Rank 0 runs la_output_check on each non-NULL path (existence refused without force, missing
+ * or unwritable folder), then the ranks agree: before anything is computed. */
+la_status la_outputs_check(la_dist d, const char *const *paths, int n, int force, char *err,
+                           size_t errlen);
 
 /* Not Collective: 1 if path exists. */
 int la_path_exists(const char *path);

@@ -1,11 +1,13 @@
-/* `linattn run`: the forward operator, streamed in blocks (DESIGN.md §4 "Streaming").
+/* `linattn run`: the forward operator, streamed in blocks (docs/design.md §4.5).
  * input (file or generator) -> feature map -> local summaries -> collective -> apply ->
  * denominator policy -> output and report. Every rank loops over the same number of blocks
  * so that errors are agreed at each step and no rank is left waiting. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "job.h"
+#include "la_alloc.h"
 #include "run.h"
 
 int la_cmd_run(la_dist d, la_cli *o) {
@@ -21,12 +23,13 @@ int la_cmd_run(la_dist d, la_cli *o) {
   void *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
   int exitc = 1;
 
+  la_error_clear(); /* la_error_reason below reads only what this run records */
   la_status st = la_job_setup(&job, d, o, 0, err, sizeof err);
   if (st == LA_OK) {
     st = la_state_init(&state, job.H, la_featmap_width(job.fm), job.dv);
     if (st == LA_OK) st = la_state_init(&local, job.H, la_featmap_width(job.fm), job.dv);
     if (st == LA_OK) st = la_den_stats_init(&stats);
-    if (st != LA_OK) snprintf(err, sizeof err, "engine: %s", la_status_string(st));
+    if (st != LA_OK) snprintf(err, sizeof err, "engine: %s", la_error_reason(st));
     st = la_dist_agree(d, st, err, sizeof err);
   }
   la_engine eng = job.eng;
@@ -52,10 +55,10 @@ int la_cmd_run(la_dist d, la_cli *o) {
     bo = la_alloc_rows(es * hb * job.dv + 1);
     if (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory) { /* overlap buffers for block 0 */
       raw = la_alloc_rows(es * hb * (job.dv + 1) + 1);
-      lsc = malloc(sizeof(double) * hb + 1);
+      lsc = la_malloc(sizeof(double) * hb + 1);
     }
     if (!bq || !bk || !bv || !bo || (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory && (!raw || !lsc))) {
-      snprintf(err, sizeof err, "cannot allocate block buffers of %lld tokens (lower --block-tokens)", (long long)B);
+      snprintf(err, sizeof err, "out of memory for the block buffers of %lld tokens (lower --block-tokens)", (long long)B);
       st = LA_ERR_NOMEM;
     }
     st = la_dist_agree(d, st, err, sizeof err);
@@ -91,7 +94,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
        * denominator statistics over ranks itself) */
       st = la_dist_agree(d, st, err, sizeof err);
       if (st == LA_OK) st = la_dist_forward(d, eng, n, row0 + lo, bq, bk, bv, bo, &stats);
-      if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "forward: %s", la_status_string(st));
+      if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "forward: %s", la_error_reason(st));
     } else if (req) {
       /* Causal block 0 on many ranks: local outputs from a zero state while the rank prefix
        * travels (MPI_Iexscan), then the correction phi(q)^T P and state = P (+) local. */
@@ -118,15 +121,22 @@ int la_cmd_run(la_dist d, la_cli *o) {
   }
   if (st == LA_OK && !in_memory) st = la_dist_reduce_stats(d, &stats);
   if (st == LA_OK) st = la_job_verdict(&job, &stats, "output", err, sizeof err);
+  /* The output is synced and closed, the report written, and only then is the output renamed
+   * into place: a failure anywhere leaves nothing under the final names (docs/design.md §6). */
   if (o->out) {
     double t0 = MPI_Wtime();
-    la_status cs = la_pout_close(d, &out, st == LA_OK, err, sizeof err);
+    la_status cs = la_pout_finish(d, &out, st == LA_OK, err, sizeof err);
     job.t_write += MPI_Wtime() - t0;
     if (st == LA_OK) st = cs;
   }
   if (st == LA_OK) st = la_job_report(&job, "run", &stats, o->out, 1.0, err, sizeof err);
+  if (o->out) {
+    la_status cs = la_pout_commit(d, &out, 1, st == LA_OK, err, sizeof err);
+    if (st == LA_OK && cs != LA_OK && rank == 0 && o->report) unlink(o->report);
+    if (st == LA_OK) st = cs;
+  }
   if (st != LA_OK) {
-    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_status_string(st));
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));
     exitc = la_status_exit_code(st);
   } else {
     exitc = 0;

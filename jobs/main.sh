@@ -7,7 +7,12 @@ cd "$(dirname "$0")/.."
 bash jobs/setup.sh
 . jobs/env.sh
 mkdir -p out
+# the main job's settings, each unless the caller gives it (linattn refuses an option twice)
+defaults=()
+for kv in "--n 1048576" "--heads 4" "--dk 64" "--dv 64" "--report out/main-report.json"; do
+  case " $* " in *" ${kv%% *} "*) ;; *) defaults+=($kv) ;; esac
+done
+case " $* " in *" --force "*) ;; *) defaults+=(--force) ;; esac
 mpirun -np "${LINATTN_RANKS:-2}" --bind-to none -x OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" \
-  build/linattn run --n 1048576 --heads 4 --dk 64 --dv 64 \
-  --report out/main-report.json --force "$@"
+  build/linattn run "${defaults[@]}" "$@"
 echo "linattn: report written to out/main-report.json" >&2

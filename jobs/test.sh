@@ -2,12 +2,14 @@
 # Set up, build, and run the whole test suite with ctest.
 # Usage: bash jobs/test.sh [extra ctest options]
 # With CI=true and as root it also starts a single-node Slurm (jobs/slurm_local.sh) for the
-# test slurm_batch; elsewhere that test runs only if a Slurm controller already answers.
+# test slurm_batch, and fails if it does not start; elsewhere that test runs only if a Slurm
+# controller already answers (and is skipped otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash jobs/setup.sh
 . jobs/env.sh
 if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then
-  bash jobs/slurm_local.sh || echo "test.sh: no local Slurm; slurm_batch will be skipped" >&2
+  # under CI a Slurm that does not start is a failure, not a skipped test
+  bash jobs/slurm_local.sh || { echo "test.sh: error: the local Slurm did not start" >&2; exit 1; }
 fi
 ctest --preset release "$@"

@@ -3,7 +3,14 @@
  * tests put the rank there). */
 #ifndef LINATTN_TESTS_CHECK_H
 #define LINATTN_TESTS_CHECK_H
+#include <math.h>
 #include <stdio.h>
+
+/* The larger of a running worst error and a new one, where a NaN anywhere stays NaN, so that
+ * every `worst <= tol` check fails on it (fmax would drop the NaN and keep the old value). */
+static inline double worse(double acc, double e) {
+  return (isnan(acc) || isnan(e)) ? NAN : (e > acc ? e : acc);
+}
 
 static int npass, nfail;
 static const char *check_tag = "";

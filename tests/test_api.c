@@ -13,7 +13,7 @@
  *    rounds features, chunk products (K <= C + r <= 91) and the float64 state to float32,
  *    u = 6e-8, giving ~(C + r) u ~ 5e-6 in the worst case and ~1e-6 typically.
  * Prints "N passed, M failed"; the exit status is M != 0. With --known-bug K it runs only the
- * check of reported core/ bug K (ctest expects that run to fail until the bug is fixed). */
+ * check of reported core/ bug K (ctest expects that run to fail while the bug is open). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -145,7 +145,8 @@ static void test_config(void) {
   la_config_default(&c);
   CHECK(c.mode == LA_CAUSAL && c.map == LA_MAP_ELU1 && c.features == 256 && c.scale == 0 &&
             c.normalize == 1 && c.den_policy == LA_DEN_ERROR && c.allow_signed == 0 &&
-            c.chunk == 0 && c.threads == 0 && c.window == 0 && c.seed == 0,
+            c.chunk == 0 && c.threads == 0 && c.window == 0 && c.seed == 0 &&
+            c.kernels == LA_KERNELS_AUTO,
         "la_config_default gives the documented defaults");
   CHECK(la_config_check(&c, 16, err, sizeof err) == LA_OK, "defaults are valid");
   /* one bad field at a time, each refused with LA_ERR_ARG and a one-line reason */
@@ -321,16 +322,22 @@ static void test_engine_basics(void) {
   CHECK(la_engine_chunk(e) == 7 && la_engine_threads(e) == 3 && la_engine_mode(e) == LA_CAUSAL &&
             la_engine_dtype(e) == LA_F64 && la_engine_window(e) == 9 && la_engine_input_dim(e) == 4,
         "accessors");
-  CHECK(!strcmp(la_engine_kernels(e, 0), "blas"), "float64 runs on BLAS");
+  CHECK(!strcmp(la_engine_kernels(e), "blas"), "float64 runs on BLAS");
   la_engine_destroy(&e);
   CHECK(e == NULL, "la_engine_destroy sets NULL");
   la_engine_destroy(&e);
   c.chunk = 0;
   la_engine_create(&c, fm, LA_F32, 3, &e);
   CHECK(la_engine_chunk(e) == la_default_chunk(10, 3), "chunk 0 gives la_default_chunk");
-  const char *kern = la_engine_kernels(e, 0);
+  const char *kern = la_engine_kernels(e);
   CHECK(!strcmp(kern, "blas") || !strcmp(kern, "avx512"), "kernels named: %s", kern);
   la_engine_destroy(&e);
+  c.kernels = LA_KERNELS_BLAS; /* unless LINATTN_KERNELS overrides it */
+  la_engine_create(&c, fm, LA_F32, 3, &e);
+  const char *env = getenv("LINATTN_KERNELS");
+  CHECK(env || !strcmp(la_engine_kernels(e), "blas"), "kernels = blas gives blas: %s", la_engine_kernels(e));
+  la_engine_destroy(&e);
+  c.kernels = LA_KERNELS_AUTO;
   e = (la_engine)&c;
   CHECK(la_engine_create(&c, fm, LA_I64, 3, &e) == LA_ERR_ARG && e == NULL, "dtype i64 refused");
   CHECK(la_engine_create(&c, fm, LA_F32, 0, &e) == LA_ERR_ARG && e == NULL, "dv 0 refused");
@@ -1010,8 +1017,9 @@ static void test_arg_checks(void) {
   data_free(&d);
 }
 
-/* ---- Checks of reported core/ bugs; `test_api --known-bug N` runs check N (ctest registers
- * each as test_api_bugN with WILL_FAIL until it is fixed) ---- */
+/* ---- Checks of reported core/ bugs. 1-3 are fixed and run with the other tests; an open one
+ * runs alone as `test_api --known-bug N`, which ctest registers as test_api_bugN with
+ * WILL_FAIL until it is fixed (then it joins the list in main) ---- */
 static void known_bugs(int which) {
   const int H = 2, dk = 4, dv = 3;
   const int64_t n = 20, off[] = {0, 7, 20};
@@ -1138,6 +1146,7 @@ int main(int argc, char **argv) {
   test_policies();
   test_overflow();
   test_arg_checks();
+  for (int bug = 1; bug <= 3; bug++) known_bugs(bug); /* fixed: add:0, la_forward masks, shapes */
   printf("largest normwise error: f64 %.2g (tolerance %.0g), f32 %.2g (tolerance %.0g)\n",
          worst_err[LA_F64], TOL64, worst_err[LA_F32], TOL32);
   printf("%d passed, %d failed\n", npass, nfail);

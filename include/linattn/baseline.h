@@ -1,4 +1,4 @@
-/* Exact softmax attention (DESIGN.md §4 "Exact references"): the float64-statistics reference
+/* Exact softmax attention (docs/design.md §4.6): the float64-statistics reference
  * and the quadratic timing baseline of `linattn bench`. MPI-free, Not Collective.
  * Layout as everywhere: q, k [n, H, dk], v and out [n, H, dv], C order, dtype dt.
  *   out_i = sum_{j in A(i)} exp(s q_i.k_j) v_j / sum_{j in A(i)} exp(s q_i.k_j)

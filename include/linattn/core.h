@@ -1,5 +1,5 @@
 /* linattn local (MPI-free) API: configuration, feature maps, scan state, forward operator.
- * Everything here is Not Collective. DESIGN.md sections are cited as §N. */
+ * Everything here is Not Collective. docs/design.md sections are cited as §N. */
 #ifndef LINATTN_CORE_H
 #define LINATTN_CORE_H
 #include <stdint.h>
@@ -28,7 +28,12 @@ typedef enum {
 /* §1 denominator policies. */
 typedef enum { LA_DEN_ERROR = 0, LA_DEN_ADD, LA_DEN_CLAMP, LA_DEN_ZERO_EMPTY } la_den_policy;
 
-/* Every tunable is one field, with the CLI flag of the same name (CONTRACT.md). */
+/* Which float32 kernels compute the chunk products (docs/design.md §4.2). auto: the AVX-512
+ * kernels where the CPU has AVX-512F, else OpenBLAS. float64 always uses OpenBLAS. The
+ * environment variable LINATTN_KERNELS=auto|blas|avx512 overrides the field. */
+typedef enum { LA_KERNELS_AUTO = 0, LA_KERNELS_BLAS, LA_KERNELS_AVX512 } la_kernel_choice;
+
+/* Every tunable is one field, with the CLI flag of the same name (docs/cli.md). */
 typedef struct {
   la_mode mode;             /* --mode */
   la_map_kind map;          /* --feature-map */
@@ -42,6 +47,7 @@ typedef struct {
   int chunk;                /* --chunk C; 0 = tuned default */
   int threads;              /* --threads; 0 = OpenMP default */
   int64_t window;           /* --window W (causal): keys i-W < j <= i; 0 = none */
+  la_kernel_choice kernels; /* --kernels auto|blas|avx512 */
 } la_config;
 
 /* Bounds of the tunables. */
@@ -63,6 +69,10 @@ int la_map_is_signed(la_map_kind k);
 int la_map_is_stabilized(la_map_kind k);
 /* 1 if the map draws a random projection. */
 int la_map_is_random(la_map_kind k);
+/* Feature width r for input width dk and m projections (0 for an unknown map). */
+int la_map_width(la_map_kind k, int dk, int m);
+/* Useful flops of evaluating the map on one row (the count of docs/cli.md "linattn bench"). */
+double la_map_flops_per_row(la_map_kind k, int dk, int r);
 
 /* ---- Feature maps (§2) ---- */
 typedef struct la_featmap_s *la_featmap;
@@ -100,6 +110,10 @@ void la_state_combine(la_state *a, const la_state *b);
 /* Same on raw per-head arrays (for the MPI operator): len = H*(r*(dv+1)) etc. */
 void la_state_combine_head(double *a_sz, double *a_m, int *a_f, const double *b_sz,
                            const double *b_m, const int *b_f, size_t rsz);
+/* b <- a (+) b in place (a still before b), bitwise the same result: the MPI operator's
+ * inout = in (+) inout without a scratch copy of a. */
+void la_state_combine_head_right(const double *a_sz, const double *a_m, const int *a_f,
+                                 double *b_sz, double *b_m, int *b_f, size_t rsz);
 
 /* ---- Denominator statistics (§1) ---- */
 #define LA_DEN_HIST_PER_OCTAVE 16
@@ -137,12 +151,16 @@ void la_engine_destroy(la_engine *eng);
 int la_engine_chunk(const la_engine eng);
 /* The chunk length used when la_config.chunk is 0, tuned per feature width r and dv. */
 int la_default_chunk(int r, int dv);
-/* Which kernels compute the products, forward (backward = 0) or la_backward (1): "avx512"
- * (float32 on a CPU with AVX-512F, unless the environment sets LINATTN_KERNELS=blas) or
- * "blas". */
-const char *la_engine_kernels(const la_engine eng, int backward);
+/* Which kernels compute the products of this engine, forward and backward: "avx512" or
+ * "blas" (la_config.kernels, resolved at creation). */
+const char *la_engine_kernels(const la_engine eng);
+/* Resolve a kernel choice for this process: the environment variable LINATTN_KERNELS
+ * (auto | blas | avx512) overrides choice. *use_avx512 = 1 for the AVX-512 kernels.
+ * LA_ERR_UNSUPPORTED (with its reason, la_error_reason) for avx512 on a CPU without it. */
+la_status la_kernels_resolve(la_kernel_choice choice, int *use_avx512);
 /* GFLOP/s of the AVX-512 chunk kernel alone (64 x 64 x 64 float32 products in cache on each
- * of `threads` threads, best of reps); NAN where the kernels are not in use. */
+ * of `threads` threads, best of reps); NAN where the kernels are not in use; -1 when out of
+ * memory (reason recorded, la_error_reason). */
 double la_kernel_probe_gflops(int threads, int reps);
 int la_engine_threads(const la_engine eng);
 void la_engine_shape(const la_engine eng, int *heads, int *r, int *dv);
@@ -169,7 +187,10 @@ la_status la_engine_set_mask(la_engine eng, const void *mask, char *err, size_t 
 int64_t la_engine_segment_at_or_after(const la_engine eng, int64_t t);
 int la_engine_has_segments(const la_engine eng);
 
-/* Apply pass on a block of n tokens whose first global token is token0.
+/* Apply pass on a block of n tokens whose first global token is token0. It reads no window
+ * (a window W of at least token0 + n is the plain causal operator; shorter windows go through
+ * la_engine_apply_window) and, bidirectional, one summary for every row (segments go through
+ * la_engine_apply_segmented).
  * causal: outputs with the incoming prefix `state` (updated to include this block).
  * bidirectional: outputs from the complete summary `state` (k, v unused, may be NULL).
  * out is [n, H, dv]; denominator policy applied; stats accumulated. */
@@ -220,7 +241,8 @@ void la_window_halo(const la_engine eng, int64_t token0, int64_t n, int64_t *lo,
 void la_window_future(const la_engine eng, int64_t token0, int64_t n, int64_t N, int64_t *lo,
                       int64_t *hi);
 
-/* One-shot forward on a whole in-memory sequence (both modes). */
+/* One-shot forward on a whole in-memory sequence [0, n): both modes, segments and a causal
+ * window (nothing lies before or after the sequence). Not Collective. */
 la_status la_forward(la_engine eng, int64_t n, const void *q, const void *k, const void *v,
                      void *out, la_den_stats *stats);
 
@@ -228,6 +250,21 @@ la_status la_forward(la_engine eng, int64_t n, const void *q, const void *k, con
  * (token, head, column) (token offset by token0). */
 la_status la_check_finite(la_dtype dt, const void *x, int64_t n, int heads, int d,
                           int64_t token0, int64_t *bad_token, int *bad_head, int *bad_col);
+
+/* ---- Input files, checked after loading (docs/cli.md "Files"); the callers prefix the path ---- */
+/* Segment offsets (§3): count = S+1 values 0 = o_0 < o_1 < ... < o_S = N with S >= 1.
+ * LA_OK, or LA_ERR_FORMAT with a one-line reason in err. count < 2 or off NULL (what a
+ * caller passes for a file that is not a 1-D int64 array) is "must be a 1-D int64 array". */
+la_status la_segments_check(const int64_t *off, int64_t count, int64_t N, char *err,
+                            size_t errlen);
+/* A projection (§2.1) of dtype dt and shape[ndim], whose data holds the product of the shape
+ * (as la_npy_load returns it): [heads, m, dk] or [m, dk], float, m = features, every entry
+ * finite. LA_OK, LA_ERR_SHAPE or LA_ERR_NONFINITE with a one-line reason in err. */
+la_status la_projection_check(la_dtype dt, int ndim, const int64_t *shape, const void *data,
+                              int heads, int dk, int features, char *err, size_t errlen);
+/* The m a projection of this shape sets: shape[ndim-2] when ndim is 2 or 3 and it lies in
+ * [1, LA_FEATURES_MAX]; otherwise features unchanged (la_projection_check then refuses it). */
+int la_projection_features(int ndim, const int64_t *shape, int features);
 
 /* Counter-based generator (§2): a standard normal keyed by (seed, a, b, c). */
 double la_rng_normal(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);

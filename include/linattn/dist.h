@@ -1,4 +1,4 @@
-/* linattn distributed API (DESIGN.md §4, §5). Every MPI call lives in dist/.
+/* linattn distributed API (docs/design.md §4.5, §5). Every MPI call lives in dist/.
  * The library never calls MPI_Init; it duplicates the caller's communicator. */
 #ifndef LINATTN_DIST_H
 #define LINATTN_DIST_H
@@ -14,7 +14,8 @@ void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *r
 
 typedef struct la_dist_s *la_dist;
 
-/* Collective on comm: duplicates it. */
+/* Collective on comm: duplicates it. Every rank returns the same status (out of memory on
+ * one rank fails all of them, with the reason recorded by la_error). */
 la_status la_dist_create(MPI_Comm comm, la_dist *d);
 /* Collective. */
 void la_dist_destroy(la_dist *d);
@@ -26,7 +27,9 @@ int64_t la_dist_comm_bytes(const la_dist d);
 double la_dist_comm_seconds(const la_dist d);
 
 /* Collective: every rank passes its local status and message; all return the status of the
- * lowest failing rank, with its message copied into msg on every rank. */
+ * lowest failing rank, with its message (msg, or when msg is NULL or empty the reason the
+ * library recorded, la_error_message) copied into msg and recorded with la_error on every
+ * rank, so la_error_reason(status) names it everywhere. On success the record is cleared. */
 la_status la_dist_agree(la_dist d, la_status st, char *msg, size_t msglen);
 
 /* Collective. Combine per-rank summaries (§4):

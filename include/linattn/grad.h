@@ -1,4 +1,4 @@
-/* linattn backward pass (DESIGN.md §4 "Gradients"): dL/dQ, dL/dK, dL/dV from dL/dout for
+/* linattn backward pass (docs/design.md §4.4): dL/dQ, dL/dK, dL/dV from dL/dout for
  * the operator the configuration defines (map, mode, normalization, denominator policy,
  * segments). The projection is held fixed; with `precomputed` the gradients are with
  * respect to phi(Q) and phi(K). Not Collective; dist.h has the distributed driver. */

@@ -6,6 +6,7 @@
 #include "linattn/types.h"
 #include "linattn/core.h"
 #include "linattn/npy.h"
+#include "linattn/outfile.h"
 #include "linattn/grad.h"
 #include "linattn/report.h"
 #endif

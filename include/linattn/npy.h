@@ -29,7 +29,8 @@ la_status la_npy_parse_header(const unsigned char *buf, size_t len, la_npy_info 
                               char *err, size_t errlen);
 
 /* Open path, parse the header, and check that the file holds the whole payload
- * (truncated payload is LA_ERR_FORMAT). Messages start with the path. */
+ * (truncated payload is LA_ERR_FORMAT). Messages start with the path. A file that cannot be
+ * opened is LA_ERR_IO; a read() that fails once it is open is LA_ERR_READ. */
 la_status la_npy_read_info(const char *path, la_npy_info *info, char *err, size_t errlen);
 
 /* Read rows [row0, row0+nrows) of the leading dimension into dst (C order, the file's dtype).
@@ -48,8 +49,10 @@ la_status la_npy_load(const char *path, la_npy_info *info, void **data, char *er
 la_status la_npy_format_header(la_dtype dtype, int ndim, const int64_t *shape,
                                unsigned char *buf, size_t *hlen);
 
-/* Write a whole array atomically: to "<path>.tmp.<pid>", fsync, then rename to path.
- * If path exists and force == 0: LA_ERR_EXISTS, nothing written. */
+/* Write a whole array atomically: to "<path>.tmp.<pid>", fsync, then rename to path
+ * (la_write_file). If path exists and force == 0: LA_ERR_EXISTS, nothing written. A failed
+ * write is "path: cannot write: <reason>", LA_ERR_WRITE (disk full) or LA_ERR_IO (the path
+ * is at fault); the temporary is removed. */
 la_status la_npy_save(const char *path, la_dtype dtype, int ndim, const int64_t *shape,
                       const void *data, int force, char *err, size_t errlen);
 

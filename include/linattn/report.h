@@ -1,4 +1,4 @@
-/* The JSON run report of CONTRACT.md ("Report"). Not Collective: rank 0 writes it. */
+/* The JSON run report of docs/cli.md "Report". Not Collective: rank 0 writes it. */
 #ifndef LINATTN_REPORT_H
 #define LINATTN_REPORT_H
 #include <stdint.h>
@@ -28,7 +28,7 @@ typedef struct {
   const char *output;            /* path or NULL */
 } la_report;
 
-/* Useful flops of CONTRACT.md: N*H*(4*r*dv + 4*r) + map flops (2*N*H*dk*r for each of q, k
+/* Useful flops of docs/cli.md: N*H*(4*r*dv + 4*r) + map flops (2*N*H*dk*r for each of q, k
  * with the random maps). */
 double la_useful_flops(const la_config *cfg, int64_t n, int heads, int dk, int dv, int r);
 

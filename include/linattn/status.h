@@ -19,7 +19,9 @@ extern "C" {
   X(LA_ERR_UNSUPPORTED, 9, "unsupported request")                                \
   X(LA_ERR_EXISTS, 10, "output exists (use --force)")                            \
   X(LA_ERR_MPI, 11, "MPI error")                                                 \
-  X(LA_ERR_INTERNAL, 12, "internal error")
+  X(LA_ERR_INTERNAL, 12, "internal error")                                       \
+  X(LA_ERR_WRITE, 13, "cannot write output")                                     \
+  X(LA_ERR_READ, 14, "cannot read input")
 
 typedef enum {
 #define LA_X_ENUM(name, value, msg) name = value,
@@ -31,7 +33,8 @@ typedef enum {
 const char *la_status_string(la_status s);
 
 /* Exit code of docs/cli.md "Exit codes": 0 ok, 2 usage/bad input, 3 denominator, 1 anything
- * else. */
+ * else (including LA_ERR_WRITE, a failed write of an output, and LA_ERR_READ, a read error in
+ * the middle of an input that was readable and well-formed). */
 int la_status_exit_code(la_status s);
 
 /* Errors with reasons (docs/design.md §6 "Errors"). la_error records a one-line message on

@@ -40,7 +40,7 @@ FEATURES = 4
 # --- NumPy quadratic forward with masks and policies -------------------------------------
 
 def np_mask(n, mode, seg=None, window=None):
-    """A(i) as a boolean [N, N] matrix, built from the definitions (DESIGN.md section 3)."""
+    """A(i) as a boolean [N, N] matrix, built from the definitions (docs/design.md §3)."""
     sid = np.zeros(n, int) if seg is None else np.searchsorted(seg, np.arange(n), "right") - 1
     m = sid[:, None] == sid[None, :]
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]

@@ -2,7 +2,7 @@
 """PyTorch autograd oracle for `linattn grad` (float64, quadratic form).
 
 Claim it serves: the program's dQ, dK, dV equal the autograd gradients of L = sum(out * G),
-where out is the QUADRATIC form of the operator (DESIGN.md sections 1-3): phi built here in
+where out is the QUADRATIC form of the operator (docs/design.md §1-§3): phi built here in
 torch from the section-2 definitions, the N x N kernel matrix formed explicitly, masked by an
 explicit boolean matrix (causal j <= i, same segment, window i-W < j <= i), then num = A V,
 den = A 1 and the named denominator policy applied to the TRUE (unstabilized) den. With
@@ -35,7 +35,7 @@ class DenominatorViolation(Exception):
 
 
 def phi(name, x, omega=None, scale=None):
-    """Feature map of DESIGN.md section 2 on a torch tensor x [N, H, d] -> [N, H, r]."""
+    """Feature map of docs/design.md §2 on a torch tensor x [N, H, d] -> [N, H, r]."""
     if name == "elu1":
         return torch.where(x > 0, x + 1.0, torch.exp(torch.clamp(x, max=0.0)))
     if name == "relu":

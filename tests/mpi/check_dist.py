@@ -78,6 +78,8 @@ def main():
     # the last row). Causal rows before them must not move; all rows must match the reference.
     n = 1000
     P = max(1, int(os.environ.get("LINATTN_TEST_NP", "0")) or common.launcher_ranks(a.launcher))
+    got, note = common.report_ranks(par)
+    report(got == P, f"the report says ranks = {P}", note or f"(it says {got})")
     last0 = n - (n // P)                       # first row owned by the last rank
     q = rng.normal(size=(n, H, dk)) * 0.5
     k = rng.normal(size=(n, H, dk)) * 0.5

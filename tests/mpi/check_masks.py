@@ -59,6 +59,8 @@ def main():
         print(f"{'PASS' if ok else 'FAIL'} {name} {detail}", flush=True)
         if not ok:
             print("   ", run.last, flush=True)
+    got, note = common.report_ranks(run)
+    report(got == P, f"the report says ranks = {P}", note or f"(it says {got})")
 
     def case(name, mp, mode, q, k, v, seg=None, window=0, dtype="f64", chunk=None, rowwise=False):
         H = q.shape[1]

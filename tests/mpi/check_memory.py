@@ -31,6 +31,11 @@ def main():
             with open(run.path("r.json")) as f:
                 rss[mode, n] = json.load(f)["peak_rss_bytes_max_rank"]
     npass = nfail = 0
+    P = common.launcher_ranks(a.launcher)
+    got, note = common.report_ranks(run)
+    npass += got == P
+    nfail += got != P
+    print(f"{'PASS' if got == P else 'FAIL'} the report says ranks = {P} {note or f'(it says {got})'}")
     for mode in ("causal", "bidirectional"):
         small, big = rss[mode, 1 << 17], rss[mode, 1 << 21]
         ok = big < 512 * 2**20 and big - small < 16 * 2**20

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The `linattn run` command-line contract (CONTRACT.md): exit codes, error lines, files.
+"""The `linattn run` command-line contract (docs/cli.md): exit codes, error lines, files.
 
 Every failing invocation must exit with the documented code, print a first stderr line
 starting `linattn: error:` (exactly one such line, nothing crash-like), name the file /
@@ -58,7 +58,7 @@ def write_good(run):
 
 
 def malformed_files(run):
-    """name -> bytes of a malformed .npy, each something CONTRACT.md forbids."""
+    """name -> bytes of a malformed .npy, each something docs/cli.md forbids."""
     good = np.random.default_rng(4).standard_normal((N, H, DK))
     def npy(arr, fortran=False):
         p = run.path("_tmp_build.npy")

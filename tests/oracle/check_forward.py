@@ -8,11 +8,11 @@ SAME input arrays (upcast to float64) and the projection the program saved. The 
 --chunk 1, 7 and 64 and --threads 1 and 2. Also checked: --projection reproduces the output
 bitwise, the same --seed draws the same projection, heads draw different projections,
 --reproducible is refused (not implemented yet), and the drawn projections have the
-distribution DESIGN.md section 2 names (N(0, I) rows; orthogonal blocks for favor+orf).
+distribution docs/design.md §2 names (N(0, I) rows; orthogonal blocks for favor+orf).
 Extra stress: inputs whose norm ramps 0.5 -> 3 along the sequence (the causal key stabilizer
 must rescale), N = 1, N = 131, N = 3000, 2-D [N, d] inputs, explicit --scale.
 
-Normalized identity and trig get --allow-signed (CONTRACT.md requires it for those two only;
+Normalized identity and trig get --allow-signed (docs/cli.md requires it for those two only;
 precomputed runs without it) and data with den far from 0. Each line shows cond = || |A| |V| / |den| ||_F /
 ||out||_F, the amplification of rounding in the sums; it stays below ~20 for every case.
 
@@ -187,7 +187,7 @@ def case_list(quick):
 
 
 def projection_checks(run, tally):
-    """--projection reproduces outputs bitwise; seeds and heads behave as DESIGN.md §2 says."""
+    """--projection reproduces outputs bitwise; seeds and heads behave as docs/design.md §2 says."""
     for mp in ref.RANDOM_MAPS:
         c = dict(map=mp, mode="causal", dtype="f64", normalize=True, n=120, h=3, dk=8, dv=6,
                  features=16, seed=5, threads=2, chunk=7, name=f"proj/{mp}")
@@ -261,7 +261,7 @@ def distribution_checks(run, tally):
 
 
 def reproducible_checks(run, tally):
-    """--reproducible (CONTRACT.md: bitwise identical for every rank and thread count) is not
+    """--reproducible (docs/cli.md: bitwise identical for every rank and thread count) is not
     implemented yet; until it is, the program must refuse it (exit 2, one error line) rather
     than accept it and silently compute a non-reproducible result."""
     c = dict(map="elu1", mode="causal", dtype="f64", normalize=True, n=50, h=1, dk=4, dv=3,

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Denominator policies (DESIGN.md section 1), applied to the TRUE denominator.
+"""Denominator policies (docs/design.md §1), applied to the TRUE denominator.
 
 Claims tested:
 - `error`: a zero denominator (relu row whose features are all 0) exits 3, writes no output
@@ -12,6 +12,8 @@ Claims tested:
   stabilizer must be active), i.e. E is not added to a rescaled den;
 - identity/trig in normalized mode without --allow-signed exit 2 mentioning "signed"; the
   unnormalized identity operator needs no opt-in; unnormalized relu ignores zero dens;
+- `add:0` is the raw ratio num/den for the signed identity map with --allow-signed, negative
+  denominators included; `add:-1` and `clamp:0` are refused (exit 2, naming --denominator);
 - the --report denominator statistics match the reference (min, max, count_nonpositive).
 
 Usage: check_policies.py --linattn build/linattn --workdir /tmp/la_pol
@@ -147,6 +149,22 @@ def signed_policies(cx):
     rc, err, new = cx.invoke("identity", "causal", "error", normalize=False)
     cx.compare("identity: unnormalized needs no --allow-signed, = reference", r, "f64", new,
                rc, err)
+    # add:0 is the raw ratio, negative dens included (identity: phi(x) = x, no projection).
+    qq, kk = 0.3 * q + 1.0, 0.3 * k + 1.0
+    qq[9, 0] = -qq[9, 0]
+    for mode in ("causal", "bidirectional"):
+        for dtype in ("f64", "f32"):
+            cx.write(qq, kk, v, dtype=dtype)
+            qd, kd, vd = (np.load(cx.run.path(f"{t}.npy")).astype(np.float64) for t in "qkv")
+            r, den = ref.quadratic(qd, kd, vd, mode, policy="add:0")
+            rc, err, new = cx.invoke("identity", mode, "add:0", dtype, extra=["--allow-signed"])
+            cx.compare(f"identity/{mode}/{dtype}: add:0 = raw ratio num/den "
+                       f"({int((den < 0).sum())} negative dens)", r, dtype, new, rc, err)
+    cx.write(qq, kk, v)
+    for pol in ("add:-1", "clamp:0"):
+        rc, err, new = cx.invoke("identity", "causal", pol, extra=["--allow-signed"])
+        cx.expect_fail(f"{pol} refused -> exit 2 naming --denominator", 2, rc, err, new,
+                       must_word="--denominator")
     # Negative den: zero-empty still fails (exit 3). Query row 9 of head 0 points away.
     qq, kk = 0.3 * q + 1.0, 0.3 * k + 1.0
     qq[9, 0] = -qq[9, 0]

@@ -12,7 +12,7 @@ Pass criteria, per (map, mode), on the mean relative error over the 5 seeds:
 1. it strictly decreases at every step 16 -> 64 -> 256 -> 1024;
 2. at m = 1024 it is below BOUND = 0.15, and below 0.6 x the error of the trivial estimate
    (the uniform average of V over A(i)).
-Calibration (a mock drawing NumPy projections of the DESIGN.md distributions, this data,
+Calibration (a mock drawing NumPy projections of the docs/design.md §2 distributions, this data,
 5 seeds): m=1024 gives 0.097 (favor+), 0.088 (favor+orf), 0.066 (favor-hyp) bidirectional
 and 0.081/0.079/0.058 causal, seed sd <= 0.012; each 4x step in m lowers the error by a
 factor 0.5-0.65 (the Monte Carlo rate m^-1/2), so no step is near a tie. The trivial

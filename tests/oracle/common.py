@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Shared plumbing for the oracle scripts: run the program, write inputs, tally results."""
 import argparse
+import json
 import os
 import re
 import shlex
@@ -182,6 +183,18 @@ class Tally:
     def finish(self):
         print(f"{self.passed} passed, {self.failed} failed", flush=True)
         sys.exit(1 if self.failed else 0)
+
+
+def report_ranks(run):
+    """Ranks that really ran under run's launcher, from the JSON report of a tiny job
+    (None and a note when the job or its report failed)."""
+    path = run.path("ranks_report.json")
+    rc, _, err = run("--n", 64, "--heads", 1, "--dk", 4, "--dv", 4, "--no-progress",
+                     "--report", path, "--force")
+    if rc != 0:
+        return None, f"exit {rc}: {first_error(err)}"
+    with open(path) as f:
+        return json.load(f).get("ranks"), ""
 
 
 def launcher_ranks(launcher):

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 reference for linattn (DESIGN.md sections 1-3).
+"""Independent float64 reference for linattn (docs/design.md §1-§3).
 
 Shares no code with the engine. Everything here is the plain quadratic form:
 phi is applied elementwise / by a dense projection, the N x N kernel matrix is
@@ -92,7 +92,7 @@ def _first_bad(bad):
 
 
 def quadratic(phiq, phik, v, mode, normalize=True, policy="error"):
-    """Quadratic form of the operator (DESIGN.md section 1).
+    """Quadratic form of the operator (docs/design.md §1).
 
     Returns (out [N, H, dv], den [N, H]); den is the true denominator A @ 1.
     Raises DenominatorError when the policy is violated (normalized mode only).

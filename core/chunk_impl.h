@@ -1,0 +1,383 @@
+/* Forward chunk kernels for one precision, a template: kernels_f32.c and kernels_f64.c
+ * include it with LA_REAL, LA_GEMM, LA_MAP_EVAL (and LA_K512 for float32) defined, and end in
+ * the named tables la_kernels_f32 / la_kernels_f64 (kernels.h). docs/design.md §4.2 (the
+ * chunkwise kernel), §1.1 (denominator policies), §2.2 (the stabilizer).
+ * Per chunk (C tokens, head h), with Phi rows stabilized: keys scaled to one constant M,
+ *   O' = Phi_q (S|z) + tril(Phi_q Phi_k^T) [V|1],   (S|z) += Phi_k^T [V|1].
+ * (S|z) is float64; the GEMMs run in LA_REAL on a rounded copy. Domain: finite inputs. */
+
+/* window_impl.h uses it before backward_impl.h defines it */
+static void grad_coeffs(la_engine e, la_work *w, int h, int64_t tok0, int len,
+                               const LA_REAL *g, const LA_REAL *o, const double *M, LA_REAL *AB,
+                               la_side side);
+
+/* Feature rows of chunk [c0, c0+len) of head h from x ([n, H, d] layout). */
+static void chunk_features(la_engine e, int h, int64_t c0, int len, const LA_REAL *x,
+                                  LA_REAL *phi, double *a) {
+  const int64_t ld = (int64_t)e->H * e->dk;
+  LA_MAP_EVAL(e->fm, h, len, x + c0 * ld + (int64_t)h * e->dk, ld, phi, a);
+}
+
+/* [V | 1] for the chunk. */
+static void chunk_values(la_engine e, int h, int64_t c0, int len, const LA_REAL *v,
+                                LA_REAL *vp) {
+  const int dv = e->dv, dv1 = dv + 1;
+  const int64_t ld = (int64_t)e->H * dv;
+  for (int i = 0; i < len; i++) {
+    memcpy(vp + (size_t)i * dv1, v + (c0 + i) * ld + (int64_t)h * dv, sizeof(LA_REAL) * dv);
+    vp[(size_t)i * dv1 + dv] = (LA_REAL)1;
+  }
+}
+
+/* Per-segment log-scales for a chunk (§2, §3): keys of the chunk's segment s are brought to
+ * M_s = max a_k over the segment's keys in the chunk, and for s = 0 (the segment continuing
+ * from the state) also the state's m. Pairs only meet within a segment, so each segment keeps
+ * its own exact scale. reset: the chunk starts a segment, the state is dropped. Keys get
+ * e^{a_k - M_s}, the state e^{m - M_0}. Unstabilized maps: M_s = 0. */
+static void rescale_keys(la_engine e, la_work *w, int len, int nseg, int reset,
+                                double *sz, double *m) {
+  const int r = e->r;
+  const size_t rsz = (size_t)r * (e->dv + 1);
+  const int *segi = w->segi;
+  double *M = w->mseg;
+  LA_REAL *phik = w->phik;
+  if (reset || *m == -INFINITY) {
+    memset(sz, 0, sizeof(double) * rsz);
+    *m = -INFINITY;
+  }
+  if (!e->stabilized) {
+    for (int s = 0; s < nseg; s++) M[s] = 0.0;
+    return;
+  }
+  for (int s = 0; s < nseg; s++) M[s] = -INFINITY;
+  M[0] = *m;
+  for (int i = 0; i < len; i++) M[segi[i]] = w->ak[i] > M[segi[i]] ? w->ak[i] : M[segi[i]];
+  if (*m != M[0] && *m != -INFINITY) {
+    double f = exp(*m - M[0]);
+    for (size_t i = 0; i < rsz; i++) sz[i] *= f;
+  }
+  *m = M[0];
+  for (int i = 0; i < len; i++) {
+    LA_REAL f = (LA_REAL)exp(w->ak[i] - M[segi[i]]);
+    if (f != (LA_REAL)1)
+      for (int j = 0; j < r; j++) phik[(size_t)i * r + j] *= f;
+  }
+}
+
+/* (S|z) += Phi_k[b:]^T [V|1][b:] in float64; with nseg > 1 the state restarts at the last
+ * segment of the chunk (row b) and takes that segment's scale. */
+static void state_add(la_engine e, la_work *w, int len, int nseg, double *sz, double *m) {
+  const int r = e->r, dv1 = e->dv + 1;
+  const size_t rsz = (size_t)r * dv1;
+  int b = 0;
+  if (nseg > 1) {
+    while (w->segi[b] != nseg - 1) b++;
+    memset(sz, 0, sizeof(double) * rsz);
+    *m = w->mseg[nseg - 1];
+  } else {
+    *m = w->mseg[0];
+  }
+  LA_REAL *tmp = w->tmp;
+  LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len - b, (LA_REAL)1,
+          (LA_REAL *)w->phik + (size_t)b * r, r, (LA_REAL *)w->vp + (size_t)b * dv1, dv1,
+          (LA_REAL)0, tmp, dv1);
+  for (size_t i = 0; i < rsz; i++) sz[i] += (double)tmp[i];
+}
+
+#ifdef LA_K512
+/* (S|z) += tmp (the chunk summary from kern512.c, one segment) in float64. */
+static void state_add_tmp(la_engine e, la_work *w, double *sz, double *m) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  const LA_REAL *tmp = w->tmp;
+  *m = w->mseg[0];
+  la_k512_add_to_f64(rsz, sz, tmp);
+}
+#endif
+
+#ifdef LA_K512
+/* Prefetch chunk [c1, c1 + C) ∩ [., hi) of head h from x ([n, H, d] layout). */
+static void prefetch_chunk(la_engine e, int h, int64_t c1, int64_t hi, const LA_REAL *x,
+                                  int d) {
+  if (!x || c1 >= hi) return;
+  const int rows = (int)(hi - c1 < e->C ? hi - c1 : e->C);
+  const int64_t ld = (int64_t)e->H * d;
+  la_k512_prefetch(x + c1 * ld + (int64_t)h * d, rows, ld * (int64_t)sizeof(LA_REAL),
+                   d * (int)sizeof(LA_REAL));
+}
+#endif
+
+/* chunk_features of x for rows [c0, c0+len); on the AVX-512 path it also prefetches rows
+ * [c1, min(c1 + C, hi)) of x and of y (dy columns; NULL: none): the next chunk (c1 = c0 + C),
+ * or the previous one in a reverse pass (c1 < 0: none). A map whose AVX-512 form takes the
+ * prefetches (k512_prefetch in the map table, maps.c: elu1) spreads them over its rows; for
+ * the other maps they are issued at once. */
+static void features_at(la_engine e, int h, int64_t c0, int len, int64_t c1, int64_t hi,
+                               const LA_REAL *x, LA_REAL *phi, double *a, const LA_REAL *y,
+                               int dy) {
+#ifdef LA_K512
+  const la_map_info *mi = e->fm->map;
+  if (e->k512 && e->fm->k512 && mi->k512_prefetch && c1 >= 0 && c1 < hi) {
+    const int64_t ld = (int64_t)e->H * e->dk, ldy = (int64_t)e->H * dy;
+    la_k512_pf pf = {{(const char *)(x + c1 * ld + (int64_t)h * e->dk),
+                      y ? (const char *)(y + c1 * ldy + (int64_t)h * dy) : NULL},
+                     {ld * (ptrdiff_t)sizeof(LA_REAL), ldy * (ptrdiff_t)sizeof(LA_REAL)},
+                     {e->dk * (int)sizeof(LA_REAL), dy * (int)sizeof(LA_REAL)},
+                     (int)(hi - c1 < e->C ? hi - c1 : e->C)};
+    mi->eval_k512(e->fm, h, len, x + c0 * ld + (int64_t)h * e->dk, ld, phi, a, &pf);
+    return;
+  }
+  if (e->k512 && c1 >= 0) {
+    prefetch_chunk(e, h, c1, hi, x, e->dk);
+    prefetch_chunk(e, h, c1, hi, y, dy);
+  }
+#else
+  (void)c1, (void)hi, (void)y, (void)dy;
+#endif
+  chunk_features(e, h, c0, len, x, phi, a);
+}
+
+/* features_at with the next chunk prefetched. */
+static void features_pf(la_engine e, int h, int64_t c0, int len, int64_t hi,
+                               const LA_REAL *x, LA_REAL *phi, double *a, const LA_REAL *y,
+                               int dy) {
+  features_at(e, h, c0, len, c0 + e->C, hi, x, phi, a, y, dy);
+}
+
+/* Tail summary of tokens [lo, hi) (global token0 + lo ...), combined onto (sz, m, f). */
+static void accum_range(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                        const void *k_, const void *v_, double *sz, double *m, int *f) {
+  const LA_REAL *k = k_;
+  const LA_REAL *v = v_;
+  for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
+    int len = (int)(hi - c0 < e->C ? hi - c0 : e->C), reset;
+    int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
+    if (reset || nseg > 1) *f = 1;
+    features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
+    rescale_keys(e, w, len, nseg, reset, sz, m);
+#ifdef LA_K512
+    if (e->k512 && nseg == 1) {
+      const int64_t ldv = (int64_t)e->H * e->dv;
+      la_k512_key_summary(len, e->r, e->dv, w->phik, v + c0 * ldv + (int64_t)h * e->dv, ldv,
+                          w->tmp, w->kT, e->C);
+      state_add_tmp(e, w, sz, m);
+      continue;
+    }
+#endif
+    chunk_values(e, h, c0, len, v, w->vp);
+    state_add(e, w, len, nseg, sz, m);
+  }
+}
+
+/* Apply the denominator policy (or the unnormalized scale) to len rows of w->o and write
+ * them to out. w->aq[i] holds the row's full log-scale (query + keys). */
+static void finalize_rows(la_engine e, la_work *w, int h, int64_t token0, int64_t c0,
+                                 int len, LA_REAL *out) {
+  const int dv = e->dv, dv1 = dv + 1;
+  const int64_t ld = (int64_t)e->H * dv;
+  const LA_REAL *o = w->o;
+  for (int i = 0; i < len; i++) {
+    const LA_REAL *oi = o + (size_t)i * dv1;
+    LA_REAL *yi = out + (c0 + i) * ld + (int64_t)h * dv;
+    const double den_s = (double)oi[dv], lsc = w->aq[i];
+    const int64_t tok = token0 + c0 + i;
+    den_note(&w->stats, den_s, lsc);
+    if (e->cfg.normalize) {
+      int zero;
+      double d = den_divisor(&e->cfg, &w->stats, den_s, lsc, tok, h, &zero);
+      if (zero) {
+        memset(yi, 0, sizeof(LA_REAL) * dv);
+        continue;
+      }
+      const double inv = 1.0 / d;
+#ifdef LA_K512
+      if (e->k512) {
+        la_k512_scale_row(dv, oi, inv, yi);
+        continue;
+      }
+#endif
+      for (int j = 0; j < dv; j++) yi[j] = (LA_REAL)((double)oi[j] * inv);
+    } else {
+      /* Unnormalized: the true scale e^lsc (§2), an overflow is an error. */
+      const double sc = exp(lsc);
+      int bad = 0;
+      for (int j = 0; j < dv; j++) {
+        double y = oi[j] == 0 ? 0.0 : (double)oi[j] * sc;
+        yi[j] = (LA_REAL)y;
+        bad |= !isfinite(yi[j]);
+      }
+      if (bad) overflow_note(&w->stats, tok, h);
+    }
+  }
+}
+
+/* raw == NULL: finalize into out. Otherwise store the unfinalized rows [num_s | den_s] into
+ * raw ([n, H, dv+1]) and their log-scales into lsc ([n, H]) for la_engine_correct. */
+static void store_raw(la_engine e, la_work *w, int h, int64_t c0, int len, LA_REAL *raw,
+                             double *lsc) {
+  const int dv1 = e->dv + 1, H = e->H;
+  for (int i = 0; i < len; i++) {
+    const size_t ri = (size_t)(c0 + i) * H + h;
+    memcpy(raw + ri * dv1, (const LA_REAL *)w->o + (size_t)i * dv1, sizeof(LA_REAL) * dv1);
+    lsc[ri] = w->aq[i];
+  }
+}
+
+static void apply_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                         const void *q_, const void *k_, const void *v_, double *sz, double *m,
+                         int *f, void *out_, void *raw_, double *lsc) {
+  const LA_REAL *q = q_;
+  const LA_REAL *k = k_;
+  const LA_REAL *v = v_;
+  LA_REAL *out = out_;
+  LA_REAL *raw = raw_;
+  const int r = e->r, dv1 = e->dv + 1, C = e->C;
+  const size_t rsz = (size_t)r * dv1;
+  LA_REAL *sf = w->sf, *A = w->A, *o = w->o;
+  for (int64_t c0 = lo; c0 < hi; c0 += C) {
+    int len = (int)(hi - c0 < C ? hi - c0 : C), reset;
+    int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
+    if (reset || nseg > 1) *f = 1;
+    const int *segi = w->segi;
+    features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
+    rescale_keys(e, w, len, nseg, reset, sz, m);
+    features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
+#ifdef LA_K512
+    if (e->k512 && nseg == 1) { /* the same products on the AVX-512 kernels */
+      const int64_t ldv = (int64_t)e->H * e->dv;
+      const int live = *m != -INFINITY;
+      if (live) la_k512_to_f32(rsz, sz, sf);
+      la_k512_causal_chunk(len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
+                           ldv, live ? sf : NULL, o, w->tmp, w->kT, A, w->zf, C);
+      for (int i = 0; i < len; i++) w->aq[i] += w->mseg[0];
+      if (raw) store_raw(e, w, h, c0, len, raw, lsc);
+      else finalize_rows(e, w, h, token0, c0, len, out);
+      state_add_tmp(e, w, sz, m);
+      continue;
+    }
+#endif
+    chunk_values(e, h, c0, len, v, w->vp);
+    /* inter-chunk: O' = Phi_q (S|z) for the rows still in the state's segment */
+    int n0 = 0;
+    while (n0 < len && segi[n0] == 0) n0++;
+    if (*m != -INFINITY) {
+      for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, r, (LA_REAL)1, w->phiq, r,
+              sf, dv1, (LA_REAL)0, o, dv1);
+      if (n0 < len) memset(o + (size_t)n0 * dv1, 0, sizeof(LA_REAL) * (size_t)(len - n0) * dv1);
+    } else {
+      memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
+    }
+    /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1] */
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
+            w->phik, r, (LA_REAL)0, A, len);
+    for (int i = 0; i < len; i++)
+      for (int j = 0; j < len; j++)
+        if (j > i || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len, w->vp,
+            dv1, (LA_REAL)1, o, dv1);
+    for (int i = 0; i < len; i++) w->aq[i] += w->mseg[segi[i]];
+    if (raw) store_raw(e, w, h, c0, len, raw, lsc);
+    else finalize_rows(e, w, h, token0, c0, len, out);
+    state_add(e, w, len, nseg, sz, m);
+  }
+}
+
+static void apply_bidir(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                        const void *q_, const double *sz, double m, void *out_) {
+  const LA_REAL *q = q_;
+  LA_REAL *out = out_;
+  const int r = e->r, dv1 = e->dv + 1, C = e->C;
+  const size_t rsz = (size_t)r * dv1;
+  LA_REAL *sf = w->sf;
+  for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
+  for (int64_t c0 = lo; c0 < hi; c0 += C) {
+    int len = (int)(hi - c0 < C ? hi - c0 : C);
+    features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
+#ifdef LA_K512
+    if (e->k512) la_k512_query_apply(len, r, e->dv, w->phiq, sf, w->o, w->zf);
+    else
+#endif
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,
+            dv1, (LA_REAL)0, w->o, dv1);
+    for (int i = 0; i < len; i++) w->aq[i] += m;
+    finalize_rows(e, w, h, token0, c0, len, out);
+  }
+}
+
+/* Overlap correction (§4): rows computed from a zero state get the prefix P added (only rows
+ * before the block's first segment start),
+ *   [num|den] = e^{a_q} (e^{M_i} raw_i + e^{P.m} phi_s(q_i)^T (P_S|P_z)),
+ * on the common scale M' = max(M_i, P.m); then the denominator policy as usual. */
+static void correct_rows(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                         const void *q_, const double *psz, double pm, const void *raw_,
+                         const double *lsc, void *out_) {
+  const LA_REAL *q = q_;
+  const LA_REAL *raw = raw_;
+  LA_REAL *out = out_;
+  const int r = e->r, dv1 = e->dv + 1, C = e->C, H = e->H;
+  /* rows from the first segment start on do not read the prefix */
+  const int64_t cut = la_engine_segment_at_or_after(e, token0 > 0 ? token0 : 1);
+  const size_t rsz = (size_t)r * dv1;
+  LA_REAL *sf = w->sf, *o = w->o;
+  for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)psz[i];
+  for (int64_t c0 = lo; c0 < hi; c0 += C) {
+    int len = (int)(hi - c0 < C ? hi - c0 : C);
+    chunk_features(e, h, c0, len, q, w->phiq, w->aq);
+    if (pm != -INFINITY)
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r,
+              sf, dv1, (LA_REAL)0, o, dv1);
+    for (int i = 0; i < len; i++) {
+      const size_t ri = (size_t)(c0 + i) * H + h;
+      const LA_REAL *rw = raw + ri * dv1;
+      LA_REAL *oi = o + (size_t)i * dv1;
+      const double Mi = lsc[ri] - w->aq[i];
+      if (pm == -INFINITY || token0 + c0 + i >= cut) { /* cut: a segment restarted */
+        for (int j = 0; j < dv1; j++) oi[j] = rw[j];
+        w->aq[i] = lsc[ri];
+        continue;
+      }
+      const double M = Mi > pm ? Mi : pm;
+      const LA_REAL fr = (LA_REAL)exp(Mi - M), fp = (LA_REAL)exp(pm - M);
+      for (int j = 0; j < dv1; j++) oi[j] = fr * rw[j] + fp * oi[j];
+      w->aq[i] += M;
+    }
+    finalize_rows(e, w, h, token0, c0, len, out);
+  }
+}
+
+
+/* ---- Segmented bidirectional (§3, §4) ---- */
+
+/* One head: every segment piece [a, b) of [lo, hi) gets its own summary (plus left/right at
+ * the ends of the rank's range), then its queries are applied. */
+static void apply_segmented(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                            const void *q_, const void *k_, const void *v_, const double *lsz,
+                            double lm, const double *rsz_, double rm, void *out_) {
+  const LA_REAL *q = q_;
+  const LA_REAL *k = k_;
+  const LA_REAL *v = v_;
+  LA_REAL *out = out_;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  double *sz = w->wsz;
+  for (int64_t a = 0; a < n;) {
+    int64_t b = n;
+    int64_t nxt = la_next_start_after(e, token0 + a);
+    if (nxt - token0 < b) b = nxt - token0;
+    double m = -INFINITY;
+    int f = 0, zf = 0;
+    memset(sz, 0, sizeof(double) * rsz);
+    if (a == 0 && !la_is_segment_start(e, token0)) { /* the segment began on an earlier rank */
+      memcpy(sz, lsz, sizeof(double) * rsz);
+      m = lm;
+    }
+    /* keys of the piece; accum_range resets at a segment start, which is what we want */
+    accum_range(e, w, h, token0, a, b, k, v, sz, &m, &f);
+    if (b == n && rm != -INFINITY && !la_is_segment_start(e, token0 + n)) {
+      int rf = 0;
+      la_state_combine_head(sz, &m, &zf, rsz_, &rm, &rf, rsz); /* plain log-scaled sum */
+    }
+    apply_bidir(e, w, h, token0, a, b, q, sz, m, out);
+    a = b;
+  }
+}
+

@@ -1,0 +1,84 @@
+/* The denominator policy of one output row, docs/design.md §1.1. Included by the kernel
+ * instantiations (kernels_f32.c, kernels_f64.c); static inline because it runs once per row.
+ * Domain: den_s and lsc come from a stabilized row, true den = den_s e^lsc (§2.2). */
+#ifndef LINATTN_DENOMINATOR_H
+#define LINATTN_DENOMINATOR_H
+#include <math.h>
+#include "linattn/core.h"
+
+/* Row finalization: the denominator policy of §1 on the true scale. o_row = [num_s | den_s]
+ * with true (num, den) = e^lsc (num_s, den_s); lsc = log-scale of query + keys. */
+static inline void den_note(la_den_stats *st, double den_s, double lsc) {
+  st->rows++;
+  if (!isfinite(den_s) || isnan(lsc)) {
+    st->count_nonfinite++;
+    return;
+  }
+  if (den_s <= 0) {
+    st->count_nonpositive++;
+    if (den_s == 0) { if (st->min > 0) st->min = 0; if (st->max < 0) st->max = 0; return; }
+    double d = den_s * exp(lsc);
+    if (d < st->min) st->min = d;
+    if (d > st->max) st->max = d;
+    return;
+  }
+  double d = lsc == 0 ? den_s : den_s * exp(lsc);
+  if (d < st->min) st->min = d;
+  if (d > st->max) st->max = d;
+  double l2 = log2(den_s) + lsc / M_LN2; /* log2 of the true den, overflow-free */
+  long bin = lround(floor(l2 * LA_DEN_HIST_PER_OCTAVE)) + (LA_DEN_HIST_BINS / 2);
+  if (bin < 0) bin = 0;
+  if (bin >= LA_DEN_HIST_BINS) bin = LA_DEN_HIST_BINS - 1;
+  st->hist[bin]++;
+}
+
+static inline void den_violation(la_den_stats *st, int64_t tok, int h) {
+  st->violations++;
+  if (st->first_bad_token < 0 || tok < st->first_bad_token ||
+      (tok == st->first_bad_token && h < st->first_bad_head)) {
+    st->first_bad_token = tok;
+    st->first_bad_head = h;
+  }
+}
+
+static inline void overflow_note(la_den_stats *st, int64_t tok, int h) {
+  st->overflows++;
+  if (st->first_overflow_token < 0 || tok < st->first_overflow_token ||
+      (tok == st->first_overflow_token && h < st->first_overflow_head)) {
+    st->first_overflow_token = tok;
+    st->first_overflow_head = h;
+  }
+}
+
+/* Returns the divisor for a normalized row, or 0 when the row's output is exactly 0
+ * (zero-empty) or the row violates the policy (then noted). */
+static inline double den_divisor(const la_config *cfg, la_den_stats *st, double den_s,
+                                 double lsc, int64_t tok, int h, int *zero) {
+  *zero = 0;
+  switch (cfg->den_policy) {
+  case LA_DEN_ERROR:
+    if (!(den_s > 0) || !isfinite(den_s)) break;
+    return den_s;
+  case LA_DEN_ZERO_EMPTY:
+    if (den_s == 0) { *zero = 1; return 0; }
+    if (!(den_s > 0) || !isfinite(den_s)) break;
+    return den_s;
+  case LA_DEN_ADD: { /* num / (den + E)  ==  num_s / (den_s + E e^{-lsc}); E >= 0, and with
+                       * E = 0 the raw ratio: a zero or non-finite divisor is a violation */
+    double d = cfg->den_eps == 0 ? den_s : den_s + cfg->den_eps * exp(-lsc);
+    if (d == 0 || !isfinite(d)) break;
+    return d;
+  }
+  case LA_DEN_CLAMP: { /* num / max(den, E), E > 0; a NaN den is a violation (fmax hides it) */
+    if (isnan(den_s)) break;
+    double d = fmax(den_s, cfg->den_eps * exp(-lsc));
+    if (!(d > 0) || isnan(d)) break;
+    return d;
+  }
+  }
+  den_violation(st, tok, h);
+  *zero = 1;
+  return 0;
+}
+
+#endif

@@ -1,0 +1,228 @@
+/* The forward entry points on one rank, docs/design.md §4.2: heads and superblocks of chunks
+ * spread over OpenMP threads, each running a kernel of the engine's table (e->kern). Causal is
+ * two passes when heads alone cannot occupy the threads (superblock totals, then outputs from
+ * their prefixes). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "engine_internal.h"
+
+/* A state of the engine's shape, or a reason naming the argument and the entry point. */
+static la_status state_ok(const la_engine e, const la_state *s, const char *fn, const char *arg) {
+  LA_CHECK(s, LA_ERR_ARG, "%s: %s is NULL", fn, arg);
+  LA_CHECK(s->heads == e->H && s->r == e->r && s->dv == e->dv, LA_ERR_ARG,
+           "%s: %s has shape (heads %d, r %d, dv %d), the engine (%d, %d, %d)", fn, arg,
+           s->heads, s->r, s->dv, e->H, e->r, e->dv);
+  return LA_OK;
+}
+
+la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const void *k,
+                               const void *v, la_state *state) {
+  LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_accumulate: n = %lld < 0", (long long)n);
+  LA_TRY(state_ok(e, state, "la_engine_accumulate", "state"));
+  if (n == 0) return LA_OK;
+  const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  la_state_reset(&e->part);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int it = 0; it < H * B; it++) {
+    int h = it / B, b = it % B;
+    int64_t lo, hi;
+    la_superblock(n, e->C, B, b, &lo, &hi);
+    e->kern->accum_range(e, &e->work[la_thread_id()], h, token0, lo, hi, k, v, e->part.sz + (size_t)it * rsz,
+                e->part.m + it, e->part.f + it);
+  }
+  for (int h = 0; h < H; h++)
+    for (int b = 0; b < B; b++)
+      la_state_combine_head(state->sz + (size_t)h * rsz, state->m + h, state->f + h,
+                            e->part.sz + (size_t)(h * B + b) * rsz, e->part.m + h * B + b,
+                            e->part.f + h * B + b, rsz);
+  return LA_OK;
+}
+
+static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void *q,
+                              const void *k, const void *v, la_state *state, void *out,
+                              la_den_stats *stats, void *raw, double *lsc);
+
+la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q, const void *k,
+                          const void *v, la_state *state, void *out, la_den_stats *stats) {
+  LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply: n = %lld < 0", (long long)n);
+  LA_TRY(state_ok(e, state, "la_engine_apply", "state"));
+  if (n == 0) return LA_OK;
+  const int H = e->H;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  if (e->cfg.mode == LA_BIDIRECTIONAL) {
+    int B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+    for (int it = 0; it < H * B; it++) {
+      int h = it / B, b = it % B;
+      int64_t lo, hi;
+      la_superblock(n, e->C, B, b, &lo, &hi);
+      la_work *w = &e->work[la_thread_id()];
+      e->kern->apply_bidir(e, w, h, token0, lo, hi, q, state->sz + h * rsz, state->m[h], out);
+    }
+    la_engine_merge_stats(e, stats);
+    return LA_OK;
+  }
+  return causal_apply(e, token0, n, q, k, v, state, out, stats, NULL, NULL);
+}
+
+la_status la_engine_apply_local(la_engine e, int64_t token0, int64_t n, const void *q,
+                                const void *k, const void *v, la_state *local, void *raw,
+                                double *lsc) {
+  LA_CHECK(e->cfg.mode == LA_CAUSAL, LA_ERR_ARG, "la_engine_apply_local: the engine is not causal");
+  LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply_local: n = %lld < 0", (long long)n);
+  LA_CHECK(raw && lsc, LA_ERR_ARG, "la_engine_apply_local: raw and lsc are needed");
+  LA_TRY(state_ok(e, local, "la_engine_apply_local", "local"));
+  if (n == 0) return LA_OK;
+  return causal_apply(e, token0, n, q, k, v, local, NULL, NULL, raw, lsc);
+}
+
+la_status la_engine_correct(la_engine e, int64_t token0, int64_t n, const void *q,
+                            const la_state *prefix, const void *raw, const double *lsc,
+                            void *out, la_den_stats *stats) {
+  LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_correct: n = %lld < 0", (long long)n);
+  LA_TRY(state_ok(e, prefix, "la_engine_correct", "prefix"));
+  if (n == 0) return LA_OK;
+  const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int it = 0; it < H * B; it++) {
+    int h = it / B, b = it % B;
+    int64_t lo, hi;
+    la_superblock(n, e->C, B, b, &lo, &hi);
+    la_work *w = &e->work[la_thread_id()];
+    e->kern->correct_rows(e, w, h, token0, lo, hi, q, prefix->sz + h * rsz, prefix->m[h], raw, lsc, out);
+  }
+  la_engine_merge_stats(e, stats);
+  return LA_OK;
+}
+
+/* Causal, two passes when heads alone cannot occupy the threads (§4). */
+static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void *q,
+                              const void *k, const void *v, la_state *state, void *out,
+                              la_den_stats *stats, void *raw, double *lsc) {
+  const int H = e->H;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  const int B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
+  la_state_reset(&e->part);
+  if (B > 1) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+    for (int it = 0; it < H * B; it++) {
+      int h = it / B, b = it % B;
+      if (b == B - 1) continue; /* the last superblock's total is not needed */
+      int64_t lo, hi;
+      la_superblock(n, e->C, B, b, &lo, &hi);
+      e->kern->accum_range(e, &e->work[la_thread_id()], h, token0, lo, hi, k, v,
+                  e->part.sz + (size_t)it * rsz, e->part.m + it, e->part.f + it);
+    }
+  }
+  /* Exclusive prefix over superblocks, in place: part[h,b] <- state_h (+) tot_0..tot_{b-1};
+   * state_h is the running prefix, e->scratch holds one total while it is swapped out. */
+  for (int h = 0; h < H; h++) {
+    double *run = state->sz + (size_t)h * rsz;
+    for (int b = 0; b < B; b++) {
+      size_t idx = (size_t)h * B + b;
+      double *p = e->part.sz + idx * rsz, tot_m = e->part.m[idx];
+      int tot_f = e->part.f[idx];
+      memcpy(e->scratch, p, sizeof(double) * rsz);
+      memcpy(p, run, sizeof(double) * rsz);
+      e->part.m[idx] = state->m[h];
+      e->part.f[idx] = state->f[h];
+      if (b < B - 1)
+        la_state_combine_head(run, state->m + h, state->f + h, e->scratch, &tot_m, &tot_f, rsz);
+    }
+  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int it = 0; it < H * B; it++) {
+    int h = it / B, b = it % B;
+    int64_t lo, hi;
+    la_superblock(n, e->C, B, b, &lo, &hi);
+    la_work *w = &e->work[la_thread_id()];
+    e->kern->apply_causal(e, w, h, token0, lo, hi, q, k, v, e->part.sz + (size_t)it * rsz,
+                       e->part.m + it, e->part.f + it, out, raw, lsc);
+  }
+  /* The last superblock's state now covers the whole block. */
+  for (int h = 0; h < H; h++) {
+    size_t idx = (size_t)h * B + (B - 1);
+    memcpy(state->sz + (size_t)h * rsz, e->part.sz + idx * rsz, sizeof(double) * rsz);
+    state->m[h] = e->part.m[idx];
+    state->f[h] = e->part.f[idx];
+  }
+  la_engine_merge_stats(e, stats);
+  return LA_OK;
+}
+
+
+la_status la_engine_apply_segmented(la_engine e, int64_t token0, int64_t n, const void *q,
+                                    const void *k, const void *v, const la_state *left,
+                                    const la_state *right, void *out, la_den_stats *stats) {
+  LA_CHECK(e->cfg.mode == LA_BIDIRECTIONAL, LA_ERR_ARG,
+           "la_engine_apply_segmented: the engine is not bidirectional");
+  LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply_segmented: n = %lld < 0", (long long)n);
+  LA_TRY(state_ok(e, left, "la_engine_apply_segmented", "left"));
+  LA_TRY(state_ok(e, right, "la_engine_apply_segmented", "right"));
+  if (n == 0) return LA_OK;
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < e->H; h++) {
+    la_work *w = &e->work[la_thread_id()];
+    e->kern->apply_segmented(e, w, h, token0, n, q, k, v, left->sz + h * rsz, left->m[h],
+                          right->sz + h * rsz, right->m[h], out);
+  }
+  la_engine_merge_stats(e, stats);
+  return LA_OK;
+}
+
+/* Every head through the window kernel: the forward (out) or the backward replay (g, dq, side).
+ * The queues are reserved here, before the parallel region (§3.2). */
+la_status la_window_heads(la_engine e, int64_t token0, int64_t n, const void *q, const void *k,
+                          const void *v, int64_t hlo, int64_t hhi, const void *hk,
+                          const void *hv, const la_state *mid, void *out, const void *g,
+                          void *dq, double *side, la_den_stats *stats) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  LA_TRY(la_engine_reserve_queues(e, la_window_queue_cap(e, token0 + n)));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < e->H; h++)
+    e->kern->apply_window(e, &e->work[la_thread_id()], h, token0, n, q, k, v, hlo, hhi, hk, hv,
+                          mid->sz + h * rsz, mid->m[h], out, g, dq, side);
+  la_engine_merge_stats(e, stats);
+  return LA_OK;
+}
+
+la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const void *q,
+                                 const void *k, const void *v, int64_t hlo, int64_t hhi,
+                                 const void *hk, const void *hv, const la_state *mid, void *out,
+                                 la_den_stats *stats) {
+  LA_CHECK(e->cfg.mode == LA_CAUSAL && e->cfg.window > 0, LA_ERR_ARG,
+           "la_engine_apply_window: the engine has no causal window");
+  LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply_window: n = %lld < 0", (long long)n);
+  LA_CHECK(hlo <= hhi && hhi <= token0, LA_ERR_ARG,
+           "la_engine_apply_window: halo [%lld, %lld) does not end at or before token0 = %lld",
+           (long long)hlo, (long long)hhi, (long long)token0);
+  LA_TRY(state_ok(e, mid, "la_engine_apply_window", "mid"));
+  if (n == 0) return LA_OK;
+  return la_window_heads(e, token0, n, q, k, v, hlo, hhi, hk, hv, mid, out, NULL, NULL, NULL,
+                         stats);
+}
+
+la_status la_forward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
+                     void *out, la_den_stats *stats) {
+  LA_CHECK(n >= 0, LA_ERR_ARG, "la_forward: n = %lld < 0", (long long)n);
+  la_state st;
+  LA_TRY(la_state_init(&st, e->H, e->r, e->dv));
+  la_status s = LA_OK;
+  if (e->cfg.window > 0 && e->cfg.window < n) /* nothing before the sequence: empty halo */
+    s = la_engine_apply_window(e, 0, n, q, k, v, 0, 0, NULL, NULL, &st, out, stats);
+  else if (e->cfg.mode == LA_BIDIRECTIONAL && e->seg_off) /* identity left and right */
+    s = la_engine_apply_segmented(e, 0, n, q, k, v, &st, &st, out, stats);
+  else {
+    if (e->cfg.mode == LA_BIDIRECTIONAL) s = la_engine_accumulate(e, 0, n, k, v, &st);
+    if (s == LA_OK) s = la_engine_apply(e, 0, n, q, k, v, &st, out, stats);
+  }
+  la_state_free(&st);
+  return s;
+}

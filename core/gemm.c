@@ -1,0 +1,33 @@
+/* The GEMMs of the chunk kernels (chunk_impl.h, window_impl.h, backward_impl.h),
+ * docs/design.md §4.2. float32 runs on the AVX-512 kernel when the engine chose it
+ * (alpha = 1, beta in {0, 1}, row-major; op(B) = B^T is first transposed into the thread's
+ * workspace, sized at engine creation), otherwise on OpenBLAS. float64 is OpenBLAS. */
+#include "engine_internal.h"
+#include "kern512.h"
+
+void la_gemm_f32(const la_engine e, la_work *w, CBLAS_LAYOUT lay, CBLAS_TRANSPOSE ta,
+                 CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc) {
+  if (e->k512 && lay == CblasRowMajor && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {
+    const float *Bp = B;
+    ptrdiff_t ldbp = ldb;
+    if (tb == CblasTrans && M > 0 && N > 0 && K > 0) {
+      if ((size_t)K * N > w->tb_cap) goto blas; /* not reached: tb_cap covers every call */
+      la_k512_transpose(N, K, B, ldb, w->tb, N);
+      Bp = w->tb;
+      ldbp = N;
+    }
+    la_k512_gemm(M, N, K, A, ta == CblasNoTrans ? lda : 1, ta == CblasNoTrans ? 1 : lda, Bp,
+                 ldbp, C, ldc, beta == 1.0f, 0);
+    return;
+  }
+blas:
+  cblas_sgemm(lay, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void la_gemm_f64(const la_engine e, la_work *w, CBLAS_LAYOUT lay, CBLAS_TRANSPOSE ta,
+                 CBLAS_TRANSPOSE tb, int M, int N, int K, double alpha, const double *A,
+                 int lda, const double *B, int ldb, double beta, double *C, int ldc) {
+  (void)e, (void)w;
+  cblas_dgemm(lay, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}

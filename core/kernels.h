@@ -1,0 +1,72 @@
+/* The kernel ops table, docs/design.md §5.1: one per precision, la_kernels_f32 and
+ * la_kernels_f64 (kernels_f32.c, kernels_f64.c), chosen once in la_engine_create. Every entry
+ * works on one head h of a block whose first global token is token0, in the thread's
+ * workspace w; data pointers are [n, H, d] rows of the engine's dtype. The drivers
+ * (forward.c, backward.c) spread heads and superblocks over OpenMP threads. */
+#ifndef LINATTN_KERNELS_H
+#define LINATTN_KERNELS_H
+#include <stdint.h>
+#include "linattn/core.h"
+
+typedef struct la_work_s la_work;
+typedef struct {
+  char *base;
+  size_t stride;
+} la_side;
+
+typedef struct {
+  const char *dtype; /* "f32" or "f64" */
+  /* (sz, m, f) <- (sz, m, f) (+) the summary of keys [lo, hi) (§4.1, §4.2) */
+  void (*accum_range)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                      const void *k, const void *v, double *sz, double *m, int *f);
+  /* causal outputs of rows [lo, hi) from the prefix (sz, m, f), which advances; with raw, the
+   * unfinalized rows and log-scales for the overlap correction (§4.5) */
+  void (*apply_causal)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                       const void *q, const void *k, const void *v, double *sz, double *m,
+                       int *f, void *out, void *raw, double *lsc);
+  /* rows [lo, hi) from a complete summary (bidirectional) */
+  void (*apply_bidir)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                      const void *q, const double *sz, double m, void *out);
+  /* raw rows [lo, hi) plus the prefix (psz, pm) that arrived meanwhile (§4.5) */
+  void (*correct_rows)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                       const void *q, const double *psz, double pm, const void *raw,
+                       const double *lsc, void *out);
+  /* bidirectional with segments on a rank's whole range (§3.1) */
+  void (*apply_segmented)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                          const void *q, const void *k, const void *v, const double *lsz,
+                          double lm, const double *rsz, double rm, void *out);
+  /* causal window (§3.2): the forward (out), or with g the backward replay (dq, side) */
+  void (*apply_window)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                       const void *q, const void *k, const void *v, int64_t hlo, int64_t hhi,
+                       const void *hk, const void *hv, const double *midsz, double midm,
+                       void *out, const void *g, void *dq, double *side);
+  /* the backward (§4.4): replay, reverse pass, segmented bidirectional, window reverse */
+  void (*bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const void *q,
+                     const void *k, const void *v, const void *g, double *sz, double *m, int *f,
+                     void *dq, la_side side, double *rsz, double *rm, int64_t cut);
+  void (*bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const void *q,
+                      const void *k, const void *v, const void *g, la_side side, double *dsz,
+                      double *mu, void *dk, void *dv);
+  void (*bwd_segmented)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                        const void *q, const void *k, const void *v, const void *g,
+                        const double *lsz, double lm, const double *rsz, double rm, void *dq,
+                        la_side side, double *hsz, double *hm, double *tsz, double *tm,
+                        void *dk, void *dv);
+  void (*bwd_segmented_ends)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                             const void *q, const void *k, const void *v, const void *g,
+                             la_side side, const double *lrsz, double lrm, const double *rrsz,
+                             double rrm, const double *hsz, double hm, const double *tsz,
+                             double tm, void *dk, void *dv);
+  void (*bwd_window_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                             const void *q, const void *k, const void *v, const void *g,
+                             const double *side, int64_t flo, int64_t fhi, const void *fq,
+                             const void *fg, const double *fside, const double *fmidsz,
+                             double fmidm, void *dk, void *dv);
+  /* the query-side summary of rows [a, b) of the block (window backward, §3.2, §4.4) */
+  void (*query_summary)(la_engine e, la_work *w, int h, int64_t token0, int64_t n, int64_t a,
+                        int64_t b, const void *q, const void *g, const double *side,
+                        double *sz, double *m);
+} la_kernels;
+
+extern const la_kernels la_kernels_f32, la_kernels_f64;
+#endif

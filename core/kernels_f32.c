@@ -1,0 +1,35 @@
+/* The float32 instantiation of the kernel templates (chunk_impl.h, window_impl.h,
+ * backward_impl.h), ending in the named table la_kernels_f32 (kernels.h, docs/design.md §5.1).
+ * float32 GEMMs go to the AVX-512 kernel when the engine chose it (gemm.c). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "denominator.h"
+#include "engine_internal.h"
+#include "kern512.h"
+#include "la_blas.h"
+
+#define LA_REAL float
+#define LA_GEMM(...) la_gemm_f32(e, w, __VA_ARGS__)
+#define LA_MAP_EVAL(fm, ...) la_featmap_eval_f32(fm, __VA_ARGS__)
+#define LA_MAP_CHAIN(fm, ...) la_featmap_chain_f32(fm, __VA_ARGS__)
+#define LA_K512 1
+#include "chunk_impl.h"
+#include "window_impl.h"
+#include "backward_impl.h"
+
+const la_kernels la_kernels_f32 = {
+    .dtype = "f32",
+    .accum_range = accum_range,
+    .apply_causal = apply_causal,
+    .apply_bidir = apply_bidir,
+    .correct_rows = correct_rows,
+    .apply_segmented = apply_segmented,
+    .apply_window = apply_window,
+    .bwd_replay = bwd_replay,
+    .bwd_reverse = bwd_reverse,
+    .bwd_segmented = bwd_segmented,
+    .bwd_segmented_ends = bwd_segmented_ends,
+    .bwd_window_reverse = bwd_window_reverse,
+    .query_summary = query_summary_rows,
+};

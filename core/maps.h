@@ -1,0 +1,46 @@
+/* The feature-map table, docs/design.md §2 and §2.3: one row per map (la_map_kind order).
+ * config.c, featmap.c, report.c and the engine read it; so do the CLI's names and help
+ * (la_map_name, la_map_from_name). Adding a map = one row in maps.c and its functions. */
+#ifndef LINATTN_MAPS_H
+#define LINATTN_MAPS_H
+#include <stdint.h>
+#include "kern512.h"
+#include "linattn/core.h"
+
+typedef enum { LA_SIGN_POSITIVE, LA_SIGN_NONNEG, LA_SIGN_SIGNED, LA_SIGN_ANY } la_map_sign;
+typedef enum { LA_DRAW_NONE, LA_DRAW_IID, LA_DRAW_ORF } la_map_draw;
+
+/* phi = phi_s e^a for n rows of head h (maps_impl.h has the contract). */
+typedef void (*la_map_eval_f32)(const la_featmap fm, int h, int64_t n, const float *x,
+                                int64_t ld, float *phi, double *a);
+typedef void (*la_map_eval_f64)(const la_featmap fm, int h, int64_t n, const double *x,
+                                int64_t ld, double *phi, double *a);
+/* The AVX-512 form; pf: rows to prefetch meanwhile, or NULL (used when k512_prefetch). */
+typedef void (*la_map_eval_k512)(const la_featmap fm, int h, int64_t n, const float *x,
+                                 int64_t ld, float *phi, double *a, const la_k512_pf *pf);
+/* dx = J_phi(x)^T dphi (dphi overwritten, sums: n doubles of scratch). */
+typedef void (*la_map_chain_f32)(const la_featmap fm, int h, int64_t n, const float *x,
+                                 int64_t ld, float *dphi, const float *phi, float *dx,
+                                 int64_t ldx, double *sums);
+typedef void (*la_map_chain_f64)(const la_featmap fm, int h, int64_t n, const double *x,
+                                 int64_t ld, double *dphi, const double *phi, double *dx,
+                                 int64_t ldx, double *sums);
+
+typedef struct {
+  const char *name;      /* --feature-map */
+  int r_per_m;           /* r = dk (0), m (1) or 2m (2) */
+  la_map_sign sign;      /* signed maps need --allow-signed in normalized mode (§1) */
+  la_map_draw draw;      /* projection omega [m, dk] per head: none, iid N(0, I), ORF (§2.1) */
+  int stabilized;        /* carries a per-row log-scale a (§2.2) */
+  double flops_dk_r;     /* useful flops of one row's map = flops_dk_r * dk * r (docs/cli.md) */
+  la_map_eval_f32 eval_f32;
+  la_map_eval_f64 eval_f64;
+  la_map_eval_k512 eval_k512; /* NULL: eval_f32 on every CPU */
+  int k512_prefetch;          /* eval_k512 spreads the next chunk's prefetches over its rows */
+  la_map_chain_f32 chain_f32;
+  la_map_chain_f64 chain_f64;
+} la_map_info;
+
+/* The row of map k (k < LA_MAP_COUNT), or NULL. */
+const la_map_info *la_map_get(la_map_kind k);
+#endif

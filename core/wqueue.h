@@ -1,0 +1,31 @@
+/* The window's two-stacks queue of key (or query) summaries, docs/design.md §3.2.
+ * Summaries cover token ranges [a, b), oldest first. The front stack holds suffix aggregates,
+ * the back stack one running aggregate, so the sum of the queue is front (+) back: nothing is
+ * ever subtracted. Sums are log-scaled (§4.1); every summary is r x (dv+1) float64.
+ * Storage belongs to a per-thread workspace and is reserved outside the parallel regions. */
+#ifndef LINATTN_WQUEUE_H
+#define LINATTN_WQUEUE_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  int cap, head, count, nfront;
+  size_t rsz;
+  int64_t *a, *b;
+  double *sz, *m, *agg, *aggm;
+  double *back, backm;
+  void *mem; /* one allocation behind every array */
+} la_wqueue;
+
+/* Room for cap summaries of rsz doubles; keeps the storage when it is already large enough.
+ * 0 on success, -1 when out of memory (the queue is then empty and unusable). */
+int la_wq_reserve(la_wqueue *Q, int cap, size_t rsz);
+void la_wq_free(la_wqueue *Q);
+void la_wq_clear(la_wqueue *Q);
+void la_wq_push(la_wqueue *Q, int64_t a, int64_t b, const double *sz, double m);
+void la_wq_pop(la_wqueue *Q);
+/* sz, m <- the sum of everything in the queue. */
+void la_wq_sum(const la_wqueue *Q, double *sz, double *m);
+/* (dst, dm) <- (dst, dm) (+) (src, sm), a plain log-scaled sum without flags. */
+void la_wq_add(double *dst, double *dm, const double *src, double sm, size_t rsz);
+#endif

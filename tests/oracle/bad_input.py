@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""Bad input, all of it, as one table, at the rank count of --launcher.
+
+Every row of CASES is a kind of bad input. Each must end with its exit code (2: usage error
+or bad input), print exactly one `linattn: error:` line that names what is at fault (the
+option, the file, or the (token, head, column)), create no file in the working directory
+(neither an output nor a temporary), and end within the timeout (no hang on any rank).
+README.md's table "Bad input" lists the same cases; this script checks that it does.
+
+Usage: bad_input.py --linattn build/linattn --workdir /tmp/la_bad [--launcher 'mpirun -np 3']
+"""
+import os
+import re
+
+import numpy as np
+
+import common
+
+N, H, DK, DV = 40, 2, 8, 5
+FILES = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy"]
+OUT = ["--out", "out.npy"]
+
+
+def npy_header(descr="<f8", fortran=False, shape=(N, H, DK)):
+    d = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (descr, fortran, shape)
+    hdr = d.encode() + b" " * (118 - len(d)) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(hdr).to_bytes(2, "little") + hdr
+
+
+def write_inputs(run):
+    rng = np.random.default_rng(17)
+    q, k, v = (rng.standard_normal((N, H, d)) for d in (DK, DK, DV))
+    for n, x in zip("qkv", (q, k, v)):
+        common.save(run.path(f"{n}.npy"), x, "f64")
+    bad = q.copy()
+    bad[N - 3, 1, 6] = np.nan            # on the last rank for every rank count <= 7
+    common.save(run.path("q_nan.npy"), bad, "f64")
+    kf = k.astype(np.float32)
+    kf[N - 2, 0, 2] = np.inf
+    common.save(run.path("k_inf32.npy"), kf, "f32")
+    common.save(run.path("q32.npy"), q, "f32")
+    common.save(run.path("v32.npy"), v, "f32")
+    common.save(run.path("k_dk9.npy"), rng.standard_normal((N, H, DK + 1)), "f64")
+    common.save(run.path("k_n39.npy"), rng.standard_normal((N - 1, H, DK)), "f64")
+    common.save(run.path("k_h3.npy"), rng.standard_normal((N, H + 1, DK)), "f64")
+    common.save(run.path("q_4d.npy"), rng.standard_normal((N, H, DK, 1)), "f64")
+    payload = q.astype("<f8").tobytes()
+    raw = {
+        "q_magic.npy": b"\x93NUMPZ" + npy_header()[6:] + payload,
+        "q_trunc.npy": npy_header() + payload[: len(payload) // 2],
+        "q_bigendian.npy": npy_header(">f8") + payload,
+        "q_fortran.npy": npy_header(fortran=True) + payload,
+        "q_int.npy": npy_header("<i4") + payload,
+    }
+    for name, data in raw.items():
+        with open(run.path(name), "wb") as f:
+            f.write(data)
+    segs = {"seg_start1.npy": [1, 20, N], "seg_decr.npy": [0, 20, 10, N],
+            "seg_end.npy": [0, 20, N - 1]}
+    for name, s in segs.items():
+        np.save(run.path(name), np.array(s, dtype="<i8"))
+    np.save(run.path("seg_f64.npy"), np.array([0, 20, N], dtype="<f8"))
+    np.save(run.path("proj_shape.npy"), rng.standard_normal((H, 16, DK + 1)))
+    pn = rng.standard_normal((16, DK))
+    pn[3, 4] = np.inf
+    np.save(run.path("proj_inf.npy"), pn)
+    common.save(run.path("exists.npy"), np.zeros(3), "f64")
+
+
+# (name, arguments of `linattn run`, exit code, what the one error line must contain)
+CASES = [
+    ("unknown option", FILES + ["--frobnicate", "1"], 2, ["--frobnicate"]),
+    ("option without its value", FILES + ["--mode"], 2, ["--mode"]),
+    ("bad --mode", FILES + ["--mode", "sideways"], 2, ["--mode", "sideways"]),
+    ("--features 0", FILES + ["--feature-map", "favor+", "--features", "0"], 2, ["--features"]),
+    ("unknown --feature-map", FILES + ["--feature-map", "softmax"], 2, ["softmax"]),
+    ("bad --denominator", FILES + ["--denominator", "add:-1"], 2, ["--denominator"]),
+    ("--chunk 0", FILES + ["--chunk", "0"], 2, ["--chunk"]),
+    ("non-numeric --seed", FILES + ["--seed", "abc"], 2, ["--seed"]),
+    ("option given twice", FILES + ["--chunk", "8", "--chunk", "16"], 2, ["--chunk", "twice"]),
+    ("conflicting options", FILES + ["--progress", "--no-progress"], 2,
+     ["--progress", "--no-progress"]),
+    ("synthetic shape with input files", FILES + ["--n", "100"], 2, ["--n", "--q"]),
+    ("--q without --k and --v", ["--q", "q.npy"], 2, ["--q"]),
+    ("missing input file", ["--q", "none.npy", "--k", "k.npy", "--v", "v.npy"], 2,
+     ["none.npy"]),
+    ("Q/K width mismatch", ["--q", "q.npy", "--k", "k_dk9.npy", "--v", "v.npy"], 2,
+     ["k_dk9.npy"]),
+    ("Q/K length mismatch", ["--q", "q.npy", "--k", "k_n39.npy", "--v", "v.npy"], 2,
+     ["k_n39.npy"]),
+    ("Q/K heads mismatch", ["--q", "q.npy", "--k", "k_h3.npy", "--v", "v.npy"], 2,
+     ["k_h3.npy"]),
+    ("4-D input", ["--q", "q_4d.npy", "--k", "k.npy", "--v", "v.npy"], 2, ["q_4d.npy"]),
+    ("NaN in Q", ["--q", "q_nan.npy", "--k", "k.npy", "--v", "v.npy"], 2,
+     ["q_nan.npy", (N - 3, 1, 6)]),
+    ("Inf in K (f32)", ["--q", "q32.npy", "--k", "k_inf32.npy", "--v", "v32.npy"], 2,
+     ["k_inf32.npy", (N - 2, 0, 2)]),
+    (".npy bad magic", ["--q", "q_magic.npy", "--k", "k.npy", "--v", "v.npy"], 2,
+     ["q_magic.npy"]),
+    (".npy truncated payload", ["--q", "q_trunc.npy", "--k", "k.npy", "--v", "v.npy"], 2,
+     ["q_trunc.npy"]),
+    (".npy big-endian", ["--q", "q_bigendian.npy", "--k", "k.npy", "--v", "v.npy"], 2,
+     ["q_bigendian.npy"]),
+    (".npy Fortran order", ["--q", "q_fortran.npy", "--k", "k.npy", "--v", "v.npy"], 2,
+     ["q_fortran.npy"]),
+    (".npy integer dtype", ["--q", "q_int.npy", "--k", "k.npy", "--v", "v.npy"], 2,
+     ["q_int.npy"]),
+    ("segments not starting at 0", FILES + ["--segments", "seg_start1.npy"], 2,
+     ["seg_start1.npy"]),
+    ("segments not increasing", FILES + ["--segments", "seg_decr.npy"], 2, ["seg_decr.npy"]),
+    ("segments not ending at N", FILES + ["--segments", "seg_end.npy"], 2, ["seg_end.npy"]),
+    ("segments not int64", FILES + ["--segments", "seg_f64.npy"], 2, ["seg_f64.npy"]),
+    ("projection of the wrong shape", FILES + ["--feature-map", "favor+", "--features", "16",
+                                               "--projection", "proj_shape.npy"], 2,
+     ["proj_shape.npy"]),
+    ("non-finite projection", FILES + ["--feature-map", "favor+", "--features", "16",
+                                       "--projection", "proj_inf.npy"], 2, ["proj_inf.npy"]),
+    ("existing output without --force", FILES + ["--out", "exists.npy"], 2, ["exists.npy"]),
+    ("missing output folder", FILES + ["--out", "no_such_dir/out.npy"], 2, ["no_such_dir"]),
+    ("window in bidirectional mode", FILES + ["--mode", "bidirectional", "--window", "4"], 2,
+     ["--window"]),
+    ("general mask", FILES + ["--mask", "m.npy"], 2, ["--mask"]),
+    ("signed map without --allow-signed", FILES + ["--feature-map", "identity"], 2,
+     ["identity", "--allow-signed"]),
+]
+
+
+def check_case(run, tally, name, args, want_rc, must):
+    common.rm(run.path("out.npy"))
+    before = set(os.listdir(run.workdir))
+    rc, _, err = run(*args)
+    new = sorted(set(os.listdir(run.workdir)) - before)
+    probs = [] if rc == want_rc else [f"exit {rc}, want {want_rc}"]
+    probs += common.error_line_problems(rc, err)
+    if new:
+        probs.append(f"new files: {new}")
+    msg = common.first_error(err)
+    for m in must:
+        if isinstance(m, tuple):
+            if not common.names_in_order(msg, list(m)):
+                probs.append(f"does not name {m}")
+        elif m not in msg:
+            probs.append(f"does not name {m!r}")
+    tally.case(not probs, f"{name} -> exit {want_rc}", note="; ".join(probs) + f" | {msg}",
+               cmd=run.last)
+
+
+def readme_lists_cases(tally, readme):
+    try:
+        text = open(readme).read()
+    except OSError as e:
+        return tally.case(False, "README.md lists every bad-input case", note=str(e))
+    sect = text.split("### Bad input", 1)[-1].split("\n## ", 1)[0] if "### Bad input" in text else ""
+    rows = set(re.findall(r"^\| ([^|]+?) \|", sect, re.M))
+    missing = [c[0] for c in CASES if c[0] not in rows]
+    tally.case(bool(sect) and not missing, "README.md's 'Bad input' table lists every case",
+               note=f"missing {missing}" if missing else "")
+
+
+def main():
+    a = common.parse_args(__doc__, extra=lambda p: p.add_argument("--readme", default=""))
+    run = common.runner(a)
+    run.timeout = 120
+    tally = common.Tally()
+    write_inputs(run)
+    P = common.launcher_ranks(a.launcher)
+    print(f"# bad_input: {len(CASES)} cases on {P} rank(s)", flush=True)
+    for name, args, rc, must in CASES:
+        check_case(run, tally, name, args, rc, must)
+    if a.readme:
+        readme_lists_cases(tally, a.readme)
+    tally.finish()
+
+
+if __name__ == "__main__":
+    main()
