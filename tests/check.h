@@ -1,5 +1,6 @@
 /* The unit tests' one assertion: count, and on failure print the place, the condition and a
- * message, then go on (main returns nfail != 0). */
+ * message, then go on (main returns nfail != 0). check_tag prefixes the failure lines (the MPI
+ * tests put the rank there). */
 #ifndef LINATTN_TESTS_CHECK_H
 #define LINATTN_TESTS_CHECK_H
 #include <math.h>
@@ -12,15 +13,16 @@ static inline double worse(double acc, double e) {
 }
 
 static int npass, nfail;
-#define CHECK(cond, ...)                                       \
-  do {                                                         \
-    if (cond) {                                                \
-      npass++;                                                 \
-    } else {                                                   \
-      nfail++;                                                 \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
-      printf(__VA_ARGS__);                                     \
-      printf("\n");                                            \
-    }                                                          \
+static const char *check_tag = "";
+#define CHECK(cond, ...)                                                  \
+  do {                                                                    \
+    if (cond) {                                                           \
+      npass++;                                                            \
+    } else {                                                              \
+      nfail++;                                                            \
+      printf("%sFAIL %s:%d: %s: ", check_tag, __FILE__, __LINE__, #cond); \
+      printf(__VA_ARGS__);                                                \
+      printf("\n");                                                       \
+    }                                                                     \
   } while (0)
 #endif

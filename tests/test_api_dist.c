@@ -1,0 +1,408 @@
+/* Unit tests of the distributed C API (include/linattn/dist.h), at any rank count (ctest runs
+ * 1, 2, 3, 4 and 7): la_split_ownership, la_dist_create/destroy, la_dist_agree, the summary
+ * collectives (exscan, reverse exscan, allreduce, iexscan) against the scan operator of
+ * DESIGN.md §4 folded in the test, and la_dist_forward / la_dist_backward on each rank's own
+ * rows of a sequence that every rank generates identically, against the naive float64
+ * quadratic form and its chain-rule gradient over the whole sequence (tests/test_api_naive.h,
+ * no engine code): causal and bidirectional, packed sequences that span ranks, causal
+ * windows that reach back across several ranks, both precisions, ranks with no rows.
+ * Tolerances as in test_api.c (normwise over the whole sequence, f64 1e-12, f32 1e-5; the
+ * rank split only changes the summation order). Every rank counts its failures; the exit status is the MPI_MAX over
+ * ranks (SUNDIALS style) and rank 0 prints the summary. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <mpi.h>
+#include "linattn/dist.h"
+#include "linattn/grad.h"
+
+#include "check.h"
+#include "test_api_naive.h"
+
+#define TOL64 1e-12
+#define TOL32 1e-5
+static double tol_of(la_dtype dt) { return dt == LA_F32 ? TOL32 : TOL64; }
+static size_t esz(la_dtype dt) { return dt == LA_F32 ? sizeof(float) : sizeof(double); }
+static int RANK, SIZE;
+static double worst_err[2];
+static double maxabs(const double *x, size_t cnt) {
+  double m = 0;
+  for (size_t i = 0; i < cnt; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+  return m;
+}
+
+static void test_split(void) {
+  const int64_t Ns[] = {0, 1, 5, 7, 53, 1000, 1000003};
+  for (int a = 0; a < 7; a++)
+    for (int P = 1; P <= 9; P++) {
+      int64_t N = Ns[a], next = 0, total = 0;
+      int ok = 1;
+      for (int p = 0; p < P; p++) {
+        int64_t n, r0;
+        la_split_ownership(N, P, p, &n, &r0);
+        ok &= r0 == next && n == N / P + (N % P > p);
+        next = r0 + n;
+        total += n;
+      }
+      CHECK(ok && total == N, "la_split_ownership(N = %lld, P = %d): n_p = N/P + (N%%P > p), contiguous",
+            (long long)N, P);
+    }
+}
+
+static void test_create_agree(void) {
+  la_dist d = NULL;
+  CHECK(la_dist_create(MPI_COMM_WORLD, &d) == LA_OK && d, "la_dist_create");
+  int cmp;
+  MPI_Comm_compare(la_dist_comm(d), MPI_COMM_WORLD, &cmp);
+  CHECK(cmp == MPI_CONGRUENT, "the communicator is a duplicate (congruent, not identical): %d", cmp);
+  CHECK(la_dist_rank(d) == RANK && la_dist_size(d) == SIZE, "rank and size");
+  CHECK(la_dist_comm_bytes(d) == 0, "no bytes sent yet");
+  /* agree: everybody OK */
+  char msg[64] = "untouched";
+  CHECK(la_dist_agree(d, LA_OK, msg, sizeof msg) == LA_OK, "agree on OK");
+  /* ranks 1 and 2 (of those that exist) fail: all get the status and message of rank 1 */
+  for (int first = 0; first < SIZE && first < 3; first++) {
+    la_status mine = LA_OK;
+    char m2[64];
+    snprintf(m2, sizeof m2, "failed on rank %d", RANK);
+    if (RANK == first) mine = LA_ERR_SHAPE;
+    if (RANK == first + 2) mine = LA_ERR_IO;
+    la_status got = la_dist_agree(d, mine, m2, sizeof m2);
+    char want[64];
+    snprintf(want, sizeof want, "failed on rank %d", first);
+    CHECK(got == LA_ERR_SHAPE && !strcmp(m2, want), "agree (first failing rank %d): status %d msg '%s'",
+          first, (int)got, m2);
+  }
+  /* a NULL message is allowed */
+  CHECK(la_dist_agree(d, RANK == SIZE - 1 ? LA_ERR_NOMEM : LA_OK, NULL, 0) == LA_ERR_NOMEM, "agree without message");
+  la_dist_destroy(&d);
+  CHECK(d == NULL, "la_dist_destroy sets NULL");
+  la_dist_destroy(&d);
+}
+
+/* ---- Summary collectives against the §4 operator folded here ---- */
+#define SH 3
+#define SR 2
+#define SDV 2
+#define SRSZ (SR * (SDV + 1))
+typedef struct {
+  double sz[SH][SRSZ], m[SH];
+  int f[SH];
+} elem;
+
+/* Rank p's element: head 0 varied scales, head 1 an identity on rank 1, head 2 large gaps. */
+static elem elem_of(int p, int flags) {
+  elem e;
+  for (int h = 0; h < SH; h++) {
+    for (int i = 0; i < SRSZ; i++) e.sz[h][i] = nv_normal(77, (uint64_t)(p * 100 + h * 10 + i));
+    e.m[h] = h == 0 ? 0.75 * (p % 3) - 1 : h == 1 ? (p == 1 ? -INFINITY : 0.0) : 40.0 * (p % 2);
+    if (e.m[h] == -INFINITY)
+      for (int i = 0; i < SRSZ; i++) e.sz[h][i] = 0;
+    e.f[h] = flags && ((p + h) % 3 == 1);
+  }
+  return e;
+}
+/* a <- a (+) b, a before b: a segment start in b hides a; else the log-scaled sum. */
+static void fold(elem *a, const elem *b) {
+  for (int h = 0; h < SH; h++) {
+    if (b->f[h]) {
+      memcpy(a->sz[h], b->sz[h], sizeof a->sz[h]);
+      a->m[h] = b->m[h];
+      a->f[h] = 1;
+      continue;
+    }
+    if (b->m[h] == -INFINITY) continue;
+    double M = a->m[h] > b->m[h] ? a->m[h] : b->m[h];
+    double sa = a->m[h] == -INFINITY ? 0 : exp(a->m[h] - M), sb = exp(b->m[h] - M);
+    for (int i = 0; i < SRSZ; i++) a->sz[h][i] = a->sz[h][i] * sa + b->sz[h][i] * sb;
+    a->m[h] = M;
+  }
+}
+static elem identity_elem(void) {
+  elem e;
+  memset(&e, 0, sizeof e);
+  for (int h = 0; h < SH; h++) e.m[h] = -INFINITY;
+  return e;
+}
+static void to_state(const elem *e, la_state *s) {
+  for (int h = 0; h < SH; h++) {
+    memcpy(s->sz + h * SRSZ, e->sz[h], sizeof e->sz[h]);
+    s->m[h] = e->m[h];
+    s->f[h] = e->f[h];
+  }
+}
+/* Compare true summaries e^m (S|z) and the flags. */
+static void check_state(const la_state *s, const elem *want, const char *what) {
+  double worst = 0;
+  int flags = 1;
+  for (int h = 0; h < SH; h++) {
+    double got[SRSZ], ref[SRSZ];
+    for (int i = 0; i < SRSZ; i++) {
+      got[i] = s->m[h] == -INFINITY ? 0 : s->sz[h * SRSZ + i] * exp(s->m[h]);
+      ref[i] = want->m[h] == -INFINITY ? 0 : want->sz[h][i] * exp(want->m[h]);
+    }
+    worst = fmax(worst, nv_relerr(got, ref, SRSZ));
+    flags &= s->f[h] == want->f[h];
+    /* an empty prefix stays the identity, never NaN */
+    if (want->m[h] == -INFINITY) flags &= s->m[h] == -INFINITY;
+  }
+  CHECK(worst <= 1e-14 && flags, "%s on rank %d of %d: rel err %.3g, flags/identity %s", what, RANK, SIZE,
+        worst, flags ? "ok" : "WRONG");
+}
+
+static void test_collectives(void) {
+  la_dist d;
+  la_dist_create(MPI_COMM_WORLD, &d);
+  la_state s;
+  la_state_init(&s, SH, SR, SDV);
+  for (int flags = 0; flags < 2; flags++) {
+    elem mine = elem_of(RANK, flags), want = identity_elem();
+    /* exclusive prefix: e_0 (+) ... (+) e_{p-1}; rank 0 the identity */
+    for (int p = 0; p < RANK; p++) {
+      elem e = elem_of(p, flags);
+      fold(&want, &e);
+    }
+    to_state(&mine, &s);
+    CHECK(la_dist_exscan(d, &s) == LA_OK, "la_dist_exscan");
+    check_state(&s, &want, flags ? "exscan with segment flags" : "exscan");
+    /* nonblocking, overlapped with nothing */
+    to_state(&mine, &s);
+    la_dist_req req = NULL;
+    la_state pre;
+    la_state_init(&pre, SH, SR, SDV);
+    CHECK(la_dist_iexscan_begin(d, &s, &req) == LA_OK && req, "la_dist_iexscan_begin");
+    CHECK(la_dist_iexscan_end(d, &req, &pre) == LA_OK && req == NULL, "la_dist_iexscan_end");
+    check_state(&pre, &want, "iexscan");
+    la_state_free(&pre);
+    /* reverse: e_{P-1} (+) ... (+) e_{p+1}, the nearest rank last; the last rank the identity */
+    want = identity_elem();
+    for (int p = SIZE - 1; p > RANK; p--) {
+      elem e = elem_of(p, flags);
+      fold(&want, &e);
+    }
+    to_state(&mine, &s);
+    CHECK(la_dist_exscan_reverse(d, &s) == LA_OK, "la_dist_exscan_reverse");
+    check_state(&s, &want, flags ? "reverse exscan with segment flags" : "reverse exscan");
+  }
+  /* allreduce of summaries without flags: the log-scaled sum over every rank */
+  elem mine = elem_of(RANK, 0), want = identity_elem();
+  for (int p = 0; p < SIZE; p++) {
+    elem e = elem_of(p, 0);
+    fold(&want, &e);
+  }
+  to_state(&mine, &s);
+  CHECK(la_dist_allreduce(d, &s) == LA_OK, "la_dist_allreduce");
+  check_state(&s, &want, "allreduce");
+  CHECK(la_dist_comm_bytes(d) > 0, "collectives count their bytes (%lld)", (long long)la_dist_comm_bytes(d));
+  la_state_free(&s);
+  la_dist_destroy(&d);
+}
+
+/* ---- Distributed forward and backward against the naive whole-sequence reference ---- */
+typedef struct {
+  la_mode mode;
+  la_map_kind map;
+  int64_t window;
+  int segments;
+} dcase;
+
+static void run_dist(la_dist d, const dcase *dc, int64_t N, la_dtype dt, int chunk, int threads,
+                     const int64_t *off, int noff) {
+  const int H = 2, dk = 4, dv = 3, m = 5;
+  const size_t nq = (size_t)N * H * dk, nvv = (size_t)N * H * dv;
+  double xs = dc->map == LA_MAP_FAVOR ? 1.5 : 0.8; /* favor+: key scales spread over ranks */
+  double *q = malloc(sizeof(double) * (nq + 1)), *k = malloc(sizeof(double) * (nq + 1));
+  double *v = malloc(sizeof(double) * (nvv + 1)), *g = malloc(sizeof(double) * (nvv + 1));
+  uint64_t seed = 9000 + 13 * (uint64_t)dc->map + (uint64_t)N;
+  nv_fill(q, nq, seed, xs, 0);
+  nv_fill(k, nq, seed + 1, xs, 0);
+  nv_fill(v, nvv, seed + 2, 1, 0);
+  nv_fill(g, nvv, seed + 3, 1, 0);
+  if (dt == LA_F32) {
+    nv_round_f32(q, nq);
+    nv_round_f32(k, nq);
+    nv_round_f32(v, nvv);
+    nv_round_f32(g, nvv);
+  }
+  la_config c;
+  la_config_default(&c);
+  c.mode = dc->mode;
+  c.map = dc->map;
+  c.features = m;
+  c.seed = 4;
+  c.chunk = chunk;
+  c.threads = threads;
+  c.window = dc->window;
+  la_featmap fm;
+  la_featmap_create(&c, H, dk, &fm);
+  la_engine e;
+  la_engine_create(&c, fm, dt, dv, &e);
+  if (dc->segments) la_engine_set_segments(e, off, noff);
+  nv_map f = nv_map_make(c.map, H, dk, m, 0, la_featmap_projection(fm, NULL));
+  nv_op op = {c.mode, c.window, dc->segments ? off : NULL, dc->segments ? noff : 0, 1, LA_DEN_ERROR, 0};
+  double *ref = malloc(sizeof(double) * (nvv + 1)), *rq = malloc(sizeof(double) * (nq + 1));
+  double *rk = malloc(sizeof(double) * (nq + 1)), *rv = malloc(sizeof(double) * (nvv + 1));
+  nv_den ds;
+  nv_forward(&f, &op, N, dv, q, k, v, ref, &ds);
+  nv_backward(&f, &op, N, dv, q, k, v, g, rq, rk, rv);
+  /* this rank's rows */
+  int64_t n, row0;
+  la_split_ownership(N, SIZE, RANK, &n, &row0);
+  void *qe = nv_to_dtype(dt, q + (size_t)row0 * H * dk, (size_t)n * H * dk);
+  void *ke = nv_to_dtype(dt, k + (size_t)row0 * H * dk, (size_t)n * H * dk);
+  void *ve = nv_to_dtype(dt, v + (size_t)row0 * H * dv, (size_t)n * H * dv);
+  void *ge = nv_to_dtype(dt, g + (size_t)row0 * H * dv, (size_t)n * H * dv);
+  void *out = malloc(esz(dt) * (size_t)(n + 1) * H * dv), *dq = malloc(esz(dt) * (size_t)(n + 1) * H * dk);
+  void *dke = malloc(esz(dt) * (size_t)(n + 1) * H * dk), *dve = malloc(esz(dt) * (size_t)(n + 1) * H * dv);
+  double *got = malloc(sizeof(double) * (size_t)(n + 1) * H * (dk > dv ? dk : dv));
+  memset(out, 0xff, esz(dt) * (size_t)n * H * dv);
+  char label[160];
+  snprintf(label, sizeof label, "%s %s %s N %lld window %lld segments %d chunk %d threads %d",
+           la_map_name(c.map), c.mode ? "bidir" : "causal", la_dtype_name(dt), (long long)N,
+           (long long)c.window, dc->segments, la_engine_chunk(e), threads);
+  la_den_stats st;
+  la_den_stats_init(&st);
+  la_status s = la_dist_forward(d, e, n, row0, qe, ke, ve, out, &st);
+  nv_from_dtype(dt, out, got, (size_t)n * H * dv);
+  /* normwise over the whole sequence (max |ref| over all N rows): a rank's rows alone can
+   * have an exactly vanishing reference (a shard of segment starts: dQ = 0) */
+  double err = nv_relerr_floor(got, ref + (size_t)row0 * H * dv, (size_t)n * H * dv, maxabs(ref, nvv));
+  worst_err[dt] = err > worst_err[dt] && err < INFINITY ? err : worst_err[dt];
+  CHECK(s == LA_OK && err <= tol_of(dt), "la_dist_forward %s: status %d rel err %.3g", label, (int)s, err);
+  CHECK(st.rows == N * H && st.violations == ds.violations,
+        "la_dist_forward %s: merged stats rows %lld (want %lld) violations %lld", label, (long long)st.rows,
+        (long long)(N * H), (long long)st.violations);
+  if (N > 0)
+    CHECK(fabs(st.min - ds.min) <= 10 * tol_of(dt) * ds.min && fabs(st.max - ds.max) <= 10 * tol_of(dt) * ds.max,
+          "la_dist_forward %s: merged den min/max %.17g %.17g, want %.17g %.17g", label, st.min, st.max, ds.min,
+          ds.max);
+  la_den_stats_free(&st);
+  /* backward */
+  memset(dq, 0xff, esz(dt) * (size_t)n * H * dk);
+  memset(dke, 0xff, esz(dt) * (size_t)n * H * dk);
+  memset(dve, 0xff, esz(dt) * (size_t)n * H * dv);
+  la_den_stats_init(&st);
+  s = la_dist_backward(d, e, n, row0, qe, ke, ve, ge, dq, dke, dve, &st);
+  const void *gs[3] = {dq, dke, dve};
+  const double *refs[3] = {rq, rk, rv};
+  const int wd[3] = {dk, dk, dv};
+  const char *nm[3] = {"dQ", "dK", "dV"};
+  for (int t = 0; t < 3; t++) {
+    size_t cnt = (size_t)n * H * wd[t];
+    nv_from_dtype(dt, gs[t], got, cnt);
+    /* window 1: out_i = v_i, so dQ = dK = 0 exactly: errors on the O(1) scale of |g|, |v| */
+    double scale = maxabs(refs[t], (size_t)N * H * wd[t]);
+    double er = nv_relerr_floor(got, refs[t] + (size_t)row0 * H * wd[t], cnt,
+                                c.window == 1 && t < 2 ? 1.0 : scale);
+    worst_err[dt] = er > worst_err[dt] && er < INFINITY ? er : worst_err[dt];
+    CHECK(s == LA_OK && er <= tol_of(dt), "la_dist_backward %s: %s status %d rel err %.3g", label, nm[t], (int)s, er);
+  }
+  CHECK(st.rows == N * H && st.violations == 0, "la_dist_backward %s: merged stats rows %lld", label,
+        (long long)st.rows);
+  la_den_stats_free(&st);
+  free(q); free(k); free(v); free(g); free(ref); free(rq); free(rk); free(rv);
+  free(qe); free(ke); free(ve); free(ge); free(out); free(dq); free(dke); free(dve); free(got);
+  la_engine_destroy(&e);
+  la_featmap_destroy(&fm);
+}
+
+static void test_dist_operator(void) {
+  la_dist d;
+  la_dist_create(MPI_COMM_WORLD, &d);
+  /* N = 53: shards of 7-53 rows; segments start on some rank boundaries (8 at P = 7) and span
+   * two or three ranks ([21, 35)); N = 5: at P = 7 two ranks own no rows */
+  const int64_t off53[] = {0, 1, 8, 9, 20, 21, 35, 52, 53}, off5[] = {0, 2, 5};
+  const dcase cases[] = {
+      {LA_CAUSAL, LA_MAP_ELU1, 0, 0},         {LA_BIDIRECTIONAL, LA_MAP_ELU1, 0, 0},
+      {LA_CAUSAL, LA_MAP_ELU1, 0, 1},         {LA_BIDIRECTIONAL, LA_MAP_ELU1, 0, 1},
+      {LA_CAUSAL, LA_MAP_ELU1, 1, 0},         {LA_CAUSAL, LA_MAP_ELU1, 3, 0},
+      {LA_CAUSAL, LA_MAP_ELU1, 10, 0},        {LA_CAUSAL, LA_MAP_ELU1, 25, 1},
+      {LA_CAUSAL, LA_MAP_ELU1, 60, 0},        {LA_CAUSAL, LA_MAP_FAVOR, 0, 0},
+      {LA_BIDIRECTIONAL, LA_MAP_FAVOR, 0, 0}, {LA_CAUSAL, LA_MAP_FAVOR, 0, 1},
+      {LA_BIDIRECTIONAL, LA_MAP_FAVOR, 0, 1}, {LA_CAUSAL, LA_MAP_FAVOR, 7, 0},
+      {LA_CAUSAL, LA_MAP_FAVOR, 12, 1},
+  };
+  const int ncase = (int)(sizeof cases / sizeof cases[0]);
+  for (int i = 0; i < ncase; i++)
+    for (int dt = 0; dt < 2; dt++)
+      for (int v = 0; v < 2; v++) { /* chunk 4 on one thread, the default chunk on two */
+        run_dist(d, &cases[i], 53, (la_dtype)dt, v ? 0 : 4, v ? 2 : 1, off53, 9);
+        if (v == 0 && i < 9) run_dist(d, &cases[i], 5, (la_dtype)dt, 2, 1, off5, 3);
+      }
+  la_dist_destroy(&d);
+}
+
+/* den = 0 on later ranks: the merged statistics name the first offending (token, head). */
+static void test_dist_violations(void) {
+  la_dist d;
+  la_dist_create(MPI_COMM_WORLD, &d);
+  const int64_t N = 40;
+  const int H = 2, dk = 3, dv = 2;
+  for (int mode = 0; mode < 2; mode++) {
+    double *q = malloc(sizeof(double) * N * H * dk), *k = malloc(sizeof(double) * N * H * dk);
+    double *v = malloc(sizeof(double) * N * H * dv);
+    nv_fill(q, (size_t)N * H * dk, 61, 0.4, 0.9);
+    nv_fill(k, (size_t)N * H * dk, 62, 0.4, 0.9);
+    nv_fill(v, (size_t)N * H * dv, 63, 1, 0);
+    const int bad[][2] = {{30, 1}, {37, 0}, {37, 1}}; /* (token, head): relu(q) = 0 */
+    for (int b = 0; b < 3; b++)
+      for (int c = 0; c < dk; c++) q[((size_t)bad[b][0] * H + bad[b][1]) * dk + c] = -1.0;
+    la_config c;
+    la_config_default(&c);
+    c.mode = (la_mode)mode;
+    c.map = LA_MAP_RELU;
+    c.chunk = 4;
+    c.threads = 1;
+    la_featmap fm;
+    la_featmap_create(&c, H, dk, &fm);
+    la_engine e;
+    la_engine_create(&c, fm, LA_F64, dv, &e);
+    int64_t n, row0;
+    la_split_ownership(N, SIZE, RANK, &n, &row0);
+    double *out = malloc(sizeof(double) * (size_t)(n + 1) * H * dv);
+    la_den_stats st;
+    la_den_stats_init(&st);
+    la_status s = la_dist_forward(d, e, n, row0, q + (size_t)row0 * H * dk, k + (size_t)row0 * H * dk,
+                                  v + (size_t)row0 * H * dv, out, &st);
+    CHECK(s == LA_OK && st.violations == 3 && st.first_bad_token == 30 && st.first_bad_head == 1 &&
+              st.count_nonpositive == 3 && st.rows == N * H && st.min == 0,
+          "%s relu den = 0 on rank %d: violations %lld first (%lld, %d) nonpositive %lld rows %lld min %g, "
+          "want 3 (30, 1) 3 %lld 0",
+          mode ? "bidir" : "causal", RANK, (long long)st.violations, (long long)st.first_bad_token,
+          st.first_bad_head, (long long)st.count_nonpositive, (long long)st.rows, st.min, (long long)(N * H));
+    la_den_stats_free(&st);
+    free(q); free(k); free(v); free(out);
+    la_engine_destroy(&e);
+    la_featmap_destroy(&fm);
+  }
+  la_dist_destroy(&d);
+}
+
+int main(int argc, char **argv) {
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &RANK);
+  MPI_Comm_size(MPI_COMM_WORLD, &SIZE);
+  char tag[32];
+  snprintf(tag, sizeof tag, "[rank %d/%d] ", RANK, SIZE);
+  check_tag = tag;
+  double t0 = MPI_Wtime();
+  test_split();
+  test_create_agree();
+  test_collectives();
+  test_dist_operator();
+  test_dist_violations();
+  int counts[2] = {nfail, npass}, maxc[2], sumc[2];
+  double worst[2] = {worst_err[0], worst_err[1]}, gworst[2];
+  MPI_Allreduce(counts, maxc, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(counts, sumc, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(worst, gworst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (RANK == 0) {
+    printf("api_dist on %d ranks (%.1f s): largest normwise error f64 %.2g (tolerance %.0g), f32 %.2g (tolerance %.0g)\n",
+           SIZE, MPI_Wtime() - t0, gworst[LA_F64], TOL64, gworst[LA_F32], TOL32);
+    printf("%d passed, %d failed (summed over ranks; worst rank %d failed)\n", sumc[1], sumc[0], maxc[0]);
+  }
+  MPI_Finalize();
+  return maxc[0] != 0;
+}
