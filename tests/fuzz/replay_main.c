@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
       names[n++] = strdup(e->d_name);
     }
     closedir(d);
-    qsort(names, n, sizeof *names, by_name); /* a stable order for the log */
+    if (n > 1) qsort(names, n, sizeof *names, by_name); /* a stable order; NULL when empty */
     for (size_t i = 0; i < n; i++) {
       char path[4096];
       snprintf(path, sizeof path, "%s/%s", argv[a], names[i]);
