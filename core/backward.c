@@ -27,17 +27,6 @@ int la_backward_side_in_dv(const la_engine e) {
   return side_stride(e) == (size_t)e->dv * la_dtype_size(e->dt);
 }
 
-/* A state of the engine's shape, or a reason naming the argument and the entry point. A
- * window of N or more is the plain causal operator; shorter ones have their own entry points
- * (la_backward_window*), which the callers choose. */
-static la_status check(const la_engine e, const la_state *s, const char *fn, const char *arg) {
-  LA_CHECK(s, LA_ERR_ARG, "%s: %s is NULL", fn, arg);
-  LA_CHECK(s->heads == e->H && s->r == e->r && s->dv == e->dv, LA_ERR_ARG,
-           "%s: %s has shape (heads %d, r %d, dv %d), the engine (%d, %d, %d)", fn, arg,
-           s->heads, s->r, s->dv, e->H, e->r, e->dv);
-  return LA_OK;
-}
-
 la_status la_backward_window(la_engine e, int64_t token0, int64_t n, const void *q,
                              const void *k, const void *v, const void *g, int64_t hlo,
                              int64_t hhi, const void *hk, const void *hv, const la_state *mid,
@@ -47,7 +36,7 @@ la_status la_backward_window(la_engine e, int64_t token0, int64_t n, const void 
   LA_CHECK(hlo <= hhi && hhi <= token0, LA_ERR_ARG,
            "la_backward_window: halo [%lld, %lld) does not end at or before token0 = %lld",
            (long long)hlo, (long long)hhi, (long long)token0);
-  LA_TRY(check(e, mid, "la_backward_window", "mid"));
+  LA_TRY(la_engine_state_ok(e, mid, "la_backward_window", "mid"));
   if (n == 0) return LA_OK;
   return la_window_heads(e, token0, n, q, k, v, hlo, hhi, hk, hv, mid, NULL, g, dq, side, stats);
 }
@@ -62,7 +51,7 @@ la_status la_backward_window_reverse(la_engine e, int64_t token0, int64_t n, con
   LA_CHECK(flo >= token0 + n && fhi >= flo, LA_ERR_ARG,
            "la_backward_window_reverse: future halo [%lld, %lld) does not start at or after %lld",
            (long long)flo, (long long)fhi, (long long)(token0 + n));
-  LA_TRY(check(e, fmid, "la_backward_window_reverse", "fmid"));
+  LA_TRY(la_engine_state_ok(e, fmid, "la_backward_window_reverse", "fmid"));
   if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   LA_TRY(la_engine_reserve_queues(e, la_window_queue_cap(e, fhi - token0)));
@@ -76,7 +65,7 @@ la_status la_backward_window_reverse(la_engine e, int64_t token0, int64_t n, con
 la_status la_backward_query_summary(la_engine e, int64_t token0, int64_t n, const void *q,
                                     const void *g, const double *side, int64_t a, int64_t b,
                                     la_state *out) {
-  LA_TRY(check(e, out, "la_backward_query_summary", "out"));
+  LA_TRY(la_engine_state_ok(e, out, "la_backward_query_summary", "out"));
   LA_CHECK(token0 <= a && a <= b && b <= token0 + n, LA_ERR_ARG,
            "la_backward_query_summary: [%lld, %lld) is not inside the block [%lld, %lld)",
            (long long)a, (long long)b, (long long)token0, (long long)(token0 + n));
@@ -94,10 +83,10 @@ la_status la_backward_segmented(la_engine e, int64_t token0, int64_t n, const vo
                                 const la_state *left, const la_state *right, void *dq, void *dk,
                                 void *dv, void *side, la_state *head_rev,
                                 la_state *tail_rev, la_den_stats *stats) {
-  LA_TRY(check(e, head_rev, "la_backward_segmented", "head_rev"));
-  LA_TRY(check(e, tail_rev, "la_backward_segmented", "tail_rev"));
-  LA_TRY(check(e, left, "la_backward_segmented", "left"));
-  LA_TRY(check(e, right, "la_backward_segmented", "right"));
+  LA_TRY(la_engine_state_ok(e, head_rev, "la_backward_segmented", "head_rev"));
+  LA_TRY(la_engine_state_ok(e, tail_rev, "la_backward_segmented", "tail_rev"));
+  LA_TRY(la_engine_state_ok(e, left, "la_backward_segmented", "left"));
+  LA_TRY(la_engine_state_ok(e, right, "la_backward_segmented", "right"));
   LA_CHECK(e->cfg.mode == LA_BIDIRECTIONAL && e->seg_off, LA_ERR_ARG,
            "la_backward_segmented: the engine is not bidirectional with segments");
   if (n == 0) return LA_OK;
@@ -121,10 +110,10 @@ la_status la_backward_segmented_ends(la_engine e, int64_t token0, int64_t n, con
                                      const void *side, const la_state *left_rev,
                                      const la_state *right_rev, const la_state *head_rev,
                                      const la_state *tail_rev, void *dk, void *dv) {
-  LA_TRY(check(e, left_rev, "la_backward_segmented_ends", "left_rev"));
-  LA_TRY(check(e, right_rev, "la_backward_segmented_ends", "right_rev"));
-  LA_TRY(check(e, head_rev, "la_backward_segmented_ends", "head_rev"));
-  LA_TRY(check(e, tail_rev, "la_backward_segmented_ends", "tail_rev"));
+  LA_TRY(la_engine_state_ok(e, left_rev, "la_backward_segmented_ends", "left_rev"));
+  LA_TRY(la_engine_state_ok(e, right_rev, "la_backward_segmented_ends", "right_rev"));
+  LA_TRY(la_engine_state_ok(e, head_rev, "la_backward_segmented_ends", "head_rev"));
+  LA_TRY(la_engine_state_ok(e, tail_rev, "la_backward_segmented_ends", "tail_rev"));
   if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
@@ -141,8 +130,8 @@ la_status la_backward_segmented_ends(la_engine e, int64_t token0, int64_t n, con
 la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void *q,
                              const void *k, const void *v, const void *g, la_state *state,
                              void *dq, void *side, la_state *rev, la_den_stats *stats) {
-  LA_TRY(check(e, state, "la_backward_replay", "state"));
-  LA_TRY(check(e, rev, "la_backward_replay", "rev"));
+  LA_TRY(la_engine_state_ok(e, state, "la_backward_replay", "state"));
+  LA_TRY(la_engine_state_ok(e, rev, "la_backward_replay", "rev"));
   if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   /* queries before the first segment start at or after token0 feed the reverse element */
@@ -163,7 +152,7 @@ la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void 
 la_status la_backward_reverse(la_engine e, int64_t token0, int64_t n, const void *q,
                               const void *k, const void *v, const void *g, const void *side,
                               la_state *suffix, void *dk, void *dv) {
-  LA_TRY(check(e, suffix, "la_backward_reverse", "suffix"));
+  LA_TRY(la_engine_state_ok(e, suffix, "la_backward_reverse", "suffix"));
   if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)

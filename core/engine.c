@@ -169,3 +169,12 @@ la_status la_engine_reserve_queues(la_engine e, int cap) {
              "window queue: out of memory for %d summaries of %zu doubles per thread", cap, rsz);
   return LA_OK;
 }
+
+la_status la_engine_state_ok(const la_engine e, const la_state *s, const char *fn,
+                             const char *arg) {
+  LA_CHECK(s, LA_ERR_ARG, "%s: %s is NULL", fn, arg);
+  LA_CHECK(s->heads == e->H && s->r == e->r && s->dv == e->dv, LA_ERR_ARG,
+           "%s: %s has shape (heads %d, r %d, dv %d), the engine (%d, %d, %d)", fn, arg,
+           s->heads, s->r, s->dv, e->H, e->r, e->dv);
+  return LA_OK;
+}

@@ -97,6 +97,10 @@ int la_thread_id(void);
 void la_engine_merge_stats(la_engine e, la_den_stats *stats);
 /* denstats.c: empty statistics again, keeping the histogram (no allocation). */
 void la_den_stats_reset(la_den_stats *st);
+/* LA_OK if s is a state of the engine's shape, else LA_ERR_ARG with a reason naming the
+ * entry point fn and the argument arg (the one check of every forward and backward entry). */
+la_status la_engine_state_ok(const la_engine e, const la_state *s, const char *fn,
+                             const char *arg);
 /* Reserve every thread's window queue for `cap` summaries; LA_ERR_NOMEM with its reason. */
 la_status la_engine_reserve_queues(la_engine e, int cap);
 

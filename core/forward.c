@@ -10,19 +10,10 @@
 #endif
 #include "engine_internal.h"
 
-/* A state of the engine's shape, or a reason naming the argument and the entry point. */
-static la_status state_ok(const la_engine e, const la_state *s, const char *fn, const char *arg) {
-  LA_CHECK(s, LA_ERR_ARG, "%s: %s is NULL", fn, arg);
-  LA_CHECK(s->heads == e->H && s->r == e->r && s->dv == e->dv, LA_ERR_ARG,
-           "%s: %s has shape (heads %d, r %d, dv %d), the engine (%d, %d, %d)", fn, arg,
-           s->heads, s->r, s->dv, e->H, e->r, e->dv);
-  return LA_OK;
-}
-
 la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const void *k,
                                const void *v, la_state *state) {
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_accumulate: n = %lld < 0", (long long)n);
-  LA_TRY(state_ok(e, state, "la_engine_accumulate", "state"));
+  LA_TRY(la_engine_state_ok(e, state, "la_engine_accumulate", "state"));
   if (n == 0) return LA_OK;
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
@@ -50,7 +41,7 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
 la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q, const void *k,
                           const void *v, la_state *state, void *out, la_den_stats *stats) {
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply: n = %lld < 0", (long long)n);
-  LA_TRY(state_ok(e, state, "la_engine_apply", "state"));
+  LA_TRY(la_engine_state_ok(e, state, "la_engine_apply", "state"));
   if (n == 0) return LA_OK;
   const int H = e->H;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
@@ -76,7 +67,7 @@ la_status la_engine_apply_local(la_engine e, int64_t token0, int64_t n, const vo
   LA_CHECK(e->cfg.mode == LA_CAUSAL, LA_ERR_ARG, "la_engine_apply_local: the engine is not causal");
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply_local: n = %lld < 0", (long long)n);
   LA_CHECK(raw && lsc, LA_ERR_ARG, "la_engine_apply_local: raw and lsc are needed");
-  LA_TRY(state_ok(e, local, "la_engine_apply_local", "local"));
+  LA_TRY(la_engine_state_ok(e, local, "la_engine_apply_local", "local"));
   if (n == 0) return LA_OK;
   return causal_apply(e, token0, n, q, k, v, local, NULL, NULL, raw, lsc);
 }
@@ -85,7 +76,7 @@ la_status la_engine_correct(la_engine e, int64_t token0, int64_t n, const void *
                             const la_state *prefix, const void *raw, const double *lsc,
                             void *out, la_den_stats *stats) {
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_correct: n = %lld < 0", (long long)n);
-  LA_TRY(state_ok(e, prefix, "la_engine_correct", "prefix"));
+  LA_TRY(la_engine_state_ok(e, prefix, "la_engine_correct", "prefix"));
   if (n == 0) return LA_OK;
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
@@ -163,8 +154,8 @@ la_status la_engine_apply_segmented(la_engine e, int64_t token0, int64_t n, cons
   LA_CHECK(e->cfg.mode == LA_BIDIRECTIONAL, LA_ERR_ARG,
            "la_engine_apply_segmented: the engine is not bidirectional");
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply_segmented: n = %lld < 0", (long long)n);
-  LA_TRY(state_ok(e, left, "la_engine_apply_segmented", "left"));
-  LA_TRY(state_ok(e, right, "la_engine_apply_segmented", "right"));
+  LA_TRY(la_engine_state_ok(e, left, "la_engine_apply_segmented", "left"));
+  LA_TRY(la_engine_state_ok(e, right, "la_engine_apply_segmented", "right"));
   if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
@@ -203,7 +194,7 @@ la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const v
   LA_CHECK(hlo <= hhi && hhi <= token0, LA_ERR_ARG,
            "la_engine_apply_window: halo [%lld, %lld) does not end at or before token0 = %lld",
            (long long)hlo, (long long)hhi, (long long)token0);
-  LA_TRY(state_ok(e, mid, "la_engine_apply_window", "mid"));
+  LA_TRY(la_engine_state_ok(e, mid, "la_engine_apply_window", "mid"));
   if (n == 0) return LA_OK;
   return la_window_heads(e, token0, n, q, k, v, hlo, hhi, hk, hv, mid, out, NULL, NULL, NULL,
                          stats);
