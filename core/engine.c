@@ -144,6 +144,7 @@ void la_engine_shape(const la_engine e, int *heads, int *r, int *dv) {
 la_mode la_engine_mode(const la_engine e) { return e->cfg.mode; }
 la_dtype la_engine_dtype(const la_engine e) { return e->dt; }
 int64_t la_engine_window(const la_engine e) { return e->cfg.window; }
+int la_engine_reproducible(const la_engine e) { return e->cfg.reproducible; }
 int la_engine_input_dim(const la_engine e) { return e->dk; }
 int la_engine_threads(const la_engine e) { return e->T; }
 

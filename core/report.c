@@ -81,6 +81,7 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
   fprintf(f, ",\n  \"segments\": %lld,\n  \"window\": ", (long long)p->segments);
   if (p->window > 0) fprintf(f, "%lld", (long long)p->window);
   else fprintf(f, "null");
+  fprintf(f, ",\n  \"reproducible\": %s", c->reproducible ? "true" : "false");
   fprintf(f, ",\n  \"ranks\": %d,\n  \"threads\": %d,\n  \"input\": ", p->ranks, p->threads);
   json_str(f, p->input ? p->input : "synthetic");
   fprintf(f, ",\n  \"output\": ");

@@ -15,6 +15,20 @@ void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *r
   *row0 = q * rank + (rank < rem ? rank : rem);
 }
 
+void la_split_ownership_grid(int64_t N, int P, int rank, int64_t G, int64_t *n_local,
+                             int64_t *row0) {
+  int64_t nb, b0;
+  la_split_ownership((N + G - 1) / G, P, rank, &nb, &b0);
+  *row0 = b0 * G < N ? b0 * G : N;
+  *n_local = (b0 + nb) * G < N ? nb * G : N - *row0;
+}
+
+void la_engine_ownership(const la_engine eng, int64_t N, int P, int rank, int64_t *n_local,
+                         int64_t *row0) {
+  la_split_ownership_grid(N, P, rank, la_engine_reproducible(eng) ? la_engine_repro_block(eng) : 1,
+                          n_local, row0);
+}
+
 la_status la_dist_create(MPI_Comm comm, la_dist *out) {
   *out = NULL;
   la_dist d = la_calloc(1, sizeof *d);
@@ -211,6 +225,50 @@ la_status la_dist_exscan_reverse(la_dist d, la_state *s) { return combine(d, d->
 
 la_status la_dist_exscan(la_dist d, la_state *s) { return combine(d, d->comm, s, 1); }
 la_status la_dist_allreduce(la_dist d, la_state *s) { return combine(d, d->comm, s, 0); }
+
+/* ---- Exact states (§4.8): int64 buffers, combined by the exact operator ---- */
+static void xscan_op(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  int bytes;
+  MPI_Type_size(*dt, &bytes);
+  const size_t per = (size_t)bytes / sizeof(int64_t), rsz = (per - 3) / (1 + LA_XBINS);
+  for (int h = 0; h < *len; h++)
+    la_xhead_combine_right((const int64_t *)in + h * per, (int64_t *)inout + h * per, rsz);
+}
+
+static la_status xcombine(la_dist d, MPI_Comm comm, la_xstate *x, int exclusive) {
+  const size_t per = la_xhead_len(x->r, x->dv), total = per * (size_t)x->heads;
+  int64_t *out = la_malloc(sizeof(int64_t) * total);
+  la_status st = out ? LA_OK : la_error(LA_ERR_NOMEM, "out of memory for an exact summary "
+                                        "collective (%d heads x %zu int64)", x->heads, per);
+  st = la_dist_agree(d, st, NULL, 0); /* every rank joins the collective, or none */
+  if (st != LA_OK) {
+    free(out);
+    return st;
+  }
+  MPI_Datatype el;
+  MPI_Op op;
+  MPI_Type_contiguous((int)per, MPI_INT64_T, &el);
+  MPI_Type_commit(&el);
+  MPI_Op_create(xscan_op, 0 /* not commutative: flags */, &op);
+  double t0 = MPI_Wtime();
+  int rc = exclusive ? MPI_Exscan(x->x, out, x->heads, el, op, comm)
+                     : MPI_Allreduce(x->x, out, x->heads, el, op, comm);
+  d->comm_seconds += MPI_Wtime() - t0;
+  d->bytes += (int64_t)(sizeof(int64_t) * total);
+  const int first = exclusive && (comm == d->rev ? d->rank == d->size - 1 : d->rank == 0);
+  if (rc == MPI_SUCCESS) {
+    if (first) la_xstate_reset(x); /* MPI_Exscan leaves rank 0's output undefined */
+    else memcpy(x->x, out, sizeof(int64_t) * total);
+  }
+  MPI_Op_free(&op);
+  MPI_Type_free(&el);
+  free(out);
+  return rc == MPI_SUCCESS ? LA_OK : la_error(LA_ERR_MPI, "the exact summary collective failed");
+}
+
+la_status la_dist_xexscan(la_dist d, la_xstate *x) { return xcombine(d, d->comm, x, 1); }
+la_status la_dist_xexscan_reverse(la_dist d, la_xstate *x) { return xcombine(d, d->rev, x, 1); }
+la_status la_dist_xallreduce(la_dist d, la_xstate *x) { return xcombine(d, d->comm, x, 0); }
 
 /* Denominator statistics merged over ranks (sums, min/max, first offender). */
 la_status la_dist_reduce_stats(la_dist d, la_den_stats *st) {

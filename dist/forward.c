@@ -212,13 +212,46 @@ static la_status forward_window(la_dist d, la_engine eng, int64_t N, int64_t n, 
   return s;
 }
 
+/* --reproducible (§4.8): exact block summaries, exact collectives, rows from rounded exact
+ * prefixes; the rows must be owned on the grid (la_engine_ownership). */
+static la_status forward_exact(la_dist d, la_engine eng, int64_t n, int64_t row0,
+                               const void *q, const void *k, const void *v, void *out,
+                               la_den_stats *stats) {
+  int H, r, dv;
+  la_engine_shape(eng, &H, &r, &dv);
+  la_xstate x = {0}, y = {0};
+  la_status s = la_xstate_init(&x, H, r, dv);
+  if (s == LA_OK) s = la_xstate_init(&y, H, r, dv);
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK && la_engine_mode(eng) == LA_BIDIRECTIONAL && la_engine_has_segments(eng)) {
+    s = la_engine_segment_ends_exact(eng, row0, n, k, v, &x, &y);
+    s = la_dist_agree(d, s, NULL, 0);
+    if (s == LA_OK) s = la_dist_xexscan(d, &x);
+    if (s == LA_OK) s = la_dist_xexscan_reverse(d, &y);
+    if (s == LA_OK) s = la_engine_apply_segmented_exact(eng, row0, n, q, k, v, &x, &y, out, stats);
+  } else if (s == LA_OK) {
+    const int bidir = la_engine_mode(eng) == LA_BIDIRECTIONAL;
+    if (bidir || d->size > 1) { /* one causal rank starts from the identity */
+      s = la_engine_accumulate_exact(eng, row0, n, k, v, &x);
+      s = la_dist_agree(d, s, NULL, 0);
+      if (s == LA_OK) s = bidir ? la_dist_xallreduce(d, &x) : la_dist_xexscan(d, &x);
+    }
+    if (s == LA_OK) s = la_engine_apply_exact(eng, row0, n, q, k, v, &x, out, stats);
+  }
+  la_xstate_free(&x);
+  la_xstate_free(&y);
+  return s;
+}
+
 la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
                           const void *q, const void *k, const void *v, void *out,
                           la_den_stats *stats) {
   int64_t N = 0;
   if (MPI_Allreduce(&n_local, &N, 1, MPI_INT64_T, MPI_SUM, d->comm) != MPI_SUCCESS) return LA_ERR_MPI;
   la_status s;
-  if (la_engine_mode(eng) == LA_BIDIRECTIONAL)
+  if (la_engine_reproducible(eng))
+    s = forward_exact(d, eng, n_local, row0, q, k, v, out, stats);
+  else if (la_engine_mode(eng) == LA_BIDIRECTIONAL)
     s = forward_bidir(d, eng, n_local, row0, q, k, v, out, stats);
   else if (la_engine_window(eng) > 0 && la_engine_window(eng) < N)
     s = forward_window(d, eng, N, n_local, row0, q, k, v, out, stats);

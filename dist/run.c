@@ -17,6 +17,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
   la_pout out = {0};
   la_den_stats stats = {0};
   la_state state = {0}, local = {0};
+  la_xstate xs = {0}; /* --reproducible: the exact prefix or summary (§4.8) */
   la_dist_req req = NULL;
   void *raw = NULL;
   double *lsc = NULL;
@@ -29,6 +30,8 @@ int la_cmd_run(la_dist d, la_cli *o) {
     st = la_state_init(&state, job.H, la_featmap_width(job.fm), job.dv);
     if (st == LA_OK) st = la_state_init(&local, job.H, la_featmap_width(job.fm), job.dv);
     if (st == LA_OK) st = la_den_stats_init(&stats);
+    if (st == LA_OK && o->cfg.reproducible)
+      st = la_xstate_init(&xs, job.H, la_featmap_width(job.fm), job.dv);
     if (st != LA_OK) snprintf(err, sizeof err, "engine: %s", la_error_reason(st));
     st = la_dist_agree(d, st, err, sizeof err);
   }
@@ -41,10 +44,20 @@ int la_cmd_run(la_dist d, la_cli *o) {
    * else streams in blocks of --block-tokens rows. */
   const int in_memory = (o->cfg.window > 0 && o->cfg.window < job.N) ||
                         (job.seg && o->cfg.mode == LA_BIDIRECTIONAL);
+  const int repro = o->cfg.reproducible;
   int64_t nloc = 0, row0 = 0, B = o->block, nblk = 0;
   if (st == LA_OK) {
-    la_split_ownership(job.N, P, rank, &nloc, &row0);
-    int64_t maxloc = job.N / P + (job.N % P ? 1 : 0);
+    la_engine_ownership(eng, job.N, P, rank, &nloc, &row0);
+    int64_t maxloc = 0;
+    for (int p = 0; p < P; p++) {
+      int64_t np, p0;
+      la_engine_ownership(eng, job.N, P, p, &np, &p0);
+      maxloc = np > maxloc ? np : maxloc;
+    }
+    if (repro) { /* streaming blocks on the reproducible grid (§4.8) */
+      const int64_t R = la_engine_repro_block(eng);
+      B = (B + R - 1) / R * R;
+    }
     if (in_memory) B = maxloc > 0 ? maxloc : 1;
     nblk = (maxloc + B - 1) / B;
     if (B > nloc && nloc > 0) B = nloc;
@@ -53,11 +66,11 @@ int la_cmd_run(la_dist d, la_cli *o) {
     bk = la_alloc_rows(es * hb * job.dk + 1);
     bv = la_alloc_rows(es * hb * job.dv + 1);
     bo = la_alloc_rows(es * hb * job.dv + 1);
-    if (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory) { /* overlap buffers for block 0 */
+    if (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory && !repro) { /* overlap buffers for block 0 */
       raw = la_alloc_rows(es * hb * (job.dv + 1) + 1);
       lsc = la_malloc(sizeof(double) * hb + 1);
     }
-    if (!bq || !bk || !bv || !bo || (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory && (!raw || !lsc))) {
+    if (!bq || !bk || !bv || !bo || (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory && !repro && (!raw || !lsc))) {
       snprintf(err, sizeof err, "out of memory for the block buffers of %lld tokens (lower --block-tokens)", (long long)B);
       st = LA_ERR_NOMEM;
     }
@@ -72,13 +85,21 @@ int la_cmd_run(la_dist d, la_cli *o) {
       if (n > 0) st = la_job_read(&job, 1, row0 + lo, n, bk, err, sizeof err);
       if (st == LA_OK && n > 0) st = la_job_read(&job, 2, row0 + lo, n, bv, err, sizeof err);
       double t0 = MPI_Wtime();
-      if (st == LA_OK && n > 0) st = la_engine_accumulate(eng, row0 + lo, n, bk, bv, &state);
+      if (st == LA_OK && n > 0)
+        st = repro ? la_engine_accumulate_exact(eng, row0 + lo, n, bk, bv, &xs)
+                   : la_engine_accumulate(eng, row0 + lo, n, bk, bv, &state);
       job.t_compute += MPI_Wtime() - t0;
       st = la_dist_agree(d, st, err, sizeof err);
       la_job_progress(&job, "pass 1/2 (keys)", (b + 1) * B > nloc ? nloc : (b + 1) * B, nloc, tp0, &last);
     }
-    if (st == LA_OK && bidir) st = la_dist_allreduce(d, &state);
-    if (st == LA_OK && !bidir) st = la_dist_iexscan_begin(d, &state, &req);
+    if (st == LA_OK && repro) {
+      st = bidir ? la_dist_xallreduce(d, &xs) : la_dist_xexscan(d, &xs);
+      if (st == LA_OK && bidir) la_xstate_round(&xs, la_map_is_stabilized(o->cfg.map), &state);
+    } else if (st == LA_OK && bidir) {
+      st = la_dist_allreduce(d, &state);
+    } else if (st == LA_OK) {
+      st = la_dist_iexscan_begin(d, &state, &req);
+    }
   }
   tp0 = MPI_Wtime();
   last = 0;
@@ -107,6 +128,8 @@ int la_cmd_run(la_dist d, la_cli *o) {
       if (st == LA_OK) st = ls;
       if (st == LA_OK && n > 0) st = la_engine_correct(eng, row0 + lo, n, bq, &state, raw, lsc, bo, &stats);
       if (st == LA_OK) la_state_combine(&state, &local);
+    } else if (st == LA_OK && n > 0 && repro && !bidir) {
+      st = la_engine_apply_exact(eng, row0 + lo, n, bq, bk, bv, &xs, bo, &stats);
     } else if (st == LA_OK && n > 0) {
       st = la_engine_apply(eng, row0 + lo, n, bq, bk, bv, &state, bo, &stats);
     }
@@ -149,6 +172,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
   free(lsc);
   la_state_free(&state);
   la_state_free(&local);
+  la_xstate_free(&xs);
   la_den_stats_free(&stats);
   la_job_close(&job);
   return exitc;

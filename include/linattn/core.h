@@ -48,6 +48,7 @@ typedef struct {
   int threads;              /* --threads; 0 = OpenMP default */
   int64_t window;           /* --window W (causal): keys i-W < j <= i; 0 = none */
   la_kernel_choice kernels; /* --kernels auto|blas|avx512 */
+  int reproducible;         /* --reproducible: bitwise the same for any ranks and threads */
 } la_config;
 
 /* Bounds of the tunables. */
@@ -115,6 +116,36 @@ void la_state_combine_head(double *a_sz, double *a_m, int *a_f, const double *b_
 void la_state_combine_head_right(const double *a_sz, const double *a_m, const int *a_f,
                                  double *b_sz, double *b_m, int *b_f, size_t rsz);
 
+/* ---- Exact scan state for --reproducible (§4.8) ----
+ * Each element of (S|z) e^m as LA_XBINS integer bins of 32 bits on one absolute binary grid:
+ * addition is exact, so any order or bracketing of the same addends gives the same bits.
+ * Per head: int64 [f, non-finite mark, live, r*(dv+1) elements of 1 + LA_XBINS]. */
+#define LA_XBINS 4
+typedef struct {
+  int heads, r, dv;
+  int64_t *x; /* [H][la_xhead_len(r, dv)] */
+} la_xstate;
+
+size_t la_xhead_len(int r, int dv); /* int64 per head */
+la_status la_xstate_init(la_xstate *x, int heads, int r, int dv); /* identity element */
+void la_xstate_reset(la_xstate *x);
+void la_xstate_free(la_xstate *x);
+/* x_h <- x_h (+) (sz e^m, f): with f the head restarts (a segment start), §4.1. */
+void la_xhead_add(int64_t *xh, size_t rsz, const double *sz, double m, int f);
+/* a <- a (+) b, and b <- a (+) b (a before b; the MPI operator's form). Exact. */
+void la_xhead_combine(int64_t *a, const int64_t *b, size_t rsz);
+void la_xhead_combine_right(const int64_t *a, int64_t *b, size_t rsz);
+/* a <- a + b whatever b's flag (a keeps its flag): the sum of two pieces of one segment. */
+void la_xhead_add_x(int64_t *a, const int64_t *b, size_t rsz);
+/* The float64 state nearest the exact one (a fixed function of the bins): m = 0 for
+ * unstabilized maps, else a multiple of 32 ln 2; -inf for the identity; NaN after a
+ * non-finite addend. */
+void la_xhead_round(const int64_t *xh, size_t rsz, int stabilized, double *sz, double *m,
+                    int *f);
+void la_xstate_round(const la_xstate *x, int stabilized, la_state *s);
+void la_xstate_add(la_xstate *x, const la_state *s);         /* x <- x (+) s */
+void la_xstate_combine(la_xstate *a, const la_xstate *b);    /* a <- a (+) b */
+
 /* ---- Denominator statistics (§1) ---- */
 #define LA_DEN_HIST_PER_OCTAVE 16
 #define LA_DEN_HIST_BINS (2200 * LA_DEN_HIST_PER_OCTAVE)
@@ -167,6 +198,7 @@ void la_engine_shape(const la_engine eng, int *heads, int *r, int *dv);
 la_mode la_engine_mode(const la_engine eng);
 la_dtype la_engine_dtype(const la_engine eng);
 int64_t la_engine_window(const la_engine eng);
+int la_engine_reproducible(const la_engine eng); /* la_config.reproducible (§4.8) */
 int la_engine_input_dim(const la_engine eng);
 
 /* Keys pass: state <- state (+) summary(keys of this block), for every head. Inputs are
@@ -274,6 +306,28 @@ uint64_t la_rng_u64(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
 /* Synthetic rows [n, H, d] for tensor 0 (Q), 1 (K), 2 (V), starting at token0. */
 void la_synth_rows(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads, int d,
                    double scale, la_dtype dt, void *dst);
+
+/* ---- Reproducible drivers (§4.8): blocks of R tokens on the global grid ----
+ * token0 must be a multiple of R (ranks own whole R-blocks; streaming blocks are multiples
+ * of R). Outputs are bitwise the same for any split into ranks, blocks and threads. */
+int64_t la_engine_repro_block(const la_engine eng); /* R */
+/* x <- x (+) the summary of keys [token0, token0 + n) (flagged with segments). */
+la_status la_engine_accumulate_exact(la_engine eng, int64_t token0, int64_t n, const void *k,
+                                     const void *v, la_xstate *x);
+/* causal: outputs from the prefix x, which advances past the block; bidirectional: outputs
+ * from the complete summary x (not changed; k, v unused). */
+la_status la_engine_apply_exact(la_engine eng, int64_t token0, int64_t n, const void *q,
+                                const void *k, const void *v, la_xstate *x, void *out,
+                                la_den_stats *stats);
+/* Bidirectional segments: tail (+)= the summary after the block's last start (as
+ * la_engine_accumulate_exact), head (+)= the summary before its first start (f = 1 if any);
+ * then the outputs from left (the current segment's keys before token0) and right (after). */
+la_status la_engine_segment_ends_exact(la_engine eng, int64_t token0, int64_t n, const void *k,
+                                       const void *v, la_xstate *tail, la_xstate *head);
+la_status la_engine_apply_segmented_exact(la_engine eng, int64_t token0, int64_t n,
+                                          const void *q, const void *k, const void *v,
+                                          const la_xstate *left, const la_xstate *right,
+                                          void *out, la_den_stats *stats);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,15 @@ extern "C" {
 /* Ownership rule (the only one): rank p owns n_p = N/P + (N%P > p) rows, contiguous, in
  * rank order. Not Collective. */
 void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *row0);
+/* The same rule on whole blocks of G tokens (the last block may be short), for
+ * --reproducible with G = la_engine_repro_block (§4.8): every row0 is a multiple of G, and
+ * ranks past the last block own nothing. G = 1 is la_split_ownership. Not Collective. */
+void la_split_ownership_grid(int64_t N, int P, int rank, int64_t G, int64_t *n_local,
+                             int64_t *row0);
+/* The rows a rank owns under the engine's rule: la_split_ownership, or on the reproducible
+ * grid when the engine's configuration asks for --reproducible. */
+void la_engine_ownership(const la_engine eng, int64_t N, int P, int rank, int64_t *n_local,
+                         int64_t *row0);
 
 typedef struct la_dist_s *la_dist;
 
@@ -41,6 +50,12 @@ la_status la_dist_allreduce(la_dist d, la_state *state);
 /* Collective: state <- the combination of the elements of all later ranks, nearest last
  * (a scan over the reversed communicator); the last rank gets the identity. */
 la_status la_dist_exscan_reverse(la_dist d, la_state *state);
+
+/* Collective: the same on exact states (§4.8), whose operator is exactly associative, so
+ * the result does not depend on how MPI brackets it. */
+la_status la_dist_xexscan(la_dist d, la_xstate *x);
+la_status la_dist_xexscan_reverse(la_dist d, la_xstate *x);
+la_status la_dist_xallreduce(la_dist d, la_xstate *x);
 
 /* Nonblocking exclusive scan of the rank totals (MPI_Iexscan), to overlap with local work.
  * begin is Collective (every rank must call it); end waits and writes the prefix
