@@ -16,12 +16,9 @@
 #include "engine_internal.h"
 #include "la_alloc.h"
 
-/* R = C x G, about 4096 tokens: the exact combination costs O(r dv) per block, a small
- * fraction of the block's O(R r dv) work. */
-int64_t la_engine_repro_block(const la_engine e) {
-  int64_t G = 4096 / e->C;
-  return (int64_t)e->C * (G > 1 ? G : 1);
-}
+/* R = 64 chunks (4096 tokens at the usual C = 64): the exact combination costs O(r dv) per
+ * block, about 1/64 of a chunk's O(C r dv) work per chunk of the block. */
+int64_t la_engine_repro_block(const la_engine e) { return (int64_t)LA_REPRO_CHUNKS * e->C; }
 
 static la_status check_grid(const la_engine e, int64_t token0, int64_t n, const char *fn) {
   const int64_t R = la_engine_repro_block(e);

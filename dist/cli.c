@@ -255,8 +255,8 @@ static const la_opt rows[] = {
      .help = "not in this version: refused"},
     {.name = "--reproducible", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_FLAG,
      F(cfg.reproducible), .lo = 1, .def = "off",
-     .help = "outputs bitwise identical for every rank and thread count: blocks of about 4096 "
-             "tokens on a global grid, their summaries combined in exact integer arithmetic "
+     .help = "outputs bitwise identical for every rank and thread count: blocks of 64 chunks "
+             "on a global grid, their summaries combined in exact integer arithmetic "
              "(run; not with --window; grad refuses it)"},
     /* Gradients (grad) */
     {.name = "--grad-out", .meta = "F", .subs = GRAD, .group = G_GRAD, .kind = LA_OPT_STR,

@@ -310,7 +310,8 @@ void la_synth_rows(uint64_t seed, int tensor, int64_t token0, int64_t n, int hea
 /* ---- Reproducible drivers (§4.8): blocks of R tokens on the global grid ----
  * token0 must be a multiple of R (ranks own whole R-blocks; streaming blocks are multiples
  * of R). Outputs are bitwise the same for any split into ranks, blocks and threads. */
-int64_t la_engine_repro_block(const la_engine eng); /* R */
+#define LA_REPRO_CHUNKS 64
+int64_t la_engine_repro_block(const la_engine eng); /* R = LA_REPRO_CHUNKS x the chunk */
 /* x <- x (+) the summary of keys [token0, token0 + n) (flagged with segments). */
 la_status la_engine_accumulate_exact(la_engine eng, int64_t token0, int64_t n, const void *k,
                                      const void *v, la_xstate *x);
