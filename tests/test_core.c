@@ -215,6 +215,101 @@ static void test_vexp(void) {
   CHECK(la_vexpf(0.0f) == 1.0f && la_vexp(0.0) == 1.0, "exp(0) = 1 exactly");
 }
 
+static double unif(unsigned seed, int a, int b, int c) {
+  return (double)(la_rng_u64(seed, (uint64_t)a, (uint64_t)b, (uint64_t)c) >> 11) * 0x1p-53;
+}
+
+/* Exact summaries (§4.8): any order and bracketing of the same addends gives the same bits,
+ * the rounded sum is within an ulp of the exact one, cancellation within the 128-bit window
+ * is exact, flags drop what came before, and a non-finite addend poisons the head. */
+static void test_exact(void) {
+  enum { R = 2, DV = 2, RSZ = R * (DV + 1), K = 400 };
+  const size_t len = la_xhead_len(R, DV);
+  int64_t *a = calloc(len, 8), *b = calloc(len, 8), *parts = calloc(4 * len, 8);
+  static double val[K][RSZ], mm[K];
+  __int128 exact[RSZ] = {0}; /* sum of k 2^(e+40), e in [-40, 40]: below 2^110 */
+  long double lexact[RSZ] = {0};
+  unsigned seed = 7;
+  for (int i = 0; i < K; i++) {
+    mm[i] = (unif(seed, 3, 0, i) - 0.5) * 60; /* for the stabilized sums */
+    for (int j = 0; j < RSZ; j++) {
+      int64_t kk = (int64_t)(unif(seed, 1, i, j) * 2097152.0) - 1048576;
+      int e = (int)(unif(seed, 2, i, j) * 81) - 40;
+      val[i][j] = ldexp((double)kk, e);
+      exact[j] += (__int128)kk << (e + 40);
+      lexact[j] += (long double)val[i][j] * expl((long double)mm[i]);
+    }
+  }
+  /* unstabilized: forward, backward, and four parts combined in two bracketings */
+  double s1[RSZ], s2[RSZ], s3[RSZ], m1, m2, m3;
+  int f1, f2, f3;
+  la_xstate one;
+  la_xstate_init(&one, 1, R, DV);
+  memcpy(a, one.x, len * 8);
+  memcpy(b, one.x, len * 8);
+  for (int p = 0; p < 4; p++) memcpy(parts + p * len, one.x, len * 8);
+  for (int i = 0; i < K; i++) la_xhead_add(a, RSZ, val[i], 0.0, 0);
+  for (int i = K - 1; i >= 0; i--) la_xhead_add(b, RSZ, val[i], 0.0, 0);
+  CHECK(!memcmp(a, b, len * 8), "forward and backward sums differ in their bins");
+  for (int i = 0; i < K; i++) la_xhead_add(parts + (i * 7 % 4) * len, RSZ, val[i], 0.0, 0);
+  memcpy(b, parts + 3 * len, len * 8); /* p0 + (p1 + (p2 + p3)), right forms */
+  la_xhead_combine_right(parts + 2 * len, b, RSZ);
+  la_xhead_combine_right(parts + 1 * len, b, RSZ);
+  la_xhead_combine_right(parts, b, RSZ);
+  la_xhead_combine(parts, parts + 1 * len, RSZ); /* (p0 + p1) + (p2 + p3) */
+  la_xhead_combine(parts + 2 * len, parts + 3 * len, RSZ);
+  la_xhead_combine(parts, parts + 2 * len, RSZ);
+  la_xhead_round(a, RSZ, 0, s1, &m1, &f1);
+  la_xhead_round(b, RSZ, 0, s2, &m2, &f2);
+  la_xhead_round(parts, RSZ, 0, s3, &m3, &f3);
+  double worst = 0;
+  for (int j = 0; j < RSZ; j++) {
+    CHECK(!memcmp(&s1[j], &s2[j], 8) && !memcmp(&s1[j], &s3[j], 8),
+          "element %d: %.17g %.17g %.17g differ in bits", j, s1[j], s2[j], s3[j]);
+    double want = ldexp((double)exact[j], -40); /* one rounding of the exact sum */
+    worst = worse(worst, fabs(s1[j] - want) / fabs(want));
+  }
+  CHECK(m1 == 0 && f1 == 0, "unstabilized sums keep m = 0 (m = %g, f = %d)", m1, f1);
+  CHECK(worst <= 0x1p-52, "rounded exact sum off by %.3g relative (at most 2^-52)", worst);
+  /* stabilized: (val_i, m_i) pairs in two orders, against a long double sum */
+  memcpy(a, one.x, len * 8);
+  memcpy(b, one.x, len * 8);
+  for (int i = 0; i < K; i++) la_xhead_add(a, RSZ, val[i], mm[i], 0);
+  for (int i = K - 1; i >= 0; i--) la_xhead_add(b, RSZ, val[i], mm[i], 0);
+  CHECK(!memcmp(a, b, len * 8), "stabilized sums in two orders differ in their bins");
+  la_xhead_round(a, RSZ, 1, s1, &m1, &f1);
+  worst = 0;
+  for (int j = 0; j < RSZ; j++)
+    worst = worse(worst, (double)(fabsl((long double)s1[j] * expl((long double)m1) - lexact[j]) /
+                                  fabsl(lexact[j])));
+  CHECK(worst <= 1e-13, "stabilized exact sum off by %.3g relative", worst);
+  /* cancellation: 2^100 + 1 - 2^100 = 1 exactly (float64 gives 0) */
+  double big[RSZ], unit[RSZ], nbig[RSZ];
+  for (int j = 0; j < RSZ; j++) big[j] = 0x1p100, unit[j] = 1.0, nbig[j] = -0x1p100;
+  memcpy(a, one.x, len * 8);
+  la_xhead_add(a, RSZ, big, 0.0, 0);
+  la_xhead_add(a, RSZ, unit, 0.0, 0);
+  la_xhead_add(a, RSZ, nbig, 0.0, 0);
+  la_xhead_round(a, RSZ, 0, s1, &m1, &f1);
+  CHECK(s1[0] == 1.0 && s1[RSZ - 1] == 1.0, "2^100 + 1 - 2^100 = %g, not 1", s1[0]);
+  /* a flag drops what came before it */
+  la_xhead_add(a, RSZ, unit, 0.0, 1);
+  la_xhead_add(a, RSZ, unit, 0.0, 0);
+  la_xhead_round(a, RSZ, 0, s1, &m1, &f1);
+  CHECK(s1[0] == 2.0 && f1 == 1, "after a flagged addend: %g (f = %d), not 2 (f = 1)", s1[0], f1);
+  /* the identity rounds to m = -inf; a non-finite addend to NaN */
+  la_xhead_round(one.x, RSZ, 1, s1, &m1, &f1);
+  CHECK(m1 == -INFINITY && s1[0] == 0, "the identity rounds to m = %g", m1);
+  unit[1] = INFINITY;
+  la_xhead_add(a, RSZ, unit, 0.0, 0);
+  la_xhead_round(a, RSZ, 0, s1, &m1, &f1);
+  CHECK(isnan(s1[0]) && isnan(s1[1]), "a non-finite addend gives %g, not NaN", s1[1]);
+  la_xstate_free(&one);
+  free(a);
+  free(b);
+  free(parts);
+}
+
 int main(void) {
   test_vexp();
   test_scan_algebra();
@@ -224,6 +319,7 @@ int main(void) {
   test_stabilizer();
   test_den_hist();
   test_config();
+  test_exact();
   printf("%d passed, %d failed\n", npass, nfail);
   return nfail != 0;
 }
