@@ -222,9 +222,15 @@ static void store_raw(la_engine e, la_work *w, int h, int64_t c0, int len, LA_RE
   }
 }
 
+/* sf = base + sz in float64, rounded once to the working precision (§4.8). sz is zero when
+ * the range's own state is still empty (rescale_keys clears it). */
+static void base_plus(size_t rsz, const double *base, const double *sz, LA_REAL *sf) {
+  for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)(base[i] + sz[i]);
+}
+
 static void apply_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                          const void *q_, const void *k_, const void *v_, double *sz, double *m,
-                         int *f, void *out_, void *raw_, double *lsc) {
+                         int *f, void *out_, void *raw_, double *lsc, const double *base) {
   const LA_REAL *q = q_;
   const LA_REAL *k = k_;
   const LA_REAL *v = v_;
@@ -236,6 +242,7 @@ static void apply_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t
   for (int64_t c0 = lo; c0 < hi; c0 += C) {
     int len = (int)(hi - c0 < C ? hi - c0 : C), reset;
     int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
+    if (reset) base = NULL; /* a segment starts here: what came before the range is gone */
     if (reset || nseg > 1) *f = 1;
     const int *segi = w->segi;
     features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
@@ -244,8 +251,9 @@ static void apply_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t
 #ifdef LA_K512
     if (e->k512 && nseg == 1) { /* the same products on the AVX-512 kernels */
       const int64_t ldv = (int64_t)e->H * e->dv;
-      const int live = *m != -INFINITY;
-      if (live) la_k512_to_f32(rsz, sz, sf);
+      const int live = *m != -INFINITY || base;
+      if (base) base_plus(rsz, base, sz, sf);
+      else if (live) la_k512_to_f32(rsz, sz, sf);
       la_k512_causal_chunk(len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
                            ldv, live ? sf : NULL, o, w->tmp, w->kT, A, w->zf, C);
       for (int i = 0; i < len; i++) w->aq[i] += w->mseg[0];
@@ -259,8 +267,9 @@ static void apply_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t
     /* inter-chunk: O' = Phi_q (S|z) for the rows still in the state's segment */
     int n0 = 0;
     while (n0 < len && segi[n0] == 0) n0++;
-    if (*m != -INFINITY) {
-      for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
+    if (*m != -INFINITY || base) {
+      if (base) base_plus(rsz, base, sz, sf);
+      else for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, r, (LA_REAL)1, w->phiq, r,
               sf, dv1, (LA_REAL)0, o, dv1);
       if (n0 < len) memset(o + (size_t)n0 * dv1, 0, sizeof(LA_REAL) * (size_t)(len - n0) * dv1);
@@ -279,6 +288,7 @@ static void apply_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t
     if (raw) store_raw(e, w, h, c0, len, raw, lsc);
     else finalize_rows(e, w, h, token0, c0, len, out);
     state_add(e, w, len, nseg, sz, m);
+    if (nseg > 1) base = NULL;
   }
 }
 

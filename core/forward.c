@@ -134,7 +134,7 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
     la_superblock(n, e->C, B, b, &lo, &hi);
     la_work *w = &e->work[la_thread_id()];
     e->kern->apply_causal(e, w, h, token0, lo, hi, q, k, v, e->part.sz + (size_t)it * rsz,
-                       e->part.m + it, e->part.f + it, out, raw, lsc);
+                       e->part.m + it, e->part.f + it, out, raw, lsc, NULL);
   }
   /* The last superblock's state now covers the whole block. */
   for (int h = 0; h < H; h++) {

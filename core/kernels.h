@@ -20,10 +20,12 @@ typedef struct {
   void (*accum_range)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                       const void *k, const void *v, double *sz, double *m, int *f);
   /* causal outputs of rows [lo, hi) from the prefix (sz, m, f), which advances; with raw, the
-   * unfinalized rows and log-scales for the overlap correction (§4.5) */
+   * unfinalized rows and log-scales for the overlap correction (§4.5); with base (unstabilized
+   * maps only, m = 0), the rows read base + (sz) until a segment starts, while (sz) sums the
+   * range alone (--reproducible, §4.8) */
   void (*apply_causal)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                        const void *q, const void *k, const void *v, double *sz, double *m,
-                       int *f, void *out, void *raw, double *lsc);
+                       int *f, void *out, void *raw, double *lsc, const double *base);
   /* rows [lo, hi) from a complete summary (bidirectional) */
   void (*apply_bidir)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                       const void *q, const double *sz, double m, void *out);

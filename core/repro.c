@@ -136,6 +136,39 @@ la_status la_engine_segment_ends_exact(la_engine e, int64_t token0, int64_t n, c
   return LA_OK;
 }
 
+/* Unstabilized maps with a head per thread: one pass per head, block after block; block j
+ * reads the base round(x) beside its own state from the identity, which ends as TAIL(j)
+ * (bitwise accum_range's: the same features, scales and key summary) and goes into x. */
+static la_status causal_one_pass(la_engine e, int64_t token0, int64_t n, const void *q,
+                                 const void *k, const void *v, la_xstate *x, void *out,
+                                 la_den_stats *stats) {
+  const int H = e->H;
+  const size_t rsz = (size_t)e->r * (e->dv + 1), len = la_xhead_len(e->r, e->dv);
+  const int64_t R = la_engine_repro_block(e), nb = (n + R - 1) / R;
+  la_state base = {0};
+  LA_TRY(la_state_init(&base, H, e->r, e->dv));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < H; h++) {
+    la_work *w = &e->work[la_thread_id()];
+    int64_t *xh = x->x + (size_t)h * len;
+    double *b = base.sz + (size_t)h * rsz;
+    for (int64_t j = 0; j < nb; j++) {
+      int64_t lo, hi;
+      block_rows(R, n, j, &lo, &hi);
+      double bm, m = -INFINITY;
+      int bf, f = 0;
+      la_xhead_round(xh, rsz, 0, b, &bm, &bf);
+      memset(w->wsz, 0, sizeof(double) * rsz);
+      e->kern->apply_causal(e, w, h, token0, lo, hi, q, k, v, w->wsz, &m, &f, out, NULL, NULL,
+                            bm == -INFINITY ? NULL : b);
+      la_xhead_add(xh, rsz, w->wsz, m, f);
+    }
+  }
+  la_engine_merge_stats(e, stats);
+  la_state_free(&base);
+  return LA_OK;
+}
+
 la_status la_engine_apply_exact(la_engine e, int64_t token0, int64_t n, const void *q,
                                 const void *k, const void *v, la_xstate *x, void *out,
                                 la_den_stats *stats) {
@@ -153,6 +186,7 @@ la_status la_engine_apply_exact(la_engine e, int64_t token0, int64_t n, const vo
     return s;
   }
   const int64_t R = la_engine_repro_block(e), nb = (n + R - 1) / R;
+  if (!e->stabilized && e->T <= H) return causal_one_pass(e, token0, n, q, k, v, x, out, stats);
   la_status s = la_state_init(&parts, (int)(H * nb), e->r, e->dv);
   if (s == LA_OK) s = la_state_init(&tot, H, e->r, e->dv);
   if (s != LA_OK) {
@@ -179,14 +213,24 @@ la_status la_engine_apply_exact(la_engine e, int64_t token0, int64_t n, const vo
       la_xhead_add(xh, rsz, t, tm, tf);
     }
   }
-  /* 3. every block's outputs from its own prefix */
+  /* 3. every block's outputs from its own prefix: unstabilized maps read it as a base beside
+   * the block's own state from the identity, as causal_one_pass does (the same bits) */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int64_t it = 0; it < H * nb; it++) {
     int64_t lo, hi;
     block_rows(R, n, it % nb, &lo, &hi);
-    e->kern->apply_causal(e, &e->work[la_thread_id()], (int)(it / nb), token0, lo, hi, q, k, v,
-                          parts.sz + (size_t)it * rsz, parts.m + it, parts.f + it, out, NULL,
-                          NULL);
+    la_work *w = &e->work[la_thread_id()];
+    double *p = parts.sz + (size_t)it * rsz;
+    if (e->stabilized) {
+      e->kern->apply_causal(e, w, (int)(it / nb), token0, lo, hi, q, k, v, p, parts.m + it,
+                            parts.f + it, out, NULL, NULL, NULL);
+    } else {
+      double m = -INFINITY;
+      int f = 0;
+      memset(w->wsz, 0, sizeof(double) * rsz);
+      e->kern->apply_causal(e, w, (int)(it / nb), token0, lo, hi, q, k, v, w->wsz, &m, &f, out,
+                            NULL, NULL, parts.m[it] == -INFINITY ? NULL : p);
+    }
   }
   la_engine_merge_stats(e, stats);
   la_state_free(&parts);

@@ -127,6 +127,18 @@ def main():
         e = ref.rel_err(first, want)
         report(e <= TOL[dtype], f"{name}: equals the float64 quadratic reference", f"err {e:.2e}")
 
+    # one head on two threads: the block-parallel path; on one thread the one-pass path (same
+    # bits, docs/design.md §4.8); the synthetic workload, with segments
+    digests = {}
+    for P, T in [(1, 1), (1, 2), (3, 2), (7, 1)]:
+        common.rm(runs[P].path("o1.npy"))
+        rc, _, err = runs[P]("--n", n, "--heads", 1, "--dk", dk, "--dv", dv, "--chunk", 4,
+                             "--threads", T, "--segments", "seg.npy", "--reproducible",
+                             "--out", "o1.npy", "--force", "--no-progress")
+        digests[(P, T)] = digest(runs[P].path("o1.npy")) if rc == 0 else f"rc {rc}: {common.first_error(err)}"
+    report(len(set(digests.values())) == 1, "causal elu1 one head (block-parallel and one-pass "
+           "paths): bitwise identical", "" if len(set(digests.values())) == 1 else str(digests))
+
     # the same comparison fails without the flag: favor+ rescales differ by rank boundary
     digests = set()
     for P in RANKS:
