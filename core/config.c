@@ -43,9 +43,6 @@ la_status la_config_check(const la_config *cfg, int dk, char *err, size_t errlen
   if (cfg->window > 0 && cfg->mode != LA_CAUSAL)
     LA_BAD("--window: a sliding window is a causal mask; in bidirectional mode it would be "
            "a general pairwise mask, which breaks the shared-summary factorization (refused)");
-  if (cfg->reproducible && cfg->window > 0)
-    LA_BAD("--reproducible: not implemented with --window in this version (the window's "
-           "queue of chunk summaries is not yet on the exact grid, docs/design.md §4.8)");
   if (cfg->den_policy == LA_DEN_ADD && !(cfg->den_eps >= 0.0 && isfinite(cfg->den_eps)))
     LA_BAD("--denominator: the epsilon of add:E must be finite and >= 0");
   if (cfg->den_policy == LA_DEN_CLAMP && !(cfg->den_eps > 0.0 && isfinite(cfg->den_eps)))

@@ -337,3 +337,99 @@ la_status la_engine_apply_segmented_exact(la_engine e, int64_t token0, int64_t n
   la_xstate_free(&walk);
   return LA_OK;
 }
+
+/* ---- Causal sliding window (§3.2, §4.8) ----
+ * Every block of R tokens runs the window kernel as if it began a rank: its queue starts from
+ * the raw halo [lo, hi) and the middle summary of [hi, t0) (la_window_halo). The middle is
+ * the exact sum of TAILs of the whole blocks inside it and one partial piece
+ * [hi, ceil_R(hi)), rounded once, so every block's rows are a function of global positions. */
+
+/* The summary of global keys [a, b) from the identity (no piece straddles token0, a
+ * multiple of R): before token0 from the extended keys (xk, xv from global token x0), else
+ * from the own rows. */
+static void range_sum(la_engine e, la_work *w, int h, int64_t a, int64_t b, int64_t x0,
+                      const void *xk, const void *xv, int64_t token0,
+                      const void *k, const void *v, double *sz, double *m, int *f) {
+  memset(sz, 0, sizeof(double) * (size_t)e->r * (e->dv + 1));
+  *m = -INFINITY;
+  *f = 0;
+  if (b <= a) return;
+  if (a < token0) e->kern->accum_range(e, w, h, x0, a - x0, b - x0, xk, xv, sz, m, f);
+  else e->kern->accum_range(e, w, h, token0, a - token0, b - token0, k, v, sz, m, f);
+}
+
+la_status la_engine_apply_window_exact(la_engine e, int64_t token0, int64_t n, const void *q,
+                                       const void *k, const void *v, int64_t x0,
+                                       int64_t xend, const void *xk, const void *xv,
+                                       void *out, la_den_stats *stats) {
+  LA_CHECK(e->cfg.mode == LA_CAUSAL && e->cfg.window > 0, LA_ERR_ARG,
+           "la_engine_apply_window_exact: the engine has no causal window");
+  LA_TRY(check_grid(e, token0, n, "la_engine_apply_window_exact"));
+  if (n == 0) return LA_OK;
+  const int64_t R = la_engine_repro_block(e), W = e->cfg.window, nb = (n + R - 1) / R;
+  const int64_t need = token0 + (n < W - 1 ? n : W - 1); /* halos reach up to here */
+  LA_CHECK(x0 <= token0 && xend >= need && (x0 == 0 || x0 <= token0 - W + 1),
+           LA_ERR_ARG, "la_engine_apply_window_exact: the extended keys [%lld, %lld) do not "
+           "cover the window of the rows from %lld", (long long)x0, (long long)xend,
+           (long long)token0);
+  const int H = e->H;
+  const size_t rsz = (size_t)e->r * (e->dv + 1), len = la_xhead_len(e->r, e->dv);
+  const size_t es = e->dt == LA_F32 ? 4 : 8, rowk = es * H * e->dk, rowv = es * H * e->dv;
+  /* TAIL of every whole block in [x0, token0 + n): block b is tokens [bR, bR + R) */
+  const int64_t b0 = (x0 + R - 1) / R, b1 = (token0 + n) / R, ntail = b1 > b0 ? b1 - b0 : 0;
+  la_state tails = {0}, mids = {0};
+  la_xstate acc = {0};
+  la_status s = la_state_init(&tails, (int)(H * (ntail > 0 ? ntail : 1)), e->r, e->dv);
+  if (s == LA_OK) s = la_state_init(&mids, (int)(H * nb), e->r, e->dv);
+  if (s == LA_OK) s = la_xstate_init(&acc, (int)(H * nb), e->r, e->dv);
+  if (s == LA_OK) s = la_engine_reserve_queues(e, la_window_queue_cap(e, token0 + n));
+  if (s != LA_OK) {
+    la_state_free(&tails);
+    la_state_free(&mids);
+    la_xstate_free(&acc);
+    return la_error(LA_ERR_NOMEM, "out of memory for the window summaries of a reproducible "
+                    "block of %lld tokens", (long long)n);
+  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int64_t it = 0; it < H * ntail; it++) {
+    const int64_t b = b0 + it % ntail;
+    range_sum(e, &e->work[la_thread_id()], (int)(it / ntail), b * R, b * R + R, x0, xk, xv,
+              token0, k, v, tails.sz + it * rsz, tails.m + it, tails.f + it);
+  }
+  /* each block's middle: partial piece + whole-block TAILs, exact, rounded once */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int64_t it = 0; it < H * nb; it++) {
+    la_work *w = &e->work[la_thread_id()];
+    const int h = (int)(it / nb);
+    const int64_t t0 = token0 + (it % nb) * R, tn = t0 + R < token0 + n ? R : token0 + n - t0;
+    int64_t lo, hi;
+    la_window_halo(e, t0, tn, &lo, &hi);
+    int64_t *xh = acc.x + (size_t)it * len;
+    const int64_t cut = (hi + R - 1) / R * R < t0 ? (hi + R - 1) / R * R : t0;
+    double m;
+    int f;
+    range_sum(e, w, h, hi, cut, x0, xk, xv, token0, k, v, w->wsz, &m, &f);
+    la_xhead_add(xh, rsz, w->wsz, m, 0);
+    for (int64_t b = cut / R; b < t0 / R && cut < t0; b++) {
+      const size_t ti = (size_t)h * ntail + (b - b0);
+      la_xhead_add(xh, rsz, tails.sz + ti * rsz, tails.m[ti], 0);
+    }
+    la_xhead_round(xh, rsz, e->stabilized, mids.sz + it * rsz, mids.m + it, mids.f + it);
+    /* the kernel on this block, its raw halo from the extended keys or the own rows */
+    const int ext = lo < token0;
+    const char *hk = ext ? (const char *)xk + rowk * (size_t)(lo - x0)
+                         : (const char *)k + rowk * (size_t)(lo - token0);
+    const char *hv = ext ? (const char *)xv + rowv * (size_t)(lo - x0)
+                         : (const char *)v + rowv * (size_t)(lo - token0);
+    const size_t off = (size_t)(t0 - token0);
+    e->kern->apply_window(e, w, h, t0, tn, (const char *)q + rowk * off,
+                          (const char *)k + rowk * off, (const char *)v + rowv * off, lo, hi, hk,
+                          hv, mids.sz + it * rsz, mids.m[it], (char *)out + rowv * off, NULL,
+                          NULL, NULL);
+  }
+  la_engine_merge_stats(e, stats);
+  la_state_free(&tails);
+  la_state_free(&mids);
+  la_xstate_free(&acc);
+  return LA_OK;
+}

@@ -257,7 +257,7 @@ static const la_opt rows[] = {
      F(cfg.reproducible), .lo = 1, .def = "off",
      .help = "outputs bitwise identical for every rank and thread count: blocks of 64 chunks "
              "on a global grid, their summaries combined in exact integer arithmetic "
-             "(run; not with --window; grad refuses it)"},
+             "(run; grad refuses it)"},
     /* Gradients (grad) */
     {.name = "--grad-out", .meta = "F", .subs = GRAD, .group = G_GRAD, .kind = LA_OPT_STR,
      F(grad_out), .help = "G = dL/dout [N,H,dv] (without it, G is drawn from the seed)"},

@@ -243,13 +243,71 @@ static la_status forward_exact(la_dist d, la_engine eng, int64_t n, int64_t row0
   return s;
 }
 
+/* --reproducible with a window (§4.8): the raw keys of [max(0, row0 - W + 1), row0) come
+ * from the earlier ranks by point-to-point messages, the first own rows follow them, and
+ * every block restarts the window kernel from global positions (la_engine_apply_window_exact). */
+static la_status forward_window_exact(la_dist d, la_engine eng, int64_t N, int64_t n,
+                                      int64_t row0, const void *q, const void *k,
+                                      const void *v, void *out, la_den_stats *stats) {
+  int H, r, dv;
+  la_engine_shape(eng, &H, &r, &dv);
+  const int64_t W = la_engine_window(eng);
+  const size_t es = la_engine_dtype(eng) == LA_F32 ? 4 : 8;
+  const size_t rowk = es * H * la_engine_input_dim(eng), rowv = es * H * dv;
+  const int64_t x0 = row0 - W + 1 > 0 ? row0 - W + 1 : 0;
+  const int64_t xend = row0 + (n < W - 1 ? n : W - 1);
+  char *xk = la_malloc(rowk * (size_t)(xend - x0) + 1), *xv = la_malloc(rowv * (size_t)(xend - x0) + 1);
+  MPI_Request *reqs = la_malloc(sizeof(MPI_Request) * 2 * (size_t)d->size + 1);
+  la_status s = xk && xv && reqs ? LA_OK
+                : la_error(LA_ERR_NOMEM, "window: out of memory for the %lld key rows before "
+                           "this rank's (--reproducible)", (long long)(xend - x0));
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK) {
+    int nreq = 0;
+    double t0 = MPI_Wtime();
+    for (int p = 0; p < d->size; p++) {
+      int64_t pn, p0;
+      la_engine_ownership(eng, N, d->size, p, &pn, &p0);
+      if (p < d->rank) { /* its rows inside [x0, row0) */
+        const int64_t a = p0 > x0 ? p0 : x0, b = p0 + pn < row0 ? p0 + pn : row0;
+        if (b > a) {
+          MPI_Irecv(xk + rowk * (size_t)(a - x0), (int)(rowk * (b - a)), MPI_BYTE, p, 111, d->comm, &reqs[nreq++]);
+          MPI_Irecv(xv + rowv * (size_t)(a - x0), (int)(rowv * (b - a)), MPI_BYTE, p, 112, d->comm, &reqs[nreq++]);
+        }
+      } else if (p > d->rank && pn > 0) { /* our rows inside its [p0 - W + 1, p0) */
+        const int64_t px0 = p0 - W + 1 > 0 ? p0 - W + 1 : 0;
+        const int64_t a = row0 > px0 ? row0 : px0, b = row0 + n < p0 ? row0 + n : p0;
+        if (b > a) {
+          MPI_Isend((const char *)k + rowk * (size_t)(a - row0), (int)(rowk * (b - a)), MPI_BYTE, p, 111, d->comm, &reqs[nreq++]);
+          MPI_Isend((const char *)v + rowv * (size_t)(a - row0), (int)(rowv * (b - a)), MPI_BYTE, p, 112, d->comm, &reqs[nreq++]);
+          d->bytes += (int64_t)((b - a) * (rowk + rowv));
+        }
+      }
+    }
+    if (MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+      s = la_error(LA_ERR_MPI, "window: the key rows before this rank did not arrive");
+    d->comm_seconds += MPI_Wtime() - t0;
+    memcpy(xk + rowk * (size_t)(row0 - x0), k, rowk * (size_t)(xend - row0));
+    memcpy(xv + rowv * (size_t)(row0 - x0), v, rowv * (size_t)(xend - row0));
+  }
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK)
+    s = la_engine_apply_window_exact(eng, row0, n, q, k, v, x0, xend, xk, xv, out, stats);
+  free(xk);
+  free(xv);
+  free(reqs);
+  return s;
+}
+
 la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
                           const void *q, const void *k, const void *v, void *out,
                           la_den_stats *stats) {
   int64_t N = 0;
   if (MPI_Allreduce(&n_local, &N, 1, MPI_INT64_T, MPI_SUM, d->comm) != MPI_SUCCESS) return LA_ERR_MPI;
   la_status s;
-  if (la_engine_reproducible(eng))
+  if (la_engine_reproducible(eng) && la_engine_window(eng) > 0 && la_engine_window(eng) < N)
+    s = forward_window_exact(d, eng, N, n_local, row0, q, k, v, out, stats);
+  else if (la_engine_reproducible(eng))
     s = forward_exact(d, eng, n_local, row0, q, k, v, out, stats);
   else if (la_engine_mode(eng) == LA_BIDIRECTIONAL)
     s = forward_bidir(d, eng, n_local, row0, q, k, v, out, stats);

@@ -329,6 +329,15 @@ la_status la_engine_apply_segmented_exact(la_engine eng, int64_t token0, int64_t
                                           const void *q, const void *k, const void *v,
                                           const la_xstate *left, const la_xstate *right,
                                           void *out, la_den_stats *stats);
+/* Causal window: rows [token0, token0 + n) with the extended keys xk, xv: global tokens
+ * [x0, xend), contiguous, from max(0, token0 - W + 1) on to token0 + min(n, W - 1) (the
+ * halos of the first blocks read across token0, so they repeat the first own rows); each
+ * block of R tokens restarts the window kernel from its own halo and an exactly summed
+ * middle. */
+la_status la_engine_apply_window_exact(la_engine eng, int64_t token0, int64_t n, const void *q,
+                                       const void *k, const void *v, int64_t x0,
+                                       int64_t xend, const void *xk, const void *xv,
+                                       void *out, la_den_stats *stats);
 
 #ifdef __cplusplus
 }
