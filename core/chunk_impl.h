@@ -222,7 +222,7 @@ static void store_raw(la_engine e, la_work *w, int h, int64_t c0, int len, LA_RE
   }
 }
 
-/* sf = base + sz in float64, rounded once to the working precision (§4.8). sz is zero when
+/* sf = base + sz in float64, rounded once to the working precision (§4.7). sz is zero when
  * the range's own state is still empty (rescale_keys clears it). */
 static void base_plus(size_t rsz, const double *base, const double *sz, LA_REAL *sf) {
   for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)(base[i] + sz[i]);

@@ -1,4 +1,4 @@
-/* Exact summaries for --reproducible, docs/design.md §4.8.
+/* Exact summaries for --reproducible, docs/design.md §4.7.
  *
  * Every element of (S|z) e^m is held as integer bins of 32 bits on one absolute binary grid
  * (bin b holds the bits of weight 2^{32b} .. 2^{32b+31}). An element keeps the LA_XBINS bins

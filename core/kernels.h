@@ -22,7 +22,7 @@ typedef struct {
   /* causal outputs of rows [lo, hi) from the prefix (sz, m, f), which advances; with raw, the
    * unfinalized rows and log-scales for the overlap correction (§4.5); with base (unstabilized
    * maps only, m = 0), the rows read base + (sz) until a segment starts, while (sz) sums the
-   * range alone (--reproducible, §4.8) */
+   * range alone (--reproducible, §4.7) */
   void (*apply_causal)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                        const void *q, const void *k, const void *v, double *sz, double *m,
                        int *f, void *out, void *raw, double *lsc, const double *base);

@@ -1,4 +1,4 @@
-/* --reproducible on one rank, docs/design.md §4.8: blocks of R tokens on the global grid
+/* --reproducible on one rank, docs/design.md §4.7: blocks of R tokens on the global grid
  * (la_engine_repro_block), each summarized from the identity by the ordinary kernels, and
  * the block summaries combined in exact arithmetic (exact.c). Every output row then depends
  * on its block's data and on an exactly rounded prefix only, never on how the sequence was
@@ -25,7 +25,7 @@ static la_status check_grid(const la_engine e, int64_t token0, int64_t n, const 
   LA_CHECK(n >= 0, LA_ERR_ARG, "%s: n = %lld < 0", fn, (long long)n);
   LA_CHECK(n == 0 || token0 % R == 0, LA_ERR_ARG,
            "%s: token0 = %lld is not on the reproducible grid of %lld tokens (ranks and "
-           "streaming blocks must start at multiples of it, docs/design.md §4.8)",
+           "streaming blocks must start at multiples of it, docs/design.md §4.7)",
            fn, (long long)token0, (long long)R);
   return LA_OK;
 }
@@ -338,7 +338,7 @@ la_status la_engine_apply_segmented_exact(la_engine e, int64_t token0, int64_t n
   return LA_OK;
 }
 
-/* ---- Causal sliding window (§3.2, §4.8) ----
+/* ---- Causal sliding window (§3.2, §4.7) ----
  * Every block of R tokens runs the window kernel as if it began a rank: its queue starts from
  * the raw halo [lo, hi) and the middle summary of [hi, t0) (la_window_halo). The middle is
  * the exact sum of TAILs of the whole blocks inside it and one partial piece

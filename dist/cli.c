@@ -313,7 +313,7 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
   }
   LA_CHECK(!(sub == LA_SUB_GRAD && o->cfg.reproducible), LA_ERR_ARG,
            "--reproducible: grad does not offer it in this version (the backward's reverse "
-           "scan is not yet on the exact grid, docs/design.md §4.8); run does");
+           "scan is not yet on the exact grid, docs/design.md §4.7); run does");
   if (sub == LA_SUB_BENCH && o->check && o->baselines != LA_BASELINES_NONE)
     for (int j = 0; j < o->n_list.n; j++)
       LA_CHECK(o->n_list.i[j] <= 4096 || o->n_list.i[j] > o->baseline_max_n, LA_ERR_ARG,

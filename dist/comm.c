@@ -226,7 +226,7 @@ la_status la_dist_exscan_reverse(la_dist d, la_state *s) { return combine(d, d->
 la_status la_dist_exscan(la_dist d, la_state *s) { return combine(d, d->comm, s, 1); }
 la_status la_dist_allreduce(la_dist d, la_state *s) { return combine(d, d->comm, s, 0); }
 
-/* ---- Exact states (§4.8): int64 buffers, combined by the exact operator ---- */
+/* ---- Exact states (§4.7): int64 buffers, combined by the exact operator ---- */
 static void xscan_op(void *in, void *inout, int *len, MPI_Datatype *dt) {
   int bytes;
   MPI_Type_size(*dt, &bytes);

@@ -212,7 +212,7 @@ static la_status forward_window(la_dist d, la_engine eng, int64_t N, int64_t n, 
   return s;
 }
 
-/* --reproducible (§4.8): exact block summaries, exact collectives, rows from rounded exact
+/* --reproducible (§4.7): exact block summaries, exact collectives, rows from rounded exact
  * prefixes; the rows must be owned on the grid (la_engine_ownership). */
 static la_status forward_exact(la_dist d, la_engine eng, int64_t n, int64_t row0,
                                const void *q, const void *k, const void *v, void *out,
@@ -243,7 +243,7 @@ static la_status forward_exact(la_dist d, la_engine eng, int64_t n, int64_t row0
   return s;
 }
 
-/* --reproducible with a window (§4.8): the raw keys of [max(0, row0 - W + 1), row0) come
+/* --reproducible with a window (§4.7): the raw keys of [max(0, row0 - W + 1), row0) come
  * from the earlier ranks by point-to-point messages, the first own rows follow them, and
  * every block restarts the window kernel from global positions (la_engine_apply_window_exact). */
 static la_status forward_window_exact(la_dist d, la_engine eng, int64_t N, int64_t n,

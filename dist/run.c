@@ -17,7 +17,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
   la_pout out = {0};
   la_den_stats stats = {0};
   la_state state = {0}, local = {0};
-  la_xstate xs = {0}; /* --reproducible: the exact prefix or summary (§4.8) */
+  la_xstate xs = {0}; /* --reproducible: the exact prefix or summary (§4.7) */
   la_dist_req req = NULL;
   void *raw = NULL;
   double *lsc = NULL;
@@ -54,7 +54,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
       la_engine_ownership(eng, job.N, P, p, &np, &p0);
       maxloc = np > maxloc ? np : maxloc;
     }
-    if (repro) { /* streaming blocks on the reproducible grid (§4.8) */
+    if (repro) { /* streaming blocks on the reproducible grid (§4.7) */
       const int64_t R = la_engine_repro_block(eng);
       B = (B + R - 1) / R * R;
     }

@@ -219,7 +219,7 @@ static double unif(unsigned seed, int a, int b, int c) {
   return (double)(la_rng_u64(seed, (uint64_t)a, (uint64_t)b, (uint64_t)c) >> 11) * 0x1p-53;
 }
 
-/* Exact summaries (§4.8): any order and bracketing of the same addends gives the same bits,
+/* Exact summaries (§4.7): any order and bracketing of the same addends gives the same bits,
  * the rounded sum is within an ulp of the exact one, cancellation within the 128-bit window
  * is exact, flags drop what came before, and a non-finite addend poisons the head. */
 static void test_exact(void) {

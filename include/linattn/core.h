@@ -116,7 +116,7 @@ void la_state_combine_head(double *a_sz, double *a_m, int *a_f, const double *b_
 void la_state_combine_head_right(const double *a_sz, const double *a_m, const int *a_f,
                                  double *b_sz, double *b_m, int *b_f, size_t rsz);
 
-/* ---- Exact scan state for --reproducible (§4.8) ----
+/* ---- Exact scan state for --reproducible (§4.7) ----
  * Each element of (S|z) e^m as LA_XBINS integer bins of 32 bits on one absolute binary grid:
  * addition is exact, so any order or bracketing of the same addends gives the same bits.
  * Per head: int64 [f, non-finite mark, live, r*(dv+1) elements of 1 + LA_XBINS]. */
@@ -198,7 +198,7 @@ void la_engine_shape(const la_engine eng, int *heads, int *r, int *dv);
 la_mode la_engine_mode(const la_engine eng);
 la_dtype la_engine_dtype(const la_engine eng);
 int64_t la_engine_window(const la_engine eng);
-int la_engine_reproducible(const la_engine eng); /* la_config.reproducible (§4.8) */
+int la_engine_reproducible(const la_engine eng); /* la_config.reproducible (§4.7) */
 int la_engine_input_dim(const la_engine eng);
 
 /* Keys pass: state <- state (+) summary(keys of this block), for every head. Inputs are
@@ -307,7 +307,7 @@ uint64_t la_rng_u64(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
 void la_synth_rows(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads, int d,
                    double scale, la_dtype dt, void *dst);
 
-/* ---- Reproducible drivers (§4.8): blocks of R tokens on the global grid ----
+/* ---- Reproducible drivers (§4.7): blocks of R tokens on the global grid ----
  * token0 must be a multiple of R (ranks own whole R-blocks; streaming blocks are multiples
  * of R). Outputs are bitwise the same for any split into ranks, blocks and threads. */
 #define LA_REPRO_CHUNKS 64

@@ -12,7 +12,7 @@ extern "C" {
  * rank order. Not Collective. */
 void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *row0);
 /* The same rule on whole blocks of G tokens (the last block may be short), for
- * --reproducible with G = la_engine_repro_block (§4.8): every row0 is a multiple of G, and
+ * --reproducible with G = la_engine_repro_block (§4.7): every row0 is a multiple of G, and
  * ranks past the last block own nothing. G = 1 is la_split_ownership. Not Collective. */
 void la_split_ownership_grid(int64_t N, int P, int rank, int64_t G, int64_t *n_local,
                              int64_t *row0);
@@ -51,7 +51,7 @@ la_status la_dist_allreduce(la_dist d, la_state *state);
  * (a scan over the reversed communicator); the last rank gets the identity. */
 la_status la_dist_exscan_reverse(la_dist d, la_state *state);
 
-/* Collective: the same on exact states (§4.8), whose operator is exactly associative, so
+/* Collective: the same on exact states (§4.7), whose operator is exactly associative, so
  * the result does not depend on how MPI brackets it. */
 la_status la_dist_xexscan(la_dist d, la_xstate *x);
 la_status la_dist_xexscan_reverse(la_dist d, la_xstate *x);

@@ -6,7 +6,7 @@ Claims, each checked here:
   with 1 and 2 threads and different --block-tokens, for causal (with and without sliding
   windows of 5 to 2900 tokens) and bidirectional, elu1 and favor+, float32 and float64, with
   and without packed segments (boundaries on, next to and away from the 64-chunk grid of
-  docs/design.md §4.8);
+  docs/design.md §4.7);
 - those outputs are right: they equal an independent quadratic float64 reference (its mask
   built pair by pair here) to the tolerance of the precision;
 - the default mode is not reproducible in this sense on the same data (so the comparison
@@ -138,7 +138,7 @@ def main():
         report(e <= TOL[dtype], f"{name}: equals the float64 quadratic reference", f"err {e:.2e}")
 
     # one head on two threads: the block-parallel path; on one thread the one-pass path (same
-    # bits, docs/design.md §4.8); the synthetic workload, with segments
+    # bits, docs/design.md §4.7); the synthetic workload, with segments
     digests = {}
     for P, T in [(1, 1), (1, 2), (3, 2), (7, 1)]:
         common.rm(runs[P].path("o1.npy"))
