@@ -148,6 +148,11 @@ typedef struct la_engine_s *la_engine;
 la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype dt, int dv,
                            la_engine *eng);
 void la_engine_destroy(la_engine *eng);
+/* The bytes la_engine_create would allocate for this plan (r the feature width, threads as
+ * cfg->threads resolves them now), plus the window queues of calls that reach `reach`
+ * tokens (0: none): the engine's share of the memory estimate (docs/design.md §4.7). */
+size_t la_engine_plan_bytes(const la_config *cfg, int heads, int r, int dv, la_dtype dt,
+                            int64_t reach);
 int la_engine_chunk(const la_engine eng);
 /* The chunk length used when la_config.chunk is 0, tuned per feature width r and dv. */
 int la_default_chunk(int r, int dv);
