@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include "job.h"
 #include "la_alloc.h"
+#include "memest.h"
 
 
 static const char *tensor_name(int t) {
@@ -214,6 +215,9 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
     st = LA_ERR_ARG;
   }
   st = la_dist_agree(d, st, err, errlen);
+  /* The memory estimate against --mem-limit, before the projection, the engine's workspaces
+   * and the caller's buffers are allocated (docs/design.md §4.7). */
+  if (st == LA_OK) st = la_mem_check(j, want_g, err, errlen);
   /* Every output before anything is computed: refused if it exists (without --force), if
    * its folder is missing or a file cannot be created there; stale temporaries of dead runs
    * removed (docs/cli.md "Files"). */
@@ -322,6 +326,8 @@ la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, c
       rep.tokens_per_second = ttm[1] > 0 ? j->N / ttm[1] : NAN;
       rep.den = *stats;
       rep.peak_rss_bytes_max_rank = rss_max;
+      rep.mem_estimate_bytes_per_rank = j->mem_estimate;
+      rep.mem_limit_bytes_per_rank = j->mem_limit;
       rep.comm_bytes_per_rank = bytes_max;
       rep.input = j->synthetic ? "synthetic" : o->q;
       rep.output = out;
