@@ -9,10 +9,10 @@
 #include "memest.h"
 
 /* Scan states a path holds at once, with MPI's copies of them (comm.c: pack buffers in and
- * out): run: state and local (run.c), st, local or head, mid and part (dist/forward.c), in
- * and out; grad: st and rev, or the six of backward_segmented, mid, fmid and part
- * (dist/backward.c), in and out. */
-enum { STATES_RUN = 8, STATES_GRAD = 10 };
+ * out): streaming run: state and local (run.c), in and out; in-memory run: those and st,
+ * local or head, mid and part (dist/forward.c); grad: st and rev, then the six of
+ * backward_segmented or mid, fmid and part (dist/backward.c), in and out. */
+enum { STATES_STREAM = 4, STATES_IN_MEMORY = 8, STATES_GRAD = 10 };
 /* Denominator histograms outside the engine: the caller's statistics and MPI's copy in the
  * reduction (comm.c), and one spare. */
 enum { HISTOGRAMS = 3 };
@@ -42,7 +42,9 @@ static int64_t run_block_rows(const la_job *j, int64_t nmax) {
 }
 
 /* The largest row of an input file stored wider than the compute dtype (f64 read as f32):
- * la_pin_read reads it into a temporary of rows x that width (pio.c). */
+ * la_pin_read reads it into a temporary of rows x that width (pio.c), and counted twice: a
+ * freed temporary of up to 32 MiB stays in glibc's heap (its dynamic mmap threshold), and
+ * the next one, of another size, may not fit in its place (measured: +21 MiB on 3 ranks). */
 static double conversion_row_bytes(const la_job *j, int tensors) {
   double w = 0;
   for (int t = 0; t < tensors; t++) {
@@ -50,7 +52,7 @@ static double conversion_row_bytes(const la_job *j, int tensors) {
     double b = (double)j->in[t].row_elems * la_dtype_size(j->in[t].info.dtype);
     w = b > w ? b : w;
   }
-  return w;
+  return 2 * w;
 }
 
 void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m) {
@@ -91,7 +93,8 @@ void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m) {
   }
   add(m, "engine workspaces",
       (double)la_engine_plan_bytes(c, H, r, dv, j->dt, win ? j->N : 0));
-  add(m, "scan states", (grad ? STATES_GRAD : STATES_RUN) * state_bytes(H, r, dv) +
+  const int states = grad ? STATES_GRAD : run_in_memory(j) ? STATES_IN_MEMORY : STATES_STREAM;
+  add(m, "scan states", states * state_bytes(H, r, dv) +
                             HISTOGRAMS * sizeof(uint64_t) * (double)LA_DEN_HIST_BINS);
   if (la_map_is_random(c->map)) {
     /* omega, omega_s (double) and omega_f, omega_ft (float): H m dk each (featmap.c); the
