@@ -210,9 +210,9 @@ la_status la_mem_check(la_job *j, int grad, char *err, size_t errlen) {
                streaming ? "lower --block-tokens, " : "");
     else
       snprintf(err, errlen, "--mem-limit: this run needs an estimated %s, %s for the %d "
-               "rank(s) on this node, above the node's available memory %s (MemAvailable, the "
+               "rank%s on this node, above the node's available memory %s (MemAvailable, the "
                "default limit; %sspread the ranks over more nodes, or set --mem-limit)", est,
-               need, K, lim, streaming ? "lower --block-tokens, " : "");
+               need, K, K == 1 ? "" : "s", lim, streaming ? "lower --block-tokens, " : "");
     st = LA_ERR_ARG;
   }
   return la_dist_agree(j->d, st, err, errlen);
