@@ -9,7 +9,8 @@ ALLOWANCE, the MPI, OpenBLAS and program baseline that the estimate leaves out (
 what linattn allocates for the job); and, where the estimate is large enough to dominate the
 baseline, it must not exceed LOOSE times the measured RSS (an estimate that says nothing is
 a failure too). Then --mem-limit one byte below the estimate is refused (exit 2, one error
-line naming --mem-limit and the estimate) and --mem-limit equal to it runs.
+line naming --mem-limit and the estimate) and --mem-limit equal to it runs; and the default
+limit is the node's MemAvailable, or none when the meminfo file cannot be read.
 
 Usage: check_memest.py --linattn build/linattn --workdir DIR [--launcher 'mpirun -np 3']
        [--table]   (print the table of docs/cli.md "--mem-limit")
@@ -115,6 +116,22 @@ def main():
         rc, _, err = run(*args, "--no-progress", "--mem-limit", est, sub=sub)
         tally.case(rc == 0, f"{name}: --mem-limit = the estimate runs",
                    note=common.first_error(err), cmd=run.last)
+    # the default limit: this node's MemAvailable shared by its ranks; none when unreadable
+    small = ["--n", 4096, "--heads", 2, "--dk", 16, "--dv", 16]
+    rep, why = measure(run, "run", small)
+    lim = rep and rep["mem_limit_bytes_per_rank"]
+    tally.case(bool(lim) and lim >= rep["mem_estimate_bytes_per_rank"],
+               "default: the report gives the node's available memory per rank as the limit",
+               note=why or f"mem_limit_bytes_per_rank {lim}", cmd=run.last)
+    os.environ["LINATTN_MEMINFO"] = run.path("no_such_meminfo")
+    try:
+        rep, why = measure(run, "run", small)
+    finally:
+        del os.environ["LINATTN_MEMINFO"]
+    tally.case(rep is not None and rep["mem_limit_bytes_per_rank"] is None,
+               "default: no limit when the meminfo file cannot be read",
+               note=why or f"mem_limit_bytes_per_rank {rep['mem_limit_bytes_per_rank']}",
+               cmd=run.last)
     if a.table:
         print("| configuration | ranks | estimate per rank | peak RSS (max rank) | RSS - estimate |")
         print("|---|---|---|---|---|")
