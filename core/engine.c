@@ -30,6 +30,44 @@ void la_blas_single_thread(void) {
 
 static void *xalloc(size_t bytes) { return la_aligned_alloc(64, bytes ? bytes : 64); }
 
+/* OpenMP threads of a plan: cfg->threads, or OpenMP's default. */
+int la_plan_threads(const la_config *cfg) {
+#ifdef _OPENMP
+  return cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
+#else
+  (void)cfg;
+  return 1;
+#endif
+}
+
+/* The bytes la_engine_create allocates, term by term as it allocates them (keep the two in
+ * step; docs/design.md §4.8), plus the window queues (la_window_queue_cap for tokens up to
+ * `reach`). Per thread, in elements of the working precision (es bytes):
+ *   phiq, phik C r; vp, o, ab C (dv+1); A C^2; sf, tmp r (dv+1); phif, dphi 2C r;
+ *   vf 2C (dv+1); Af 2C^2; kT r C; zf r;
+ * in doubles: aq, ak, mseg C; af, ak2 2C; wsz, wsz2 r (dv+1); segi C ints; float32 only:
+ * tb max(r, dv+1) max(2C, r) floats (counted whether or not the AVX-512 kernels run); the
+ * denominator histogram LA_DEN_HIST_BINS uint64; 64 bytes of alignment per allocation.
+ * Once: the partial states (H Bmax heads) and the scratch state. */
+size_t la_engine_plan_bytes(const la_config *cfg, int heads, int r, int dv, la_dtype dt,
+                            int64_t reach) {
+  const size_t T = (size_t)la_plan_threads(cfg), es = la_dtype_size(dt), R = (size_t)r;
+  const size_t C = (size_t)(cfg->chunk > 0 ? cfg->chunk : la_default_chunk(r, dv));
+  const size_t dv1 = (size_t)dv + 1, NALLOC = 26;
+  size_t per = es * (2 * C * R + 3 * C * dv1 + C * C + 2 * R * dv1 + 4 * C * R + 2 * C * dv1 +
+                     2 * C * C + R * C + R);
+  per += sizeof(double) * (3 * C + 4 * C + 2 * R * dv1) + sizeof(int) * C;
+  if (dt == LA_F32) per += sizeof(float) * (R > dv1 ? R : dv1) * (2 * C > R ? 2 * C : R);
+  per += sizeof(uint64_t) * LA_DEN_HIST_BINS + 64 * NALLOC + sizeof(la_work);
+  if (cfg->window > 0 && reach > 0) {
+    const int64_t span = cfg->window < reach ? cfg->window : reach;
+    per += la_wq_bytes((int)(span / (int64_t)C) + 8, R * dv1);
+  }
+  const size_t Bmax = (size_t)heads >= T ? 1 : (T + (size_t)heads - 1) / (size_t)heads;
+  const size_t part = Bmax * (size_t)heads * (sizeof(double) * (R * dv1 + 1) + sizeof(int));
+  return T * per + part + sizeof(double) * R * dv1 + sizeof(struct la_engine_s);
+}
+
 static void work_free(la_work *w) {
   free(w->phiq); free(w->phik); free(w->vp); free(w->A); free(w->o); free(w->sf);
   free(w->tmp); free(w->aq); free(w->ak); free(w->segi); free(w->mseg);
@@ -62,11 +100,7 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
   e->r = fm->r;
   e->dv = dv;
   e->C = cfg->chunk > 0 ? cfg->chunk : la_default_chunk(fm->r, dv);
-#ifdef _OPENMP
-  e->T = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
-#else
-  e->T = 1;
-#endif
+  e->T = la_plan_threads(cfg);
   e->stabilized = la_map_is_stabilized(fm->kind);
   e->k512 = dt == LA_F32 && use_k512;
   e->kern = dt == LA_F32 ? &la_kernels_f32 : &la_kernels_f64;

@@ -93,6 +93,7 @@ void la_gemm_f64(const la_engine e, la_work *w, CBLAS_LAYOUT lay, CBLAS_TRANSPOS
 
 /* engine.c */
 int la_thread_id(void);
+int la_plan_threads(const la_config *cfg); /* the engine's thread count for cfg */
 /* Fold every thread's denominator statistics into stats (may be NULL) and reset them. */
 void la_engine_merge_stats(la_engine e, la_den_stats *stats);
 /* denstats.c: empty statistics again, keeping the histogram (no allocation). */

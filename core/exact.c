@@ -23,7 +23,7 @@ size_t la_xhead_len(int r, int dv) { return HDR + (size_t)r * (size_t)(dv + 1) *
 
 static int64_t bin_of(int64_t p) { return p >= 0 ? p / XBITS : -((-p + XBITS - 1) / XBITS); }
 
-static void head_reset(int64_t *xh, size_t rsz) {
+void la_xhead_reset(int64_t *xh, size_t rsz) {
   xh[0] = xh[1] = xh[2] = 0;
   int64_t *el = xh + HDR;
   for (size_t i = 0; i < rsz; i++, el += EL) {
@@ -48,7 +48,7 @@ la_status la_xstate_init(la_xstate *x, int heads, int r, int dv) {
 
 void la_xstate_reset(la_xstate *x) {
   size_t rsz = (size_t)x->r * (x->dv + 1), len = la_xhead_len(x->r, x->dv);
-  for (int h = 0; h < x->heads; h++) head_reset(x->x + h * len, rsz);
+  for (int h = 0; h < x->heads; h++) la_xhead_reset(x->x + h * len, rsz);
 }
 
 void la_xstate_free(la_xstate *x) {
@@ -95,7 +95,7 @@ static void add_element(int64_t *a, const int64_t *b) {
 
 void la_xhead_add(int64_t *xh, size_t rsz, const double *sz, double m, int f) {
   if (f) {
-    head_reset(xh, rsz);
+    la_xhead_reset(xh, rsz);
     xh[0] = 1;
   }
   if (m == -INFINITY) return; /* the identity */

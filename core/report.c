@@ -23,6 +23,12 @@ static void num(FILE *f, const char *key, double x, const char *sep) {
   else fprintf(f, "\"%s\": null%s", key, sep);
 }
 
+/* "key": x, or null when x <= 0 (not known). */
+static void opt_int(FILE *f, const char *key, int64_t x) {
+  if (x > 0) fprintf(f, "  \"%s\": %lld,\n", key, (long long)x);
+  else fprintf(f, "  \"%s\": null,\n", key);
+}
+
 static const char *policy_name(la_den_policy p) {
   switch (p) {
   case LA_DEN_ERROR: return "error";
@@ -104,8 +110,10 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
           (long long)p->den.count_nonpositive, (long long)p->den.count_nonfinite,
           (long long)(p->den.hist ? la_den_stats_count_small(&p->den) : 0),
           (long long)p->den.violations, 1.0 / LA_DEN_HIST_PER_OCTAVE);
-  fprintf(f, "  \"peak_rss_bytes_max_rank\": %lld,\n  \"comm_bytes_per_rank\": %lld\n}\n",
-          (long long)p->peak_rss_bytes_max_rank, (long long)p->comm_bytes_per_rank);
+  fprintf(f, "  \"peak_rss_bytes_max_rank\": %lld,\n", (long long)p->peak_rss_bytes_max_rank);
+  opt_int(f, "mem_estimate_bytes_per_rank", p->mem_estimate_bytes_per_rank);
+  opt_int(f, "mem_limit_bytes_per_rank", p->mem_limit_bytes_per_rank);
+  fprintf(f, "  \"comm_bytes_per_rank\": %lld\n}\n", (long long)p->comm_bytes_per_rank);
   int bad = ferror(f);
   bad |= fclose(f) != 0;
   la_status st = LA_OK;

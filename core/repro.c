@@ -378,10 +378,10 @@ la_status la_engine_apply_window_exact(la_engine e, int64_t token0, int64_t n, c
   /* TAIL of every whole block in [x0, token0 + n): block b is tokens [bR, bR + R) */
   const int64_t b0 = (x0 + R - 1) / R, b1 = (token0 + n) / R, ntail = b1 > b0 ? b1 - b0 : 0;
   la_state tails = {0}, mids = {0};
-  la_xstate acc = {0};
+  la_xstate acc = {0}; /* one middle per thread at a time */
   la_status s = la_state_init(&tails, (int)(H * (ntail > 0 ? ntail : 1)), e->r, e->dv);
-  if (s == LA_OK) s = la_state_init(&mids, (int)(H * nb), e->r, e->dv);
-  if (s == LA_OK) s = la_xstate_init(&acc, (int)(H * nb), e->r, e->dv);
+  if (s == LA_OK) s = la_state_init(&mids, e->T, e->r, e->dv);
+  if (s == LA_OK) s = la_xstate_init(&acc, e->T, e->r, e->dv);
   if (s == LA_OK) s = la_engine_reserve_queues(e, la_window_queue_cap(e, token0 + n));
   if (s != LA_OK) {
     la_state_free(&tails);
@@ -404,7 +404,11 @@ la_status la_engine_apply_window_exact(la_engine e, int64_t token0, int64_t n, c
     const int64_t t0 = token0 + (it % nb) * R, tn = t0 + R < token0 + n ? R : token0 + n - t0;
     int64_t lo, hi;
     la_window_halo(e, t0, tn, &lo, &hi);
-    int64_t *xh = acc.x + (size_t)it * len;
+    const int t = la_thread_id();
+    int64_t *xh = acc.x + (size_t)t * len;
+    double *md = mids.sz + (size_t)t * rsz, mm;
+    int mf;
+    la_xhead_reset(xh, rsz);
     const int64_t cut = (hi + R - 1) / R * R < t0 ? (hi + R - 1) / R * R : t0;
     double m;
     int f;
@@ -414,7 +418,7 @@ la_status la_engine_apply_window_exact(la_engine e, int64_t token0, int64_t n, c
       const size_t ti = (size_t)h * ntail + (b - b0);
       la_xhead_add(xh, rsz, tails.sz + ti * rsz, tails.m[ti], 0);
     }
-    la_xhead_round(xh, rsz, e->stabilized, mids.sz + it * rsz, mids.m + it, mids.f + it);
+    la_xhead_round(xh, rsz, e->stabilized, md, &mm, &mf);
     /* the kernel on this block, its raw halo from the extended keys or the own rows */
     const int ext = lo < token0;
     const char *hk = ext ? (const char *)xk + rowk * (size_t)(lo - x0)
@@ -424,7 +428,7 @@ la_status la_engine_apply_window_exact(la_engine e, int64_t token0, int64_t n, c
     const size_t off = (size_t)(t0 - token0);
     e->kern->apply_window(e, w, h, t0, tn, (const char *)q + rowk * off,
                           (const char *)k + rowk * off, (const char *)v + rowv * off, lo, hi, hk,
-                          hv, mids.sz + it * rsz, mids.m[it], (char *)out + rowv * off, NULL,
+                          hv, md, mm, (char *)out + rowv * off, NULL,
                           NULL, NULL);
   }
   la_engine_merge_stats(e, stats);
@@ -432,4 +436,22 @@ la_status la_engine_apply_window_exact(la_engine e, int64_t token0, int64_t n, c
   la_state_free(&mids);
   la_xstate_free(&acc);
   return LA_OK;
+}
+
+/* What the drivers above allocate for one call on n rows (docs/design.md §4.8 counts it in
+ * the memory estimate): block summaries, per-thread exact states, window tails. */
+size_t la_repro_plan_bytes(const la_config *cfg, int heads, int r, int dv, int64_t n) {
+  const size_t C = (size_t)(cfg->chunk > 0 ? cfg->chunk : la_default_chunk(r, dv));
+  const size_t R = LA_REPRO_CHUNKS * C, T = (size_t)la_plan_threads(cfg), H = (size_t)heads;
+  const size_t nb = ((size_t)(n > 0 ? n : 1) + R - 1) / R;
+  const size_t st = sizeof(double) * ((size_t)r * (dv + 1) + 1) + sizeof(int);
+  const size_t xs = sizeof(int64_t) * la_xhead_len(r, dv);
+  size_t b = T * H * xs + H * xs;                   /* sum_pieces; a walk */
+  size_t blocks = (3 * nb + 1) * H * st;            /* segments: tails, heads, totals */
+  if (cfg->window > 0) {
+    const size_t ntail = nb + (size_t)cfg->window / R + 1;
+    size_t wb = ntail * H * st + T * (st + xs);     /* tails; a middle per thread */
+    blocks = wb > blocks ? wb : blocks;
+  }
+  return b + blocks + nb * sizeof(int64_t) * H;
 }

@@ -6,13 +6,16 @@
 #include "la_alloc.h"
 #include "wqueue.h"
 
+/* a, b: 2 cap int64; sz, agg: 2 cap rsz; m, aggm: 2 cap; back: rsz */
+size_t la_wq_bytes(int cap, size_t rsz) {
+  return sizeof(int64_t) * 2 * (size_t)cap + sizeof(double) * ((2 * rsz + 2) * (size_t)cap + rsz);
+}
+
 int la_wq_reserve(la_wqueue *Q, int cap, size_t rsz) {
   if (Q->mem && Q->cap >= cap && Q->rsz == rsz) return 0;
   free(Q->mem);
   memset(Q, 0, sizeof *Q);
-  /* a, b: 2 cap int64; sz, agg: 2 cap rsz; m, aggm: 2 cap; back: rsz */
-  const size_t nd = (2 * rsz + 2) * (size_t)cap + rsz;
-  char *p = la_malloc(sizeof(int64_t) * 2 * (size_t)cap + sizeof(double) * nd);
+  char *p = la_malloc(la_wq_bytes(cap, rsz));
   if (!p) return -1;
   Q->mem = p;
   Q->cap = cap;

@@ -20,6 +20,9 @@ typedef struct {
 /* Room for cap summaries of rsz doubles; keeps the storage when it is already large enough.
  * 0 on success, -1 when out of memory (the queue is then empty and unusable). */
 int la_wq_reserve(la_wqueue *Q, int cap, size_t rsz);
+/* The bytes la_wq_reserve allocates for cap summaries of rsz doubles (the memory estimate,
+ * docs/design.md §4.8). */
+size_t la_wq_bytes(int cap, size_t rsz);
 void la_wq_free(la_wqueue *Q);
 void la_wq_clear(la_wqueue *Q);
 void la_wq_push(la_wqueue *Q, int64_t a, int64_t b, const double *sz, double m);

@@ -200,6 +200,11 @@ static const la_opt rows[] = {
     {.name = "--block-tokens", .meta = "B", .subs = RG, .group = G_EXEC, .kind = LA_OPT_INT,
      F(block), .lo = 1, .hi = (int64_t)1 << 30, .def = "16384",
      .help = "streaming block per rank"},
+    {.name = "--mem-limit", .meta = "BYTES", .subs = RG, .group = G_EXEC, .kind = LA_OPT_BYTES,
+     F(mem_limit), .lo = 1, .hi = INT64_MAX, .def_text = "the node's available memory",
+     .help = "refuse, before allocating, a run whose memory estimate per rank exceeds this "
+             "(by default: the estimate times the ranks on the node against MemAvailable of "
+             "/proc/meminfo; no limit when it cannot be read)"},
     {.name = "--repeat", .meta = "K", .subs = BENCH, .group = G_EXEC, .kind = LA_OPT_INT,
      F(repeat), .lo = 1, .hi = 1000, .def = "3", .help = "best of K timings"},
     /* Baselines (bench) */

@@ -25,6 +25,7 @@ typedef struct {
   la_dtype dtype;
   int force, progress;
   int64_t block; /* --block-tokens: streaming block per rank */
+  int64_t mem_limit; /* --mem-limit: bytes per rank; 0: the node's MemAvailable (memest.h) */
   /* bench (with heads, dk, dv, dtype, force, cfg.seed, cfg.chunk) */
   la_list n_list, features_list, threads_list, modes, maps;
   int repeat, baselines, gemm_probe, gemm_size, check, no_linear, pblas_nb;

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include "job.h"
 #include "la_alloc.h"
+#include "memest.h"
 
 
 static const char *tensor_name(int t) {
@@ -214,6 +215,9 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
     st = LA_ERR_ARG;
   }
   st = la_dist_agree(d, st, err, errlen);
+  /* The memory estimate against --mem-limit, before the projection, the engine's workspaces
+   * and the caller's buffers are allocated (docs/design.md §4.8). */
+  if (st == LA_OK) st = la_mem_check(j, want_g, err, errlen);
   /* Every output before anything is computed: refused if it exists (without --force), if
    * its folder is missing or a file cannot be created there; stale temporaries of dead runs
    * removed (docs/cli.md "Files"). */
@@ -279,6 +283,22 @@ la_status la_job_verdict(const la_job *j, const la_den_stats *stats, const char 
   return LA_OK;
 }
 
+/* This process's peak resident memory: VmHWM of /proc/self/status, which belongs to the
+ * program since its exec; getrusage's ru_maxrss also keeps the peak of the process that
+ * forked it (a Python driver holding large arrays), so it is only the fallback. */
+static int64_t peak_rss(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long long kb = -1;
+  while (f && kb < 0 && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %lld kB", &kb) != 1) kb = -1;
+  if (f) fclose(f);
+  if (kb >= 0) return (int64_t)kb * 1024;
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (int64_t)ru.ru_maxrss * 1024;
+}
+
 la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, const char *out,
                         double flops_factor, char *err, size_t errlen) {
   la_status st = LA_OK;
@@ -287,9 +307,7 @@ la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, c
   const int rank = la_dist_rank(d), P = la_dist_size(d);
   double t_total = MPI_Wtime() - j->t_start;
   {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    int64_t rss = (int64_t)ru.ru_maxrss * 1024, rss_max = rss, bytes = la_dist_comm_bytes(d), bytes_max;
+    int64_t rss = peak_rss(), rss_max = rss, bytes = la_dist_comm_bytes(d), bytes_max;
     double tt[3] = {j->t_read, j->t_compute, j->t_write}, ttm[3];
     MPI_Allreduce(&rss, &rss_max, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(d));
     MPI_Allreduce(&bytes, &bytes_max, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(d));
@@ -322,6 +340,8 @@ la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, c
       rep.tokens_per_second = ttm[1] > 0 ? j->N / ttm[1] : NAN;
       rep.den = *stats;
       rep.peak_rss_bytes_max_rank = rss_max;
+      rep.mem_estimate_bytes_per_rank = j->mem_estimate;
+      rep.mem_limit_bytes_per_rank = j->mem_limit;
       rep.comm_bytes_per_rank = bytes_max;
       rep.input = j->synthetic ? "synthetic" : o->q;
       rep.output = out;

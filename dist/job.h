@@ -19,9 +19,11 @@ typedef struct {
   la_featmap fm;
   la_engine eng;
   double t_start, t_read, t_write, t_compute;
+  int64_t mem_estimate, mem_limit; /* bytes per rank (memest.h); mem_limit -1: none */
 } la_job;
 
-/* Open inputs, check shapes and options, build the feature map (loading or saving the
+/* Open inputs, check shapes and options, hold the memory estimate to --mem-limit (memest.h)
+ * before anything large is allocated, build the feature map (loading or saving the
  * projection) and the engine. want_g: also open --grad-out (grad). Agreed across ranks. */
 la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, size_t errlen);
 void la_job_close(la_job *j);

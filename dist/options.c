@@ -64,6 +64,10 @@ static void range(const la_opt *r, char *buf, size_t len) {
     snprintf(buf, len, "in [%s, %s]", lo, hi);
   } else if (r->kind == LA_OPT_F64) {
     snprintf(buf, len, "a finite number %s %g", r->open_lo ? ">" : ">=", r->flo);
+  } else if (r->kind == LA_OPT_BYTES) {
+    bound(r->lo, lo, sizeof lo);
+    snprintf(buf, len, "a byte count >= %s, optionally with a suffix K, M, G or T (or KiB, MiB, "
+             "GiB, TiB: powers of 1024)", lo);
   } else if (r->kind == LA_OPT_ENUM) {
     choices(r, " | ", NULL, buf, len);
   } else {
@@ -71,8 +75,33 @@ static void range(const la_opt *r, char *buf, size_t len) {
   }
 }
 
+/* A byte count: digits, then nothing or one suffix K, M, G, T, KiB, MiB, GiB, TiB (powers
+ * of 1024, any case). 0 and *v set, or -1 (no sign, no space, no fraction, no overflow). */
+static int parse_bytes(const char *s, int64_t *v) {
+  static const char units[] = "kmgt";
+  if (*s < '0' || *s > '9') return -1;
+  char *end;
+  errno = 0;
+  long long x = strtoll(s, &end, 10);
+  int shift = 0;
+  if (*end) {
+    const char *u = strchr(units, end[0] | 0x20);
+    const int ib = (end[1] | 0x20) == 'i' && (end[2] | 0x20) == 'b' && !end[3];
+    if (!u || (end[1] && !ib)) return -1;
+    shift = 10 * (int)(u - units + 1);
+  }
+  if (errno || x > (INT64_MAX >> shift)) return -1;
+  *v = (int64_t)x << shift;
+  return 0;
+}
+
 static la_status parse_value(const la_opt *r, const char *s, la_optval *v) {
   char what[512], *end;
+  if (r->kind == LA_OPT_BYTES) {
+    if (!parse_bytes(s, &v->i) && v->i >= r->lo && v->i <= r->hi) return LA_OK;
+    range(r, what, sizeof what);
+    return la_error(LA_ERR_ARG, "%s: '%s' is not %s", r->name, s, what);
+  }
   if (r->kind == LA_OPT_INT || r->kind == LA_OPT_F64) {
     errno = 0;
     int bad;
@@ -117,6 +146,9 @@ static void store(const la_opt *r, void *o, const la_optval *v, const char *s) {
   case LA_OPT_ENUM:
     *FIELD(o, r, int) = (int)v->i;
     break;
+  case LA_OPT_BYTES:
+    *FIELD(o, r, int64_t) = v->i;
+    break;
   case LA_OPT_INT:
     if (r->size == sizeof(int64_t)) *FIELD(o, r, int64_t) = v->i;
     else *FIELD(o, r, int) = (int)v->i;
@@ -157,7 +189,8 @@ static la_status apply(const la_opt *r, const char *s, void *o) {
     l->n = c;
     return LA_OK;
   }
-  if (r->kind == LA_OPT_INT || r->kind == LA_OPT_F64 || r->kind == LA_OPT_ENUM)
+  if (r->kind == LA_OPT_INT || r->kind == LA_OPT_F64 || r->kind == LA_OPT_ENUM ||
+      r->kind == LA_OPT_BYTES)
     LA_TRY(parse_value(r, s, &v));
   if (r->kind == LA_OPT_CUSTOM) LA_TRY(r->set(r, s, o));
   if (r->refuse) return la_error(LA_ERR_ARG, "%s: %s", r->name, r->refuse);
@@ -356,6 +389,9 @@ static void value(const la_opt *r, const void *o, char *buf, size_t len) {
     break;
   case LA_OPT_F64:
     number(buf, len, *CFIELD(o, r, double));
+    break;
+  case LA_OPT_BYTES:
+    snprintf(buf, len, "%lld", (long long)*CFIELD(o, r, int64_t));
     break;
   case LA_OPT_STR:
   case LA_OPT_CUSTOM: {

@@ -28,6 +28,8 @@ typedef enum {
   LA_OPT_STR,    /* a string (path), kept by pointer into a const char * field */
   LA_OPT_ENUM,   /* one of names[] / name_of(i); values[i] or i goes into an int field */
   LA_OPT_CUSTOM, /* set() parses; the value as given goes into a const char * field */
+  LA_OPT_BYTES,  /* a byte count in [lo, hi]: digits, optionally followed by K, M, G or T
+                    (or KiB, MiB, GiB, TiB; powers of 1024), into an int64_t field */
 } la_opt_kind;
 
 enum { LA_OPT_HIDDEN = 1, /* not in --help nor docs/cli.md */
@@ -44,7 +46,8 @@ struct la_opt {
   int list;          /* 0: one value; n > 0: a comma-separated list of 1..n values (la_list) */
   size_t off, size;  /* the field (LA_OPT_FIELD); size 0: nothing is stored */
   size_t seen;       /* > 0: offset of an int field set to 1 when the option is given */
-  int64_t lo, hi;    /* LA_OPT_INT bounds (inclusive); LA_OPT_FLAG: lo is the value stored */
+  int64_t lo, hi;    /* LA_OPT_INT, LA_OPT_BYTES bounds (inclusive); LA_OPT_FLAG: lo is the
+                        value stored */
   double flo, fhi;   /* LA_OPT_F64 bounds */
   int open_lo;       /* LA_OPT_F64: flo < x instead of flo <= x */
   const char *range; /* the values as --help and errors say them; NULL: made from the bounds */

@@ -130,6 +130,7 @@ size_t la_xhead_len(int r, int dv); /* int64 per head */
 la_status la_xstate_init(la_xstate *x, int heads, int r, int dv); /* identity element */
 void la_xstate_reset(la_xstate *x);
 void la_xstate_free(la_xstate *x);
+void la_xhead_reset(int64_t *xh, size_t rsz); /* one head back to the identity */
 /* x_h <- x_h (+) (sz e^m, f): with f the head restarts (a segment start), §4.1. */
 void la_xhead_add(int64_t *xh, size_t rsz, const double *sz, double m, int f);
 /* a <- a (+) b, and b <- a (+) b (a before b; the MPI operator's form). Exact. */
@@ -179,6 +180,11 @@ typedef struct la_engine_s *la_engine;
 la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype dt, int dv,
                            la_engine *eng);
 void la_engine_destroy(la_engine *eng);
+/* The bytes la_engine_create would allocate for this plan (r the feature width, threads as
+ * cfg->threads resolves them now), plus the window queues of calls that reach `reach`
+ * tokens (0: none): the engine's share of the memory estimate (docs/design.md §4.8). */
+size_t la_engine_plan_bytes(const la_config *cfg, int heads, int r, int dv, la_dtype dt,
+                            int64_t reach);
 int la_engine_chunk(const la_engine eng);
 /* The chunk length used when la_config.chunk is 0, tuned per feature width r and dv. */
 int la_default_chunk(int r, int dv);
@@ -312,6 +318,8 @@ void la_synth_rows(uint64_t seed, int tensor, int64_t token0, int64_t n, int hea
  * of R). Outputs are bitwise the same for any split into ranks, blocks and threads. */
 #define LA_REPRO_CHUNKS 64
 int64_t la_engine_repro_block(const la_engine eng); /* R = LA_REPRO_CHUNKS x the chunk */
+/* The bytes the reproducible drivers allocate for a call on n rows (the memory estimate). */
+size_t la_repro_plan_bytes(const la_config *cfg, int heads, int r, int dv, int64_t n);
 /* x <- x (+) the summary of keys [token0, token0 + n) (flagged with segments). */
 la_status la_engine_accumulate_exact(la_engine eng, int64_t token0, int64_t n, const void *k,
                                      const void *v, la_xstate *x);

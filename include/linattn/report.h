@@ -23,6 +23,8 @@ typedef struct {
   double gflops, tokens_per_second;
   la_den_stats den;              /* merged over ranks */
   int64_t peak_rss_bytes_max_rank;
+  int64_t mem_estimate_bytes_per_rank; /* the memory estimate (linattn run/grad); <= 0: null */
+  int64_t mem_limit_bytes_per_rank;    /* the limit it was held to; <= 0: null (none) */
   int64_t comm_bytes_per_rank;
   const char *input;             /* "synthetic" or the Q path */
   const char *output;            /* path or NULL */

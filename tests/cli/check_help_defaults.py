@@ -160,12 +160,31 @@ def rule_progress(sub, printed, ctx):
     return probs
 
 
+def rule_mem_limit(sub, printed, ctx):
+    """0 (worked out): the report holds the estimate to this node's MemAvailable (one rank)."""
+    rep = ctx["report"]
+    probs = [] if printed == "0" else [f"--print-options says {printed!r}, want 0"]
+    total = None
+    try:
+        with open("/proc/meminfo") as f:
+            total = next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemTotal:"))
+    except (OSError, StopIteration, ValueError):
+        pass
+    lim, est = rep.get("mem_limit_bytes_per_rank"), rep.get("mem_estimate_bytes_per_rank")
+    if total is not None and not (lim and 0 < lim <= total):
+        probs.append(f"report mem_limit_bytes_per_rank {lim}, MemTotal {total}")
+    if not (est and est > 0):
+        probs.append(f"report mem_estimate_bytes_per_rank {est}")
+    return probs
+
+
 RULES = {
     "OMP_NUM_THREADS": rule_threads,
     "1/sqrt(dk)": rule_scale,
     "tuned: 32 if r, dv <= 32, 48 if r <= 128, else 64": rule_chunk,
     "the dtype of --q, f32 if synthetic": rule_dtype,
     "on if stderr is a terminal": rule_progress,
+    "the node's available memory": rule_mem_limit,
 }
 
 # Step 3: option -> report field (run, grad) or CSV column (bench) that shows its value.

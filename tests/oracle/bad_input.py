@@ -65,9 +65,12 @@ def write_inputs(run):
     pn[3, 4] = np.inf
     np.save(run.path("proj_inf.npy"), pn)
     common.save(run.path("exists.npy"), np.zeros(3), "f64")
+    with open(run.path("meminfo_1m"), "w") as f:  # a node with 1 MiB available
+        f.write("MemTotal:        2048 kB\nMemFree:         1024 kB\nMemAvailable:    1024 kB\n")
 
 
-# (name, arguments of `linattn run`, exit code, what the one error line must contain)
+# (name, arguments of `linattn run`, exit code, what the one error line must contain[,
+#  environment variables, each naming a file of the work directory])
 CASES = [
     ("unknown option", FILES + ["--frobnicate", "1"], 2, ["--frobnicate"]),
     ("option without its value", FILES + ["--mode"], 2, ["--mode"]),
@@ -122,13 +125,31 @@ CASES = [
     ("general mask", FILES + ["--mask", "m.npy"], 2, ["--mask"]),
     ("signed map without --allow-signed", FILES + ["--feature-map", "identity"], 2,
      ["identity", "--allow-signed"]),
+    ("memory estimate above --mem-limit", ["--n", "100000", "--mem-limit", "1M"], 2,
+     ["--mem-limit", "estimated", "block buffers", "above the limit 1.0 MiB"]),
+    ("memory estimate above the node's available memory",
+     ["--n", "100000"], 2, ["--mem-limit", "estimated", "available memory 1.0 MiB"],
+     {"LINATTN_MEMINFO": "meminfo_1m"}),
+    ("--mem-limit 0", FILES + ["--mem-limit", "0"], 2, ["--mem-limit", "'0'"]),
+    ("negative --mem-limit", FILES + ["--mem-limit", "-1G"], 2, ["--mem-limit", "'-1G'"]),
+    ("malformed --mem-limit", FILES + ["--mem-limit", "1.5G"], 2, ["--mem-limit", "'1.5G'"]),
+    ("unknown --mem-limit suffix", FILES + ["--mem-limit", "4GB"], 2, ["--mem-limit", "'4GB'"]),
 ]
 
 
-def check_case(run, tally, name, args, want_rc, must):
+def check_case(run, tally, name, args, want_rc, must, env=None):
     common.rm(run.path("out.npy"))
     before = set(os.listdir(run.workdir))
-    rc, _, err = run(*args)
+    saved = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update({k: run.path(v) for k, v in (env or {}).items()})
+    try:
+        rc, _, err = run(*args)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     new = sorted(set(os.listdir(run.workdir)) - before)
     probs = [] if rc == want_rc else [f"exit {rc}, want {want_rc}"]
     probs += common.error_line_problems(rc, err)
@@ -165,8 +186,8 @@ def main():
     write_inputs(run)
     P = common.launcher_ranks(a.launcher)
     print(f"# bad_input: {len(CASES)} cases on {P} rank(s)", flush=True)
-    for name, args, rc, must in CASES:
-        check_case(run, tally, name, args, rc, must)
+    for case in CASES:
+        check_case(run, tally, *case)
     if a.readme:
         readme_lists_cases(tally, a.readme)
     tally.finish()
