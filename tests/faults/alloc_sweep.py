@@ -19,12 +19,15 @@ Jobs (small: N = 300 tokens, 2 heads, dk = dv = 8; one thread unless noted):
   1 rank:  run causal --out --report (2 threads), grad --grad-q/-k/-v --report,
            run bidirectional, run causal --window 37, run from .npy files (float64 files
            converted to float32 in blocks of 128, with segments), grad bidirectional with
-           segments (the backward's segmented path)
-  2 ranks: run causal --out --report, grad --grad-q/-k/-v --report, grad --window 37 (halos
-           both ways); each with the failure on rank 0 and on rank 1. Every N is swept (no
-           stride): both tests take about 1 minute each on the shared 2-core machine. (The
-           segmented backward's collectives are those of grad; its own allocations are
-           swept on 1 rank.)
+           segments (the backward's segmented path), run --reproducible bidirectional with
+           segments (2 threads) and with --window 37
+  2 ranks: run causal --out --report, run --reproducible favor+, grad --grad-q/-k/-v
+           --report, grad --window 37 (halos both ways); each with the failure on rank 0
+           and on rank 1. Every N is swept (no stride), except in the --reproducible jobs,
+           whose allocations are mostly those of the jobs before them: every 2nd or 4th N,
+           and the last. The tests take about 7 minutes each on the shared 2-core machine.
+           (The segmented backward's collectives are those of grad; its own allocations
+           are swept on 1 rank.)
 
 Usage: alloc_sweep.py --linattn build/linattn --workdir DIR --launcher "mpiexec -n 2"
        [--jobs 3] [--only NAME] [--stride S]
@@ -49,6 +52,8 @@ PREFIX = "linattn: error:"
 REASON = "out of memory"
 TIMEOUT = 20  # seconds per launch (a clean one takes under 1 s): a hang fails the case
 SMALL = ["--n", "300", "--heads", "2", "--dk", "8", "--dv", "8", "--no-progress"]
+# --reproducible on a grid of 64 x 4 = 256 tokens: two blocks (docs/design.md §4.7)
+REPRO = ["--reproducible", "--chunk", "4"]
 
 
 class Ctx:
@@ -101,8 +106,9 @@ class Ctx:
 class Job:
     """One command, run in its own empty folder; outs: the output file names."""
 
-    def __init__(self, name, args, outs, env=None):
+    def __init__(self, name, args, outs, env=None, stride=1):
         self.name, self.args, self.outs, self.env = name, args, outs, env or {}
+        self.stride = stride  # sweep every stride-th N (and the last): a path swept elsewhere
 
 
 def jobs_for(P, inputs):
@@ -120,8 +126,16 @@ def jobs_for(P, inputs):
                               "128", "--no-progress"] + o, run_outs),
             Job("grad-segments", ["grad"] + SMALL + ["--mode", "bidirectional", "--segments",
                                                      inputs["seg"]] + g, grad_outs),
+            Job("run-repro-segments", ["run"] + SMALL + REPRO + ["--mode", "bidirectional",
+                                                                 "--segments", inputs["seg"]] + o,
+                run_outs, {"OMP_NUM_THREADS": "2"}, stride=2),
+            Job("run-repro-window", ["run"] + SMALL + REPRO + ["--window", "37"] + o, run_outs,
+                stride=4),
         ]
     return [Job("run-causal", ["run"] + SMALL + o, run_outs),
+            Job("run-repro-favor", ["run"] + SMALL + REPRO + ["--feature-map", "favor+",
+                                                              "--features", "8"] + o, run_outs,
+                stride=4),
             Job("grad", ["grad"] + SMALL + g, grad_outs),
             Job("grad-window", ["grad"] + SMALL + ["--window", "37"] + g, grad_outs)]
 
@@ -297,7 +311,7 @@ def main():
         if a.only and job.name != a.only:
             continue
         try:
-            b, _ = sweep(c, job, P, a.stride, a.jobs)
+            b, _ = sweep(c, job, P, max(a.stride, job.stride), a.jobs)
         except RuntimeError as e:
             print(f"FAIL  {e}")
             b = 1
