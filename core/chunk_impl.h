@@ -252,7 +252,7 @@ static void apply_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t
     if (e->k512 && nseg == 1) { /* the same products on the AVX-512 kernels */
       const int64_t ldv = (int64_t)e->H * e->dv;
       const int live = *m != -INFINITY || base;
-      if (base) base_plus(rsz, base, sz, sf);
+      if (base) la_k512_sum_to_f32(rsz, base, sz, sf); /* base_plus, vectorized */
       else if (live) la_k512_to_f32(rsz, sz, sf);
       la_k512_causal_chunk(len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
                            ldv, live ? sf : NULL, o, w->tmp, w->kT, A, w->zf, C);

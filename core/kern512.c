@@ -271,6 +271,14 @@ void la_k512_to_f32(size_t n, const double *src, float *dst) {
   for (; i < n; i++) dst[i] = (float)src[i];
 }
 
+void la_k512_sum_to_f32(size_t n, const double *a, const double *b, float *dst) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm512_cvtpd_ps(_mm512_add_pd(_mm512_loadu_pd(a + i),
+                                                            _mm512_loadu_pd(b + i))));
+  for (; i < n; i++) dst[i] = (float)(a[i] + b[i]);
+}
+
 void la_k512_scale_row(int n, const float *o, double f, float *y) {
   const __m512d fv = _mm512_set1_pd(f);
   int j = 0;
@@ -387,6 +395,9 @@ void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, fl
   (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a; (void)hyp;
 }
 void la_k512_to_f32(size_t n, const double *src, float *dst) { (void)n; (void)src; (void)dst; }
+void la_k512_sum_to_f32(size_t n, const double *a, const double *b, float *dst) {
+  (void)n; (void)a; (void)b; (void)dst;
+}
 double la_k512_dot_f64(int n, const float *a, const float *b) {
   (void)n; (void)a; (void)b;
   return 0;

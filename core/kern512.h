@@ -30,6 +30,8 @@ void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, fl
 /* dst[i] += src[i]; dst[i] = (float)src[i]; y[j] = (float)(o[j] * f) in double. */
 void la_k512_add_to_f64(size_t n, double *dst, const float *src);
 void la_k512_to_f32(size_t n, const double *src, float *dst);
+/* dst = (float)(a + b), the sum in float64 rounded once (--reproducible's base, §4.7). */
+void la_k512_sum_to_f32(size_t n, const double *a, const double *b, float *dst);
 void la_k512_scale_row(int n, const float *o, double f, float *y);
 /* sum_j a[j] b[j] with float64 products and sums (8 lanes, then the tail). */
 double la_k512_dot_f64(int n, const float *a, const float *b);
