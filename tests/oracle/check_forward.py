@@ -261,18 +261,29 @@ def distribution_checks(run, tally):
 
 
 def reproducible_checks(run, tally):
-    """--reproducible (docs/cli.md: bitwise identical for every rank and thread count) is not
-    implemented yet; until it is, the program must refuse it (exit 2, one error line) rather
-    than accept it and silently compute a non-reproducible result."""
-    c = dict(map="elu1", mode="causal", dtype="f64", normalize=True, n=50, h=1, dk=4, dv=3,
-             features=16, seed=0, threads=1, chunk=16, name="repro")
+    """--reproducible on one rank (docs/design.md §4.7; the rank-count matrix is the test
+    `reproducible`): 1 and 2 threads give the same bytes, over several grid blocks (chunk 4:
+    blocks of 256 tokens), and equal the default mode to float64 rounding."""
+    c = dict(map="favor+", mode="causal", dtype="f64", normalize=True, n=700, h=2, dk=4, dv=3,
+             features=16, seed=0, threads=1, chunk=4, name="repro")
     write_inputs(run, c, "r")
-    common.rm(run.path("r_out.npy"))
-    rc, _, e = run(*cmdline(c, "r", "r_out.npy", ["--reproducible"]))
-    probs = common.error_line_problems(rc, e)
-    ok = rc == 2 and not probs and not os.path.exists(run.path("r_out.npy"))
-    tally.case(ok, "--reproducible is refused until implemented",
-               note=f"exit {rc}: {common.first_error(e)}", cmd=run.last)
+    outs = {}
+    for t, extra in ((1, ["--reproducible"]), (2, ["--reproducible"]), (1, [])):
+        name = f"r_out{t}{len(extra)}.npy"
+        common.rm(run.path(name))
+        rc, _, e = run(*cmdline(dict(c, threads=t), "r", name, extra + ["--force"]))
+        outs[(t, len(extra))] = (rc, e, name)
+    bad = [f"exit {rc}: {common.first_error(e)}" for rc, e, _ in outs.values() if rc != 0]
+    if bad:
+        tally.case(False, "--reproducible runs", note="; ".join(bad), cmd=run.last)
+        return
+    data = {k: open(run.path(v[2]), "rb").read() for k, v in outs.items()}
+    tally.case(data[(1, 1)] == data[(2, 1)], "--reproducible: 1 and 2 threads give the same bytes",
+               cmd=run.last)
+    a, b = np.load(run.path(outs[(1, 1)][2])), np.load(run.path(outs[(1, 0)][2]))
+    e = ref.rel_err(a, b)
+    tally.case(e <= 1e-12, "--reproducible equals the default mode to float64 rounding",
+               note=f"err {e:.2e}", cmd=run.last)
 
 
 def main():
