@@ -236,7 +236,7 @@ static void test_exact(void) {
       int64_t kk = (int64_t)(unif(seed, 1, i, j) * 2097152.0) - 1048576;
       int e = (int)(unif(seed, 2, i, j) * 81) - 40;
       val[i][j] = ldexp((double)kk, e);
-      exact[j] += (__int128)kk << (e + 40);
+      exact[j] += (__int128)kk * ((__int128)1 << (e + 40)); /* no shift of a negative */
       lexact[j] += (long double)val[i][j] * expl((long double)mm[i]);
     }
   }
