@@ -26,31 +26,11 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "oracle"))
 import common  # noqa: E402
 import reference as ref  # noqa: E402
+from check_masks import reference  # noqa: E402  (the masked quadratic float64 reference)
 
 TOL = {"f64": 1e-12, "f32": 1e-5}
 RANKS = (1, 2, 3, 7)
 THREADS = (1, 2)
-
-
-def mask(n, mode, seg, window):
-    sid = np.searchsorted(seg, np.arange(n), side="right") - 1
-    m = sid[:, None] == sid[None, :]
-    if mode == "causal":
-        i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-        m &= j <= i
-        if window:
-            m &= i - j < window
-    return m
-
-
-def reference(mp, q, k, v, om, mode, seg, window):
-    pq, pk = ref.feature_map(mp, q, om), ref.feature_map(mp, k, om)
-    msk = mask(q.shape[0], mode, seg, window)
-    out = np.empty(v.shape)
-    for h in range(q.shape[1]):
-        a = (pq[:, h] @ pk[:, h].T) * msk
-        out[:, h] = (a @ v[:, h]) / a.sum(1)[:, None]
-    return out
 
 
 def digest(path):
