@@ -392,6 +392,9 @@ la_status la_npy_read_rows(const char *path, const la_npy_info *info, int64_t ro
            (long long)row0, (long long)row0, (long long)nrows, (long long)info->shape[0]);
     return LA_ERR_ARG;
   }
+  /* No rows: nothing to read, and the row size need not be representable. Shape (0, 2^63-1)
+   * is a valid empty array whose row would be 2^66 bytes (found by fuzz_npy). */
+  if (nrows == 0) return LA_OK;
   char msg[MSG_MAX];
   int64_t row_elems, row_bytes, off, n;
   if (!shape_size(info->dtype, info->ndim - 1, info->shape + 1, &row_elems, &row_bytes, msg,
