@@ -200,6 +200,8 @@ la_status la_kernels_resolve(la_kernel_choice choice, int *use_avx512);
  * memory (reason recorded, la_error_reason). */
 double la_kernel_probe_gflops(int threads, int reps);
 int la_engine_threads(const la_engine eng);
+/* The threads an engine planned with cfg would use (cfg->threads, or the OpenMP default). */
+int la_config_threads(const la_config *cfg);
 void la_engine_shape(const la_engine eng, int *heads, int *r, int *dv);
 la_mode la_engine_mode(const la_engine eng);
 la_dtype la_engine_dtype(const la_engine eng);
