@@ -1264,7 +1264,8 @@ static la_status compose_plots(ctx *c, char **text, size_t *len, char *err, size
   }
   double *y = x + nmax, *lo = y + nmax, *hi = lo + nmax;
   fprintf(w.g, "# linattn eval: the plots of report.md. Made by linattn from the CSV files of this folder;\n"
-               "# the numbers plotted are inline below. To (re)make the PNGs: run `gnuplot plots.gp` in this folder.\n"
+               "# the numbers plotted are inline below. To (re)make the PNGs: run `gnuplot plots.gp` in this folder\n"
+               "# (gnuplot 5 or later: datablocks).\n"
                "if (!exists(\"suffix\")) suffix = \"\"\n"
                "cairo = strstrt(GPVAL_TERMINALS, \"pngcairo\") > 0\n"
                "set grid\nset key outside right top font ',8'\nset bars small\nset datafile missing 'nan'\n");
@@ -1358,9 +1359,10 @@ static int run_gnuplot(const char *dir, const char *suffix, char *why, size_t wh
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
   char *cdexpr = NULL;
-  char *argv[8];
+  char *argv[9];
   int argc = 0;
   argv[argc++] = "gnuplot";
+  argv[argc++] = "-d"; /* --default-settings: no ~/.gnuplot (the script sets everything) */
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 29))
   posix_spawn_file_actions_addchdir_np(&fa, dir);
 #else
@@ -1652,7 +1654,7 @@ static void md_slopes(FILE *f, const ctx *c) {
              "(mode, n, input scale). \"Consistent with m^-1/2\" means the slope is within %.2f of %.1f.\n",
           SLOPE_TOL, SLOPE_REF);
   for (int m = 0; m < c->maps.n; m++) {
-    if (!c->random[m]) continue;
+    if (!c->random[m] || !isfinite(c->wmax[m])) continue;
     int k = 0, ok = 0;
     const slopefit *lo = NULL, *hi = NULL;
     for (int i = 0; i < c->nsl; i++) {
@@ -1698,6 +1700,7 @@ static void md_floor(FILE *f, const ctx *c) {
   }
   for (int m = 0; m < c->maps.n; m++) {
     double w = c->wmax[m], rlo = INFINITY, rhi = -INFINITY, rwid = NAN;
+    if (!isfinite(w)) continue; /* a map of bias.csv, rows.csv or recall.csv only */
     int nset = 0, nofloor = 0;
     char first[400] = "";
     /* one (n, scale) at a time; the kernel does not depend on the mode, so every mode's rows count */
