@@ -395,7 +395,7 @@ int main(int argc, char **argv) {
     char fake[600];
     snprintf(fake, sizeof fake, "%s/gnuplot", bin);
     FILE *f = fopen(fake, "w");
-    fprintf(f, "#!/bin/sh\nfor a; do case \"$a\" in suffix=*) eval \"$a\";; esac; done\n"
+    fprintf(f, "#!/bin/sh\nfor a; do case \"$a\" in suffix=*|\"cd '\"*) eval \"$a\";; esac; done\n"
                "echo junk > \"err_vs_n.png$suffix\"\n"
                "echo '         plot $d1 ...' >&2\n"
                "echo '\"plots.gp\" line 42: simulated failure' >&2\nexit 3\n");
