@@ -19,34 +19,34 @@ typedef struct {
   int64_t window; /* 0: none */
 } sn_mask;
 
-static int64_t sn_segment(const sn_mask *m, int64_t i) {
+static inline int64_t sn_segment(const sn_mask *m, int64_t i) {
   int64_t s = 0;
   if (m->seg)
     while (s + 1 < m->nseg && m->seg[s + 1] <= i) s++;
   return s;
 }
 
-static int sn_allowed(const sn_mask *m, int64_t i, int64_t j) {
+static inline int sn_allowed(const sn_mask *m, int64_t i, int64_t j) {
   if (m->causal && j > i) return 0;
   if (m->window > 0 && i - j >= m->window) return 0;
   return sn_segment(m, i) == sn_segment(m, j);
 }
 
 /* Pseudo-random data, a pure function of (seed, index), the same on every rank. */
-static double sn_rand(uint64_t seed, uint64_t i) {
+static inline double sn_rand(uint64_t seed, uint64_t i) {
   uint64_t x = seed * 0x9e3779b97f4a7c15ULL + i + 1;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   x ^= x >> 31;
   return 2.0 * ((double)(x >> 11) * 0x1.0p-53) - 1.0; /* uniform in [-1, 1) */
 }
-static void sn_fill(double *x, size_t cnt, double a, uint64_t seed) {
+static inline void sn_fill(double *x, size_t cnt, double a, uint64_t seed) {
   for (size_t i = 0; i < cnt; i++) x[i] = a * sn_rand(seed, i);
 }
 
 /* P [H, n, n] (head, row i, column j; may be NULL) and out [n, H, dv]. A row that reads no
  * key gets P = 0 and out = 0. */
-static void sn_forward(int64_t n, int H, int dk, int dv, double scale, const sn_mask *m,
+static inline void sn_forward(int64_t n, int H, int dk, int dv, double scale, const sn_mask *m,
                        const double *q, const double *k, const double *v, double *P, double *out) {
   double *row = malloc(sizeof(double) * (size_t)(n ? n : 1));
   char *ok = malloc((size_t)(n ? n : 1));
@@ -78,7 +78,7 @@ static void sn_forward(int64_t n, int H, int dk, int dv, double scale, const sn_
 }
 
 /* Gradients of L = sum(out * g), given P from sn_forward: dq, dk [n, H, dk], dv [n, H, dv]. */
-static void sn_backward(int64_t n, int H, int dk, int dv, double scale, const double *P,
+static inline void sn_backward(int64_t n, int H, int dk, int dv, double scale, const double *P,
                         const double *q, const double *k, const double *v, const double *g,
                         double *dq, double *dkk, double *dvv) {
   memset(dq, 0, sizeof(double) * n * H * dk);
@@ -107,7 +107,7 @@ static void sn_backward(int64_t n, int H, int dk, int dv, double scale, const do
   free(dP);
 }
 
-static double sn_loss(int64_t n, int H, int dk, int dv, double scale, const sn_mask *m,
+static inline double sn_loss(int64_t n, int H, int dk, int dv, double scale, const sn_mask *m,
                       const double *q, const double *k, const double *v, const double *g) {
   double *out = malloc(sizeof(double) * n * H * dv), L = 0;
   sn_forward(n, H, dk, dv, scale, m, q, k, v, NULL, out);
@@ -117,7 +117,7 @@ static double sn_loss(int64_t n, int H, int dk, int dv, double scale, const sn_m
 }
 
 /* max |analytic - central difference| / max |analytic| over every entry of q, k and v. */
-static double sn_fd_check(int64_t n, int H, int dk, int dv, double scale, const sn_mask *m,
+static inline double sn_fd_check(int64_t n, int H, int dk, int dv, double scale, const sn_mask *m,
                           double *q, double *k, double *v, const double *g) {
   const size_t nk = (size_t)n * H * dk, nvv = (size_t)n * H * dv;
   double *P = malloc(sizeof(double) * H * n * n), *gq = malloc(8 * nk), *gk = malloc(8 * nk),
