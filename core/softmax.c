@@ -1,16 +1,16 @@
 /* Exact softmax attention (docs/design.md §4.6), blocked: for each head and block
  * of BQ queries, key blocks of BK go through two GEMMs (S = s Q K^T, then P V) with an online
  * softmax between them (running row max m, sum l, accumulator rescaled by e^{m_old - m_new};
- * Milakov & Gimelshein 2018, as in FlashAttention). No n x n matrix is ever stored. */
+ * Milakov & Gimelshein 2018, as in FlashAttention). No n x n matrix is ever stored. The mask
+ * (softmax_mask.c) gives each query row one key interval; a query tile reads only the key
+ * tiles inside the union of its rows' intervals. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include "la_alloc.h"
 #include "la_blas.h"
 #include "linattn/baseline.h"
+#include "softmax_internal.h"
 #include "vexp.h"
 
 enum { BQ = 128, BK = 256 };
@@ -27,23 +27,6 @@ typedef struct {
   double *m, *l, *acc;
   int64_t ms, as;
 } sm_rows;
-
-static int sm_threads(int threads) {
-#ifdef _OPENMP
-  return threads > 0 ? threads : omp_get_max_threads();
-#else
-  (void)threads;
-  return 1;
-#endif
-}
-
-static int sm_thread(void) {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
 
 static int work_alloc(sm_work *w, size_t es, int dv, int local_state) {
   memset(w, 0, sizeof *w);
@@ -102,21 +85,25 @@ static sm_work *works_alloc(int T, size_t es, int dv, int local_state) {
     for (; j < n; j++) a[0] += (double)s[j];                                             \
     return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));            \
   }                                                                                      \
-  /* Online softmax on one score block: row i reads columns [0, valid[i]) (the rest is   \
-   * masked and set to 0); m' = max(m, max s), p = e^{s - m'}, l = l e^{m - m'} + sum p. \
-   * alpha[i] = e^{m - m'} rescales acc after the P V GEMM. In f32, m' is a float value, \
-   * so the f32 exponent and the float64 statistics use the same m'. */                 \
-  static void rows_##SFX(T *S, int bq, int ncol, const int *valid, sm_rows st,           \
-                         double *alpha) {                                                \
+  /* Online softmax on one score block: row i reads columns [vlo[i], vhi[i]) (the rest  \
+   * is masked and set to 0); m' = max(m, max s), p = e^{s - m'}, l = l e^{m - m'} +     \
+   * sum p. alpha[i] = e^{m - m'} rescales acc after the P V GEMM. In f32, m' is a float \
+   * value, so the f32 exponent and the float64 statistics use the same m'. */           \
+  static void rows_##SFX(T *S, int bq, int ncol, const int *vlo, const int *vhi,         \
+                         sm_rows st, double *alpha) {                                    \
     for (int i = 0; i < bq; i++) {                                                       \
       T *s = S + (size_t)i * ncol;                                                       \
-      const int nv = valid[i];                                                           \
+      const int a = vlo[i], nv = vhi[i] - a;                                             \
       double *m = st.m + i * st.ms, *l = st.l + i * st.ms;                               \
       alpha[i] = 1.0;                                                                    \
-      if (nv < ncol) memset(s + (nv > 0 ? nv : 0), 0, sizeof(T) * (ncol - (nv > 0 ? nv : 0))); \
-      if (nv <= 0) continue;                                                             \
-      const double mx = (double)rowmax_##SFX(s, nv), mn = *m > mx ? *m : mx;             \
-      const double sum = expsum_##SFX(s, nv, (T)mn);                                     \
+      if (nv <= 0) {                                                                     \
+        memset(s, 0, sizeof(T) * ncol);                                                  \
+        continue;                                                                        \
+      }                                                                                  \
+      memset(s, 0, sizeof(T) * a);                                                       \
+      memset(s + vhi[i], 0, sizeof(T) * (ncol - vhi[i]));                                \
+      const double mx = (double)rowmax_##SFX(s + a, nv), mn = *m > mx ? *m : mx;         \
+      const double sum = expsum_##SFX(s + a, nv, (T)mn);                                 \
       alpha[i] = *m == -INFINITY ? 0.0 : exp(*m - mn);                                   \
       *l = *l * alpha[i] + sum;                                                          \
       *m = mn;                                                                           \
@@ -132,30 +119,29 @@ static sm_work *works_alloc(int T, size_t es, int dv, int local_state) {
 LA_SM_LANES(float, f32, la_vexpf)
 LA_SM_LANES(double, f64, la_vexp)
 
-/* Fold keys [0, nk) (global positions k0..) into query rows [0, bq) (global gq..) of one
- * head; q, k, v point at the head's first row, with row strides H*dk and H*dv. */
-static void block_update(la_dtype dt, int H, int dk, int dv, double scale, int causal,
-                         int64_t gq, int bq, const void *q, int64_t k0, int64_t nk,
+/* Fold keys [0, nk) (global positions k0..) into query rows [0, bq) of one head, row r
+ * reading the keys [lo[r], hi[r]) (la_sm_rows); q, k, v point at the head's first row, with
+ * row strides H*dk and H*dv. Only [lo[0], hi[bq-1]) is visited: the rows' intervals grow
+ * with r and their union has no gap, so every key tile visited is read by some row. */
+static void block_update(la_dtype dt, int H, int dk, int dv, double scale, const int64_t *lo,
+                         const int64_t *hi, int bq, const void *q, int64_t k0, int64_t nk,
                          const void *k, const void *v, sm_rows st, sm_work *w) {
   const int ldk = H * dk, ldv = H * dv;
-  int valid[BQ];
-  for (int64_t j0 = 0; j0 < nk; j0 += BK) {
-    const int64_t gk = k0 + j0;
-    int ncol = (int)(nk - j0 < BK ? nk - j0 : BK);
-    if (causal) { /* keys after the block's last query are masked for every row */
-      const int64_t lim = gq + bq - gk;
-      if (lim <= 0) break;
-      if (lim < ncol) ncol = (int)lim;
-    }
+  const int64_t a = lo[0] > k0 ? lo[0] : k0, b = hi[bq - 1] < k0 + nk ? hi[bq - 1] : k0 + nk;
+  int vlo[BQ], vhi[BQ];
+  for (int64_t gk = a; gk < b; gk += BK) {
+    const int ncol = (int)(b - gk < BK ? b - gk : BK);
     for (int i = 0; i < bq; i++) {
-      int64_t c = causal ? gq + i - gk + 1 : ncol;
-      valid[i] = (int)(c < 0 ? 0 : c > ncol ? ncol : c);
+      const int64_t l = lo[i] - gk, h = hi[i] - gk;
+      vlo[i] = (int)(l < 0 ? 0 : l > ncol ? ncol : l);
+      vhi[i] = (int)(h < vlo[i] ? vlo[i] : h > ncol ? ncol : h);
     }
+    const int64_t j0 = gk - k0;
     if (dt == LA_F32) {
       const float *kj = (const float *)k + j0 * ldk, *vj = (const float *)v + j0 * ldv;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, ncol, dk, (float)scale, q, ldk,
                   kj, ldk, 0.0f, w->S, ncol);
-      rows_f32(w->S, bq, ncol, valid, st, w->alpha);
+      rows_f32(w->S, bq, ncol, vlo, vhi, st, w->alpha);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, dv, ncol, 1.0f, w->S, ncol,
                   vj, ldv, 0.0f, w->PV, dv);
       accadd_f32(w->PV, bq, dv, w->alpha, st);
@@ -163,7 +149,7 @@ static void block_update(la_dtype dt, int H, int dk, int dv, double scale, int c
       const double *kj = (const double *)k + j0 * ldk, *vj = (const double *)v + j0 * ldv;
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, ncol, dk, scale, q, ldk, kj,
                   ldk, 0.0, w->S, ncol);
-      rows_f64(w->S, bq, ncol, valid, st, w->alpha);
+      rows_f64(w->S, bq, ncol, vlo, vhi, st, w->alpha);
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, dv, ncol, 1.0, w->S, ncol, vj,
                   ldv, 0.0, w->PV, dv);
       accadd_f64(w->PV, bq, dv, w->alpha, st);
@@ -193,13 +179,15 @@ la_status la_softmax_attention(la_dtype dt, int64_t n, int heads, int dk, int dv
     return LA_ERR_ARG;
   const size_t es = la_dtype_size(dt);
   const int64_t nqb = (n + BQ - 1) / BQ, items = nqb * heads;
-  const int causal = mode == LA_CAUSAL, T = sm_threads(threads);
+  const la_softmax_mask mask = {mode, NULL, 0, 0};
+  LA_TRY(la_sm_mask_check(&mask, n, "la_softmax_attention"));
+  const int T = la_sm_threads(threads);
   sm_work *ws = works_alloc(T, es, dv, 1);
   if (!ws) return LA_ERR_NOMEM;
   la_blas_single_thread();
 #pragma omp parallel num_threads(T)
   {
-    sm_work w = ws[sm_thread()];
+    sm_work w = ws[la_sm_thread()];
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; it++) {
       const int64_t b = nqb - 1 - it / heads; /* causal: heaviest query blocks first */
@@ -210,7 +198,9 @@ la_status la_softmax_attention(la_dtype dt, int64_t n, int heads, int dk, int dv
       memset(w.l, 0, sizeof(double) * bq);
       memset(w.acc, 0, sizeof(double) * bq * dv);
       sm_rows st = {w.m, w.l, w.acc, 1, dv};
-      block_update(dt, heads, dk, dv, scale, causal, i0, bq,
+      int64_t lo[BQ], hi[BQ];
+      la_sm_rows(&mask, i0, bq, lo, hi);
+      block_update(dt, heads, dk, dv, scale, lo, hi, bq,
                    (const char *)q + ((size_t)i0 * heads + h) * dk * es, 0, n,
                    (const char *)k + (size_t)h * dk * es, (const char *)v + (size_t)h * dv * es,
                    st, &w);
@@ -250,36 +240,51 @@ void la_softmax_state_free(la_softmax_state *s) {
   memset(s, 0, sizeof *s);
 }
 
-la_status la_softmax_partial(la_softmax_state *s, la_dtype dt, int dk, double scale,
-                             la_mode mode, int64_t q0, const void *q, int64_t k0, int64_t nk,
-                             const void *k, const void *v, int threads) {
+la_status la_softmax_partial_mask(la_softmax_state *s, la_dtype dt, int dk, double scale,
+                                  const la_softmax_mask *mask, int64_t q0, const void *q,
+                                  int64_t k0, int64_t nk, const void *k, const void *v,
+                                  int threads) {
   if (!s || bad_shape(dt, s->nq, s->heads, dk, s->dv, scale) || nk < 0 || q0 < 0 || k0 < 0 ||
       (s->nq > 0 && nk > 0 && (!q || !k || !v)))
     return LA_ERR_ARG;
-  const int causal = mode == LA_CAUSAL, H = s->heads, dv = s->dv;
-  if (s->nq == 0 || nk == 0 || (causal && k0 > q0 + s->nq - 1)) return LA_OK;
+  const int64_t end = q0 + s->nq > k0 + nk ? q0 + s->nq : k0 + nk;
+  LA_TRY(la_sm_mask_check(mask, end, "la_softmax_partial_mask"));
+  const int H = s->heads, dv = s->dv;
+  if (s->nq == 0 || nk == 0) return LA_OK;
+  int64_t klo, khi;
+  la_softmax_mask_keys(mask, q0, s->nq, &klo, &khi);
+  if (khi <= k0 || klo >= k0 + nk) return LA_OK; /* no query reads this block */
   const size_t es = la_dtype_size(dt);
   const int64_t nqb = (s->nq + BQ - 1) / BQ, items = nqb * H;
-  const int T = sm_threads(threads);
+  const int T = la_sm_threads(threads);
   sm_work *ws = works_alloc(T, es, dv, 0);
   if (!ws) return LA_ERR_NOMEM;
   la_blas_single_thread();
 #pragma omp parallel num_threads(T)
   {
-    sm_work w = ws[sm_thread()];
+    sm_work w = ws[la_sm_thread()];
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; it++) {
       const int64_t b = nqb - 1 - it / H, i0 = b * BQ;
       const int h = (int)(it % H), bq = (int)(s->nq - i0 < BQ ? s->nq - i0 : BQ);
       const size_t r0 = (size_t)i0 * H + h;
       sm_rows st = {s->m + r0, s->l + r0, s->acc + r0 * dv, H, (int64_t)H * dv};
-      block_update(dt, H, dk, dv, scale, causal, q0 + i0, bq,
-                   (const char *)q + r0 * dk * es, k0, nk, (const char *)k + (size_t)h * dk * es,
-                   (const char *)v + (size_t)h * dv * es, st, &w);
+      int64_t lo[BQ], hi[BQ];
+      la_sm_rows(mask, q0 + i0, bq, lo, hi);
+      block_update(dt, H, dk, dv, scale, lo, hi, bq, (const char *)q + r0 * dk * es, k0, nk,
+                   (const char *)k + (size_t)h * dk * es, (const char *)v + (size_t)h * dv * es,
+                   st, &w);
     }
   }
   works_free(ws, T);
   return LA_OK;
+}
+
+la_status la_softmax_partial(la_softmax_state *s, la_dtype dt, int dk, double scale,
+                             la_mode mode, int64_t q0, const void *q, int64_t k0, int64_t nk,
+                             const void *k, const void *v, int threads) {
+  const la_softmax_mask mask = {mode, NULL, 0, 0};
+  return la_softmax_partial_mask(s, dt, dk, scale, &mask, q0, q, k0, nk, k, v, threads);
 }
 
 la_status la_softmax_finish(const la_softmax_state *s, la_dtype dt, void *out) {

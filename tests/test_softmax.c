@@ -1,12 +1,17 @@
-/* Exact softmax baseline (core/softmax.c) against a naive float64 quadratic implementation
- * written here (no shared code): whole-sequence and key-block (partial) entries, causal and
- * bidirectional, f64 (tolerance 1e-12) and f32 (1e-5), sizes that are not multiples of the
- * blocks. Error = max |x - ref| / max |ref|. */
+/* Exact softmax baseline (core/softmax.c, core/softmax_bwd.c) against naive float64 quadratic
+ * implementations written in the tests (here and test_softmax_naive.h; no shared code):
+ * whole-sequence and key-block (partial) entries, causal and bidirectional, f64 (tolerance
+ * 1e-12) and f32 (1e-5), sizes that are not multiples of the blocks. Masks (segments of
+ * length 1 and across tiles, windows of 1, 5 and 300, both together) in the forward and the
+ * float64 backward (1e-12), with keys that no query reads set to NaN so that touching them
+ * shows; the naive backward itself against central differences. Error = max |x - ref| /
+ * max |ref|. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "linattn/baseline.h"
+#include "test_softmax_naive.h"
 
 static int passed, failed;
 
@@ -114,6 +119,235 @@ static void one_case(la_dtype dt, la_mode mode, int64_t n, int H, int dk, int dv
   free(qd); free(kd); free(vd); free(ref); free(q); free(k); free(v); free(out);
 }
 
+
+/* ---------------- masks and the backward ---------------- */
+
+static double worst_fwd64, worst_fwd32, worst_bwd, worst_fd;
+
+/* The larger error, NaN staying NaN. */
+static double worse(double acc, double e) {
+  return (isnan(acc) || isnan(e)) ? NAN : (e > acc ? e : acc);
+}
+
+static double err64(const double *x, const double *ref, size_t cnt) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < cnt; i++) {
+    num = isnan(x[i]) ? INFINITY : fmax(num, fabs(x[i] - ref[i]));
+    if (isinf(num)) break;
+    den = fmax(den, fabs(ref[i]));
+  }
+  return den > 0 ? num / den : num;
+}
+
+/* Query rows [qa, qb) of a sequence of n under the mask, split in two states at a point
+ * that is no tile multiple; keys folded in five irregular blocks (forward and backward in
+ * different orders). Keys no query of [qa, qb) may read are NaN in the engine's copy. The
+ * reference: the naive forward over all rows, and the naive backward with g = 0 outside
+ * [qa, qb), so that dk, dv hold those rows' contributions only. */
+static void mask_case(const char *name, int64_t n, int H, int dk, int dv, double a,
+                      const sn_mask *nm, int64_t qa, int64_t qb, int threads, int f32) {
+  const double scale = 1.0 / sqrt((double)dk);
+  const size_t nqk = (size_t)n * H * dk, nvv = (size_t)n * H * dv;
+  double *q = malloc(8 * nqk), *k = malloc(8 * nqk), *v = malloc(8 * nvv), *g = calloc(nvv, 8);
+  double *P = malloc(sizeof(double) * H * n * n), *ref = malloc(8 * nvv);
+  double *rq = malloc(8 * nqk), *rk = malloc(8 * nqk), *rv = malloc(8 * nvv);
+  sn_fill(q, nqk, a, 11 + n);
+  sn_fill(k, nqk, a, 12 + n);
+  sn_fill(v, nvv, 1.0, 13 + n);
+  sn_fill(g + (size_t)qa * H * dv, (size_t)(qb - qa) * H * dv, 1.0, 14 + n);
+  sn_forward(n, H, dk, dv, scale, nm, q, k, v, P, ref);
+  sn_backward(n, H, dk, dv, scale, P, q, k, v, g, rq, rk, rv);
+  /* the engine's keys: NaN where no query of [qa, qb) may read */
+  double *ke = malloc(8 * nqk), *ve = malloc(8 * nvv);
+  memcpy(ke, k, 8 * nqk);
+  memcpy(ve, v, 8 * nvv);
+  int64_t poisoned = 0;
+  for (int64_t j = 0; j < n; j++) {
+    int used = 0;
+    for (int64_t i = qa; i < qb && !used; i++) used = sn_allowed(nm, i, j);
+    if (used) continue;
+    poisoned++;
+    for (int c = 0; c < H * dk; c++) ke[j * H * dk + c] = NAN;
+    for (int c = 0; c < H * dv; c++) ve[j * H * dv + c] = NAN;
+  }
+  const la_softmax_mask lm = {nm->causal ? LA_CAUSAL : LA_BIDIRECTIONAL, nm->seg, nm->nseg,
+                              nm->window};
+  char what[200];
+  snprintf(what, sizeof what, "%s n=%lld rows [%lld, %lld) H=%d dk=%d dv=%d T=%d (%lld keys NaN)",
+           name, (long long)n, (long long)qa, (long long)qb, H, dk, dv, threads,
+           (long long)poisoned);
+  int64_t cut[6] = {0, n / 4, n / 4 + 1, n / 2, (3 * n) / 4, n};
+  for (int b = 1; b < 6; b++) cut[b] = cut[b] < cut[b - 1] ? cut[b - 1] : cut[b] > n ? n : cut[b];
+  const int ford[5] = {2, 1, 0, 4, 3}, bord[5] = {4, 0, 3, 1, 2};
+  const int64_t qc = qa + (qb - qa) / 3 + 1 < qb ? qa + (qb - qa) / 3 + 1 : qb;
+  const int64_t part[3] = {qa, qc, qb};
+  double *out = calloc(nvv, 8), *D = calloc((size_t)n * H, 8);
+  double *dq = calloc(nqk, 8), *gk = calloc(nqk, 8), *gv = calloc(nvv, 8);
+  la_softmax_state S[2];
+  la_status st = LA_OK;
+  for (int pi = 0; pi < 2; pi++) {
+    const int64_t q0 = part[pi], nq = part[pi + 1] - q0;
+    const size_t oq = (size_t)q0 * H * dk, ov = (size_t)q0 * H * dv;
+    la_status e = la_softmax_state_init(&S[pi], nq, H, dv);
+    for (int b = 0; b < 5 && e == LA_OK; b++) {
+      const int64_t k0 = cut[ford[b]], nk = cut[ford[b] + 1] - k0;
+      e = la_softmax_partial_mask(&S[pi], LA_F64, dk, scale, &lm, q0, q + oq, k0, nk,
+                                  ke + (size_t)k0 * H * dk, ve + (size_t)k0 * H * dv, threads);
+    }
+    if (e == LA_OK) e = la_softmax_finish(&S[pi], LA_F64, out + ov);
+    if (e == LA_OK) e = la_softmax_delta(nq, H, dv, out + ov, g + ov, D + (size_t)q0 * H);
+    for (int b = 0; b < 5 && e == LA_OK; b++) {
+      const int64_t k0 = cut[bord[b]], nk = cut[bord[b] + 1] - k0;
+      e = la_softmax_backward_partial(&S[pi], D + (size_t)q0 * H, dk, scale, &lm, q0, q + oq,
+                                      g + ov, k0, nk, ke + (size_t)k0 * H * dk,
+                                      ve + (size_t)k0 * H * dv, dq + oq,
+                                      gk + (size_t)k0 * H * dk, gv + (size_t)k0 * H * dv, threads);
+    }
+    st = st == LA_OK ? e : st;
+  }
+  const size_t oq = (size_t)qa * H * dk, ov = (size_t)qa * H * dv;
+  const size_t cq = (size_t)(qb - qa) * H * dk, cv = (size_t)(qb - qa) * H * dv;
+  double e = st == LA_OK ? err64(out + ov, ref + ov, cv) : INFINITY;
+  worst_fwd64 = worse(worst_fwd64, e);
+  check(e <= 1e-12, "masked forward f64 %s: rel err %.3g", what, e);
+  /* backward: dq of the rows, dk and dv of every key (zero where no query reads) */
+  double eq = st == LA_OK ? err64(dq + oq, rq + oq, cq) : INFINITY;
+  double ek = st == LA_OK ? err64(gk, rk, nqk) : INFINITY, ev = st == LA_OK ? err64(gv, rv, nvv) : INFINITY;
+  worst_bwd = worse(worse(worse(worst_bwd, eq), ek), ev);
+  check(eq <= 1e-12, "backward dq %s: rel err %.3g", what, eq);
+  check(ek <= 1e-12, "backward dk %s: rel err %.3g", what, ek);
+  check(ev <= 1e-12, "backward dv %s: rel err %.3g", what, ev);
+  /* the same thread count gives the same bytes */
+  if (st == LA_OK && threads > 1) {
+    double *dq2 = calloc(nqk, 8), *gk2 = calloc(nqk, 8), *gv2 = calloc(nvv, 8);
+    for (int pi = 0; pi < 2; pi++) {
+      const int64_t q0 = part[pi];
+      const size_t pq = (size_t)q0 * H * dk, pv = (size_t)q0 * H * dv;
+      for (int b = 0; b < 5; b++) {
+        const int64_t k0 = cut[bord[b]], nk = cut[bord[b] + 1] - k0;
+        la_softmax_backward_partial(&S[pi], D + (size_t)q0 * H, dk, scale, &lm, q0, q + pq, g + pv,
+                                    k0, nk, ke + (size_t)k0 * H * dk, ve + (size_t)k0 * H * dv,
+                                    dq2 + pq, gk2 + (size_t)k0 * H * dk,
+                                    gv2 + (size_t)k0 * H * dv, threads);
+      }
+    }
+    const int same = !memcmp(dq, dq2, 8 * nqk) && !memcmp(gk, gk2, 8 * nqk) &&
+                     !memcmp(gv, gv2, 8 * nvv);
+    check(same, "backward %s: a second run with the same thread count gave other bytes (%g)",
+          what, 0.0);
+    free(dq2); free(gk2); free(gv2);
+  }
+  for (int pi = 0; pi < 2; pi++) la_softmax_state_free(&S[pi]);
+  /* float32 forward: the reference on the rounded inputs */
+  if (f32) {
+    float *qf = malloc(4 * nqk), *kf = malloc(4 * nqk), *vf = malloc(4 * nvv), *of = malloc(4 * nvv);
+    for (size_t x = 0; x < nqk; x++) {
+      qf[x] = (float)q[x]; kf[x] = (float)ke[x];
+      q[x] = qf[x]; k[x] = (float)k[x];
+    }
+    for (size_t x = 0; x < nvv; x++) {
+      vf[x] = (float)ve[x];
+      v[x] = (float)v[x];
+    }
+    sn_forward(n, H, dk, dv, scale, nm, q, k, v, NULL, ref);
+    la_softmax_state S32;
+    la_status e32 = la_softmax_state_init(&S32, qb - qa, H, dv);
+    for (int b = 0; b < 5 && e32 == LA_OK; b++) {
+      const int64_t k0 = cut[ford[b]], nk = cut[ford[b] + 1] - k0;
+      e32 = la_softmax_partial_mask(&S32, LA_F32, dk, scale, &lm, qa, qf + oq, k0, nk,
+                                    kf + (size_t)k0 * H * dk, vf + (size_t)k0 * H * dv, threads);
+    }
+    if (e32 == LA_OK) e32 = la_softmax_finish(&S32, LA_F32, of);
+    double e3 = e32 == LA_OK ? rel_err(LA_F32, of, ref + ov, cv) : INFINITY;
+    if (isnan(e3)) e3 = INFINITY;
+    worst_fwd32 = worse(worst_fwd32, e3);
+    check(e3 <= 1e-5, "masked forward f32 %s: rel err %.3g", what, e3);
+    la_softmax_state_free(&S32);
+    free(qf); free(kf); free(vf); free(of);
+  }
+  free(q); free(k); free(v); free(g); free(P); free(ref); free(rq); free(rk); free(rv);
+  free(ke); free(ve); free(out); free(D); free(dq); free(gk); free(gv);
+}
+
+static void mask_cases(void) {
+  /* segments of length 1 (0, 1, 130, 999), one across the 128/256 tiles (300..600) */
+  const int64_t seg[] = {0, 1, 2, 130, 131, 300, 600, 601, 900, 999, 1000};
+  const int64_t nseg = sizeof seg / sizeof *seg;
+  const int64_t seg777[] = {0, 100, 101, 400, 777}; /* n not a tile multiple */
+  const int64_t half[] = {0, 600, 1000};
+  for (int c = 0; c < 2; c++) {
+    const char *mode = c ? "causal" : "bidirectional";
+    sn_mask m = {c, seg, nseg, 0};
+    char name[64];
+    snprintf(name, sizeof name, "%s segments", mode);
+    mask_case(name, 1000, 2, 16, 12, 1.0, &m, 0, 1000, 3, 1);
+    mask_case(name, 1000, 1, 8, 5, 3.0, &m, 0, 1000, 1, 0);
+    m.seg = seg777;
+    m.nseg = 5;
+    mask_case(name, 777, 3, 16, 16, 1.0, &m, 0, 777, 2, 1);
+    m.seg = half;
+    m.nseg = 3;
+    mask_case(name, 1000, 2, 8, 8, 1.0, &m, 600, 1000, 2, 0); /* keys [0, 600) NaN */
+    mask_case(name, 1000, 2, 8, 8, 1.0, &m, 0, 600, 2, 0);    /* keys [600, 1000) NaN */
+  }
+  const int64_t W[] = {1, 5, 300};
+  for (int w = 0; w < 3; w++) {
+    sn_mask m = {1, NULL, 0, W[w]};
+    char name[64];
+    snprintf(name, sizeof name, "window %lld", (long long)W[w]);
+    mask_case(name, 1000, 2, 16, 12, 1.0, &m, 0, 1000, 3, 1);
+    mask_case(name, 1000, 2, 8, 8, 3.0, &m, 700, 1000, 2, 0); /* keys below 700 - W + 1 NaN */
+    m.seg = seg;
+    m.nseg = nseg;
+    snprintf(name, sizeof name, "segments + window %lld", (long long)W[w]);
+    mask_case(name, 1000, 2, 16, 12, 1.0, &m, 0, 1000, 2, 1);
+    mask_case(name, 1000, 1, 8, 8, 1.0, &m, 650, 1000, 3, 0);
+  }
+  sn_mask causal = {1, NULL, 0, 0}, bidir = {0, NULL, 0, 0};
+  mask_case("causal", 1000, 2, 16, 12, 1.0, &causal, 0, 300, 3, 1); /* keys [300, 1000) NaN */
+  mask_case("causal", 7, 1, 4, 3, 1.0, &causal, 0, 7, 2, 1);
+  mask_case("bidirectional", 1000, 2, 16, 12, 1.0, &bidir, 0, 1000, 2, 1);
+  mask_case("bidirectional", 1, 1, 4, 3, 1.0, &bidir, 0, 1, 2, 1);
+
+  /* the naive backward against central differences (tiny: every entry of q, k, v) */
+  const int64_t fseg[] = {0, 3, 4, 7};
+  sn_mask fm[3] = {{1, fseg, 4, 2}, {0, fseg, 4, 0}, {1, NULL, 0, 0}};
+  for (int c = 0; c < 3; c++) {
+    const int64_t n = 7;
+    const int H = 2, dk = 3, dv = 2;
+    double q[42], k[42], v[28], g[28];
+    sn_fill(q, 42, 1.0, 21);
+    sn_fill(k, 42, 1.0, 22);
+    sn_fill(v, 28, 1.0, 23);
+    sn_fill(g, 28, 1.0, 24);
+    const double e = sn_fd_check(n, H, dk, dv, 0.7, &fm[c], q, k, v, g);
+    worst_fd = worse(worst_fd, e);
+    check(e <= 1e-8, "naive backward vs central differences, case %s: rel err %.3g",
+          c == 0 ? "causal segments + window 2" : c == 1 ? "bidirectional segments" : "causal", e);
+  }
+
+  /* masks refused */
+  {
+    double x[8] = {0};
+    la_softmax_state S;
+    la_softmax_state_init(&S, 2, 1, 1);
+    const int64_t bad[] = {0, 2, 2, 4}, ok[] = {0, 2, 4};
+    la_softmax_mask m1 = {LA_BIDIRECTIONAL, NULL, 0, 3}, m2 = {LA_CAUSAL, bad, 4, 0},
+                    m3 = {LA_CAUSAL, ok, 3, 0}, m4 = {LA_CAUSAL, NULL, 0, -1};
+    check(la_softmax_partial_mask(&S, LA_F64, 2, 1.0, &m1, 0, x, 0, 2, x, x, 1) == LA_ERR_ARG,
+          "%s %g", "bidirectional window refused", 0.0);
+    check(la_softmax_partial_mask(&S, LA_F64, 2, 1.0, &m2, 0, x, 0, 2, x, x, 1) == LA_ERR_ARG,
+          "%s %g", "offsets that do not increase refused", 0.0);
+    check(la_softmax_partial_mask(&S, LA_F64, 2, 1.0, &m3, 3, x, 0, 2, x, x, 1) == LA_ERR_ARG,
+          "%s %g", "rows past the last offset refused", 0.0);
+    check(la_softmax_partial_mask(&S, LA_F64, 2, 1.0, &m4, 0, x, 0, 2, x, x, 1) == LA_ERR_ARG,
+          "%s %g", "negative window refused", 0.0);
+    check(la_softmax_backward_partial(&S, x, 2, 1.0, &m1, 0, x, x, 0, 2, x, x, x, x, x, 1) ==
+              LA_ERR_ARG, "%s %g", "backward: bidirectional window refused", 0.0);
+    la_softmax_state_free(&S);
+  }
+}
+
 int main(void) {
   const int64_t ns[] = {1, 7, 129, 1000};
   for (int d = 0; d < 2; d++)
@@ -128,6 +362,10 @@ int main(void) {
         }
       }
   one_case(LA_F64, LA_CAUSAL, 777, 2, 16, 16, 1.0, 2);
+  mask_cases();
+  printf("masked forward: worst f64 %.3g (tol 1e-12), f32 %.3g (tol 1e-5); backward f64 %.3g "
+         "(tol 1e-12); naive backward vs finite differences %.3g (tol 1e-8)\n",
+         worst_fwd64, worst_fwd32, worst_bwd, worst_fd);
 
   /* A causal query row that read no key: zeros and LA_ERR_DENOMINATOR. */
   {
