@@ -27,6 +27,8 @@
  *   every rank.
  * Every rank counts its failures; the exit status is the MPI_MAX over ranks.
  *
+ * `test_floor --expect-nomem` under LINATTN_FAIL_ALLOC=N: the agreed LA_ERR_NOMEM (ctest
+ * floor_nomem*, one per allocation of the floor, failing on rank 1 of 2).
  * `test_floor --time n1,n2,...` times la_floor_singular_values (H = 1, dk = 64) and, on
  * rank 0 alone, LAPACKE_dgesvd (values only) on the same matrix, and prints the OpenBLAS core
  * (docs/design.md §4.6 gives the figures). */
@@ -350,6 +352,24 @@ static void test_errors(la_dist d) {
   free(k);
 }
 
+/* --expect-nomem, run with LINATTN_FAIL_ALLOC=N (core/la_alloc.h) on one rank: that rank's
+ * Nth allocation (la_dist_create makes the 1st, the floor the 2nd to 8th) fails, every rank
+ * returns LA_ERR_NOMEM with the same reason, and the next call succeeds. */
+static void nomem_mode(la_dist d) {
+  const int n = 200, H = 2, dk = 16;
+  rng_state = 5;
+  double *q = malloc(sizeof(double) * n * H * dk), *k = malloc(sizeof(double) * n * H * dk);
+  for (int i = 0; i < n * H * dk; i++) { q[i] = nrand(); k[i] = nrand(); }
+  double *sv = malloc(sizeof(double) * n * H), shift;
+  char err[512];
+  la_status st = la_floor_singular_values(d, n, H, dk, 0.25, q, k, sv, &shift, err, sizeof err);
+  check_agreed(st, err, LA_ERR_NOMEM, "out of memory", "injected allocation failure");
+  st = la_floor_singular_values(d, n, H, dk, 0.25, q, k, sv, &shift, err, sizeof err);
+  CHECK(st == LA_OK && sv[0] > 0 && sv[n] > 0, "the call after the failure: %s (%s)",
+        la_status_string(st), err);
+  free(q); free(k); free(sv);
+}
+
 static int time_mode(la_dist d, const char *list) {
   if (RANK == 0)
     printf("OpenBLAS core %s, OPENBLAS_NUM_THREADS=%s, %d ranks\n", openblas_get_corename(),
@@ -386,6 +406,15 @@ static int time_mode(la_dist d, const char *list) {
   return 0;
 }
 
+static const fcase cases[] = {
+    {200, 1, 16, 0.25, 1.0},  /* n not a multiple of the block size 64 */
+    {3, 2, 4, 0.5, 1.0},      /* n smaller than the grid: all on process (0, 0), the rest empty */
+    {1, 1, 2, 1.0, 1.0},      /* one entry */
+    {130, 2, 8, 0.35, 0.3},   /* H = 2, head 1's scores smaller: c is head 0's */
+    {256, 1, 64, 0.125, 1.0}, /* whole blocks, dk = 64 */
+    {97, 3, 5, 2.0, 1.0},     /* sharp scores: a few entries dominate, the floor falls fast */
+};
+
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -403,29 +432,27 @@ int main(int argc, char **argv) {
     return 0;
   }
   double t0 = MPI_Wtime();
-  const fcase cases[] = {
-      {200, 1, 16, 0.25, 1.0},   /* n not a multiple of the block size 64 */
-      {3, 2, 4, 0.5, 1.0},       /* n smaller than the grid: most ranks hold nothing */
-      {1, 1, 2, 1.0, 1.0},       /* one entry */
-      {130, 2, 8, 0.35, 0.3},    /* H = 2, head 1 much smaller: c is head 0's */
-      {256, 1, 64, 0.125, 1.0},  /* whole blocks, dk = 64 */
-      {97, 3, 5, 2.0, 1.0},      /* sharp scores: slowly decaying singular values */
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(d, cases[i], 1000 + i);
-  test_errors(d);
+  const int nomem = argc == 2 && strcmp(argv[1], "--expect-nomem") == 0;
+  if (nomem) {
+    nomem_mode(d);
+  } else {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(d, cases[i], 1000 + i);
+    test_errors(d);
+  }
   la_dist_destroy(&d);
   int counts[2] = {nfail, npass}, maxc[2], sumc[2];
   double worst[3] = {worst_sv, worst_floor, worst_ey}, gworst[3];
   MPI_Allreduce(counts, maxc, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(counts, sumc, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(worst, gworst, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  if (RANK == 0) {
+  if (RANK == 0 && !nomem) {
     printf("floor on %d ranks (%.1f s): max |sv - sv_ref| / sv_0 %.2e (tolerance %.0e), max "
            "floor error %.2e, truncated SVD vs floor %.2e (tolerance %.0e)\n", SIZE,
            MPI_Wtime() - t0, gworst[0], TOL_SV, gworst[1], gworst[2], TOL_EY);
+  }
+  if (RANK == 0)
     printf("%d passed, %d failed (summed over ranks; worst rank %d failed)\n", sumc[1], sumc[0],
            maxc[0]);
-  }
   MPI_Finalize();
   return maxc[0] != 0;
 }
