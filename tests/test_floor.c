@@ -341,9 +341,11 @@ static void test_errors(la_dist d) {
   for (int i = 0; i < n * dk; i++) q[i] = k[i] = 1.0;
   st = la_floor_singular_values(d, n, 1, dk, 1e308, q, k, sv, &shift, err, sizeof err);
   check_agreed(st, err, LA_ERR_NONFINITE, "not finite", "scale 1e308");
-  /* 100000^2 / 4 > 2^31: refused before q and k are read (they are too short on purpose) */
-  st = la_floor_singular_values(d, 100000, 1, dk, 1.0, q, k, sv, &shift, err, sizeof err);
-  check_agreed(st, err, LA_ERR_UNSUPPORTED, "32-bit", "n = 100000");
+  /* n = 46341 P: some rank's local part is at least n^2 / P = 46341^2 P > 2^31 elements on
+   * any grid; refused before q and k are read (they are too short on purpose) */
+  st = la_floor_singular_values(d, (int64_t)46341 * SIZE, 1, dk, 1.0, q, k, sv, &shift, err,
+                                sizeof err);
+  check_agreed(st, err, LA_ERR_UNSUPPORTED, "32-bit", "n = 46341 P");
   /* after the failures, a good call still works */
   for (int i = 0; i < n * dk; i++) { q[i] = 0.01 * (i % 7); k[i] = 0.02 * (i % 5); }
   st = la_floor_singular_values(d, n, 1, dk, 1.0, q, k, sv, &shift, err, sizeof err);
