@@ -18,7 +18,7 @@ _Static_assert(LA_F32 == 0 && LA_F64 == 1 && LA_CAUSAL == 0 && LA_BIDIRECTIONAL 
                "enum options are stored as the index of their name");
 
 static const la_opt_sub la_subs[] = {
-    {"run", LA_SUB_RUN}, {"grad", LA_SUB_GRAD}, {"bench", LA_SUB_BENCH}};
+    {"run", LA_SUB_RUN}, {"grad", LA_SUB_GRAD}, {"bench", LA_SUB_BENCH}, {"eval", LA_SUB_EVAL}};
 enum { NSUBS = (int)(sizeof la_subs / sizeof la_subs[0]) };
 
 /* ---- values that need code ---- */
@@ -44,6 +44,14 @@ static int map_lookup(const char *s, int *v) {
 static const char *bench_map_refused(int v) {
   return la_map_is_signed((la_map_kind)v) || v == LA_MAP_PRECOMPUTED
              ? "is not timed by bench (its denominators can be <= 0 on the synthetic workload)"
+             : NULL;
+}
+
+/* eval measures the maps whose denominators are positive by construction. */
+static const char *eval_map_refused(int v) {
+  return la_map_is_signed((la_map_kind)v) || v == LA_MAP_PRECOMPUTED
+             ? "is not studied by eval (signed maps can give denominators <= 0, and precomputed "
+               "features have no map to study)"
              : NULL;
 }
 
@@ -81,12 +89,13 @@ static void progress_init(const la_opt *r, void *o) {
 /* ---- the table ---- */
 
 #define F(f) LA_OPT_FIELD(la_cli, f)
-enum { RUN = LA_SUB_RUN, GRAD = LA_SUB_GRAD, BENCH = LA_SUB_BENCH, RG = RUN | GRAD,
-       ALL = RUN | GRAD | BENCH };
-enum { G_INPUT, G_OPERATOR, G_EXEC, G_BASELINE, G_PROBE, G_OUTPUT, G_GRAD, G_OTHER };
+enum { RUN = LA_SUB_RUN, GRAD = LA_SUB_GRAD, BENCH = LA_SUB_BENCH, EVAL = LA_SUB_EVAL,
+       RG = RUN | GRAD, RGE = RUN | GRAD | EVAL, ALL = RUN | GRAD | BENCH | EVAL };
+enum { G_INPUT, G_OPERATOR, G_EXEC, G_BASELINE, G_PROBE, G_STUDY, G_OUTPUT, G_GRAD, G_OTHER };
 static const char *const group_titles[] = {
     "Inputs (default: the built-in synthetic workload)", "Operator", "Execution",
-    "Baselines (exact softmax attention on the same data)", "GEMM probe", "Outputs",
+    "Baselines (exact softmax attention on the same data)", "GEMM probe",
+    "Study (every combination of the lists is one row of results.csv)", "Outputs",
     "Gradients (the loss is sum(out * G); the projection is held fixed)", "Other", NULL};
 
 #define NOT_YET "checkpointing is not implemented in this version"
@@ -105,17 +114,21 @@ static const char *const group_titles[] = {
  * section in docs/cli.md, which tests/cli/check_help_defaults.py then holds to the table. */
 static const la_opt rows[] = {
     /* Inputs */
-    {.name = "--q", .meta = "F", .subs = RG, .group = G_INPUT, .kind = LA_OPT_STR, F(q),
+    {.name = "--q", .meta = "F", .subs = RGE, .group = G_INPUT, .kind = LA_OPT_STR, F(q),
      .help = "queries [N,H,dk] (.npy, or [N,d] for H = 1); with --k and --v"},
-    {.name = "--k", .meta = "F", .subs = RG, .group = G_INPUT, .kind = LA_OPT_STR, F(k),
+    {.name = "--k", .meta = "F", .subs = RGE, .group = G_INPUT, .kind = LA_OPT_STR, F(k),
      .help = "keys [N,H,dk]"},
-    {.name = "--v", .meta = "F", .subs = RG, .group = G_INPUT, .kind = LA_OPT_STR, F(v),
+    {.name = "--v", .meta = "F", .subs = RGE, .group = G_INPUT, .kind = LA_OPT_STR, F(v),
      .help = "values [N,H,dv]"},
     {.name = "--n", .meta = "N", .subs = RG, .group = G_INPUT, .kind = LA_OPT_INT, F(n),
      .lo = 0, .hi = INT64_MAX / 2, .def = "65536", .help = "synthetic workload: tokens"},
     {.name = "--n", .meta = "LIST", .subs = BENCH, .group = G_INPUT, .kind = LA_OPT_INT,
      .list = LA_LIST_MAX, F(n_list), .lo = 1, .hi = (int64_t)1 << 40,
      .range = "an integer in [1, 2^40]", .def = "65536", .help = "sequence lengths"},
+    {.name = "--n", .meta = "LIST", .subs = EVAL, .group = G_INPUT, .kind = LA_OPT_INT,
+     .list = LA_LIST_MAX, F(n_list), .lo = 2, .hi = (int64_t)1 << 30,
+     .range = "an integer in [2, 2^30]", .def = "4096",
+     .help = "synthetic workload: sequence lengths"},
     {.name = "--heads", .meta = "H", .subs = ALL, .group = G_INPUT, .kind = LA_OPT_INT, F(heads),
      .lo = 1, .hi = 4096, .def = "4", .help = "synthetic workload: heads"},
     {.name = "--dk", .meta = "D", .subs = ALL, .group = G_INPUT, .kind = LA_OPT_INT, F(dk),
@@ -125,11 +138,20 @@ static const la_opt rows[] = {
     {.name = "--input-scale", .meta = "A", .subs = RG, .group = G_INPUT, .kind = LA_OPT_F64,
      F(input_scale), .flo = 0, .fhi = 1e30, .def = "1",
      .help = "synthetic workload: entries are N(0,1) x A"},
+    {.name = "--input-scales", .meta = "LIST", .subs = EVAL, .group = G_INPUT,
+     .kind = LA_OPT_F64, .list = LA_LIST_MAX, F(input_scales), .flo = 0, .open_lo = 1,
+     .fhi = 1e6, .def = "1", .help = "multiply Q and K by each (the synthetic rows, or the files)"},
+    {.name = "--data-seed", .meta = "S", .subs = EVAL, .group = G_INPUT, .kind = LA_OPT_INT,
+     F(data_seed), .lo = 0, .hi = INT64_MAX, .def = "0",
+     .help = "synthetic workload: the rows of `run --seed S` (and G of `grad --seed S`)"},
     /* Operator */
     {.name = "--mode", .meta = "M", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_ENUM,
      F(cfg.mode), .names = mode_names, .def = "causal", .help = "which keys a query reads"},
     {.name = "--modes", .meta = "LIST", .subs = BENCH, .group = G_OPERATOR, .kind = LA_OPT_ENUM,
      .list = 2, F(modes), .names = mode_names, .def = "causal", .help = "modes to time"},
+    {.name = "--modes", .meta = "LIST", .subs = EVAL, .group = G_OPERATOR, .kind = LA_OPT_ENUM,
+     .list = 2, F(modes), .names = mode_names, .def = "causal,bidirectional",
+     .help = "modes to study"},
     {.name = "--feature-map", .meta = "M", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_ENUM,
      F(cfg.map), .name_of = map_name, .lookup = map_lookup, .noun = "map", .def = "elu1",
      .help = "the feature map phi"},
@@ -137,16 +159,24 @@ static const la_opt rows[] = {
      .kind = LA_OPT_ENUM, .list = LA_MAP_COUNT, F(maps), .name_of = map_name,
      .lookup = map_lookup, .refuse_value = bench_map_refused, .noun = "map", .def = "elu1",
      .help = "maps to time (not the signed maps, nor precomputed)"},
+    {.name = "--feature-maps", .meta = "LIST", .subs = EVAL, .group = G_OPERATOR,
+     .kind = LA_OPT_ENUM, .list = LA_MAP_COUNT, F(maps), .name_of = map_name,
+     .lookup = map_lookup, .refuse_value = eval_map_refused, .noun = "map",
+     .def = "elu1,favor+", .help = "maps to study (not the signed maps, nor precomputed)"},
     {.name = "--features", .meta = "m", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_INT,
      F(cfg.features), .lo = 1, .hi = LA_FEATURES_MAX, .def = "256",
      .help = "random projections of the random maps (favor-hyp and trig give r = 2m)"},
     {.name = "--features", .meta = "LIST", .subs = BENCH, .group = G_OPERATOR,
      .kind = LA_OPT_INT, .list = LA_LIST_MAX, F(features_list), .lo = 1, .hi = LA_FEATURES_MAX,
      .def = "256", .help = "m for the random maps (r = m, or 2m for favor-hyp)"},
-    {.name = "--scale", .meta = "S", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_F64,
+    {.name = "--features", .meta = "LIST", .subs = EVAL, .group = G_OPERATOR,
+     .kind = LA_OPT_INT, .list = LA_LIST_MAX, F(features_list), .lo = 1, .hi = LA_FEATURES_MAX,
+     .def = "16,64,256", .help = "m for the random maps (r = m, or 2m for favor-hyp); the "
+                                 "finite maps have one width, dk"},
+    {.name = "--scale", .meta = "S", .subs = RGE, .group = G_OPERATOR, .kind = LA_OPT_F64,
      F(cfg.scale), .flo = 0, .open_lo = 1, .fhi = 1e30, .def_text = "1/sqrt(dk)",
      .help = "similarity exp(S q.k) of the random maps"},
-    {.name = "--seed", .meta = "S", .subs = ALL, .group = G_OPERATOR, .kind = LA_OPT_INT,
+    {.name = "--seed", .meta = "S", .subs = RG | BENCH, .group = G_OPERATOR, .kind = LA_OPT_INT,
      F(cfg.seed), .lo = 0, .hi = INT64_MAX, .def = "0",
      .help = "seed of the projections and of the synthetic workload"},
     {.name = "--projection", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
@@ -183,13 +213,13 @@ static const la_opt rows[] = {
     {.name = "--dtype", .meta = "f32|f64", .subs = BENCH, .group = G_EXEC, .kind = LA_OPT_ENUM,
      F(dtype), .names = dtype_names, .def = "f32",
      .help = "precision of linear and softmax (pblas is f64)"},
-    {.name = "--threads", .meta = "T", .subs = RG, .group = G_EXEC, .kind = LA_OPT_INT,
+    {.name = "--threads", .meta = "T", .subs = RGE, .group = G_EXEC, .kind = LA_OPT_INT,
      F(cfg.threads), .lo = 1, .hi = 4096, .def_text = "OMP_NUM_THREADS",
      .help = "OpenMP threads per rank"},
     {.name = "--threads", .meta = "LIST", .subs = BENCH, .group = G_EXEC, .kind = LA_OPT_INT,
      .list = LA_LIST_MAX, F(threads_list), .lo = 1, .hi = 4096, .def_text = "OMP_NUM_THREADS",
      .help = "OpenMP threads per rank"},
-    {.name = "--kernels", .meta = "K", .subs = ALL, .group = G_EXEC, .kind = LA_OPT_ENUM,
+    {.name = "--kernels", .meta = "K", .subs = RG | BENCH, .group = G_EXEC, .kind = LA_OPT_ENUM,
      F(cfg.kernels), .names = kernel_names, .def = "auto",
      .help = "float32 chunk products on the AVX-512 kernels or OpenBLAS (auto: AVX-512 where "
              "the CPU has it); the environment variable LINATTN_KERNELS overrides it"},
@@ -237,7 +267,32 @@ static const la_opt rows[] = {
              "kernel on 64 x 64 x 64 products in cache (absent without AVX-512)"},
     {.name = "--gemm-size", .meta = "S", .subs = BENCH, .group = G_PROBE, .kind = LA_OPT_INT,
      F(gemm_size), .lo = 16, .hi = 16384, .def = "1024", .help = "matrix size of the probe"},
+    /* Study (eval) */
+    {.name = "--seeds", .meta = "K", .subs = EVAL, .group = G_STUDY, .kind = LA_OPT_INT,
+     F(seeds), .lo = 1, .hi = 256, .def = "4",
+     .help = "seeds 0..K-1 of the random maps (seed s draws the projection of `run --seed s`)"},
+    {.name = "--kernel-max-n", .meta = "N", .subs = EVAL, .group = G_STUDY, .kind = LA_OPT_INT,
+     F(kernel_max_n), .lo = 0, .hi = (int64_t)1 << 30, .def = "8192",
+     .help = "kernel_rel_err over all n x n entries up to this n; above, over --kernel-rows "
+             "query rows per head against every key"},
+    {.name = "--kernel-rows", .meta = "R", .subs = EVAL, .group = G_STUDY, .kind = LA_OPT_INT,
+     F(kernel_rows), .lo = 1, .hi = (int64_t)1 << 30, .def = "512",
+     .help = "query rows per head sampled (evenly spaced) above --kernel-max-n"},
+    {.name = "--floor-max-n", .meta = "N", .subs = EVAL, .group = G_STUDY, .kind = LA_OPT_INT,
+     F(floor_max_n), .lo = 0, .hi = 46340, .def = "4096",
+     .help = "the rank-r floor (pdgesvd of the n x n matrix exp(s Q K^T) per head, O(n^3) "
+             "flops and 8 n^2 / P bytes per rank) up to this n; empty above"},
+    {.name = "--recall", .subs = EVAL, .group = G_STUDY, .kind = LA_OPT_FLAG, F(recall),
+     .lo = 1, .def = "off",
+     .help = "also the associative-recall check (recall.csv): store key-value pairs, query "
+             "noisy copies of the keys"},
+    {.name = "--recall-pairs", .meta = "LIST", .subs = EVAL, .group = G_STUDY,
+     .kind = LA_OPT_INT, .list = LA_LIST_MAX, F(recall_pairs), .lo = 2, .hi = 1 << 20,
+     .def = "16,64,256,1024", .help = "numbers of stored pairs of --recall"},
     /* Outputs */
+    {.name = "--out-dir", .meta = "DIR", .subs = EVAL, .group = G_OUTPUT, .kind = LA_OPT_STR,
+     F(out_dir), .help = "results.csv, bias.csv, rows.csv, refs.csv, report.md and the PNG "
+                         "plots (DIR must not exist, or be empty, unless --force)"},
     {.name = "--out", .meta = "F", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR, F(out),
      .help = "output array [N,H,dv] (.npy, written atomically; without it, compute and "
              "report only)"},
@@ -247,10 +302,10 @@ static const la_opt rows[] = {
      .help = "also write the rows to F (atomically)"},
     {.name = "--force", .subs = ALL, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(force), .lo = 1,
      .def = "off", .help = "overwrite existing outputs"},
-    {.name = "--progress", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(progress),
+    {.name = "--progress", .subs = RGE, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(progress),
      .lo = 1, .def_text = "on if stderr is a terminal", .init = progress_init,
      .help = "a progress line with rate and ETA on stderr (rank 0)"},
-    {.name = "--no-progress", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(progress),
+    {.name = "--no-progress", .subs = RGE, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(progress),
      .lo = 0, .help = "no progress line"},
     {.name = "--checkpoint", .meta = "DIR", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR,
      .refuse = NOT_YET, .help = "not in this version: refused"},
@@ -264,7 +319,7 @@ static const la_opt rows[] = {
              "on a global grid, their summaries combined in exact integer arithmetic "
              "(run; grad refuses it)"},
     /* Gradients (grad) */
-    {.name = "--grad-out", .meta = "F", .subs = GRAD, .group = G_GRAD, .kind = LA_OPT_STR,
+    {.name = "--grad-out", .meta = "F", .subs = GRAD | EVAL, .group = G_GRAD, .kind = LA_OPT_STR,
      F(grad_out), .help = "G = dL/dout [N,H,dv] (without it, G is drawn from the seed)"},
     {.name = "--grad-q", .meta = "F", .subs = GRAD, .group = G_GRAD, .kind = LA_OPT_STR,
      F(grad_q), .help = "write dL/dQ, the shape of --q (precomputed: dL/dphi(Q))"},
@@ -298,6 +353,7 @@ const char *la_cli_sub_name(la_sub sub) { return la_subs[sub_index(sub)].name; }
 la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) {
   memset(o, 0, sizeof *o);
   o->sub = sub;
+  o->argc = argc, o->argv = argv;
   la_config_default(&o->cfg); /* what no row sets: scale, chunk, threads 0 = worked out */
   LA_TRY(la_opts_defaults(rows, NROWS, sub, o));
   unsigned char given[NROWS];
@@ -315,6 +371,20 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
         LA_CHECK(!(given[j] && !strcmp(rows[j].name, synth[s])), LA_ERR_ARG,
                  "%s shapes the synthetic workload and conflicts with --q/--k/--v (the files "
                  "give N, H and the widths)", synth[s]);
+  }
+  if (sub == LA_SUB_EVAL) {
+    int nin = !!o->q + !!o->k + !!o->v;
+    LA_CHECK(o->out_dir, LA_ERR_ARG, "--out-dir DIR is required (where results.csv goes)");
+    LA_CHECK(nin == 0 || nin == 3, LA_ERR_ARG, "--q, --k and --v must be given together");
+    static const char *const synth[] = {"--n", "--heads", "--dk", "--dv", "--data-seed"};
+    for (int j = 0; j < NROWS && nin; j++)
+      for (size_t s = 0; s < sizeof synth / sizeof *synth; s++)
+        LA_CHECK(!(given[j] && !strcmp(rows[j].name, synth[s])), LA_ERR_ARG,
+                 "%s shapes the synthetic workload and conflicts with --q/--k/--v (the files "
+                 "give N, H and the widths)", synth[s]);
+    LA_CHECK(!o->grad_out || nin, LA_ERR_ARG,
+             "--grad-out needs --q/--k/--v (with the synthetic workload G is drawn from "
+             "--data-seed, for every n)");
   }
   LA_CHECK(!(sub == LA_SUB_GRAD && o->cfg.reproducible), LA_ERR_ARG,
            "--reproducible: grad does not offer it in this version (the backward's reverse "
@@ -342,6 +412,14 @@ void la_cli_help(FILE *f, la_sub sub) {
             "and --csv F). Lists are comma-separated; every combination is timed. seconds is\n"
             "the compute time (max over ranks, best of --repeat); inputs are generated in\n"
             "memory first and are not timed. Columns:\n  %s", la_bench_csv_header);
+  if (sub == LA_SUB_EVAL)
+    fputs("How far each feature map is from exact softmax attention, in outputs and\n"
+          "gradients, over maps, widths, seeds, lengths, input scales and modes; with the\n"
+          "rank-r floor no map of width r can beat, the bias of the normalized output over\n"
+          "seeds, and the reassociation error (linear form against the quadratic form of the\n"
+          "same map), which says nothing about softmax. Computes in float64. Writes\n"
+          "results.csv, bias.csv, rows.csv, refs.csv, report.md and PNG plots into --out-dir.\n",
+          f);
   fputs("\n", f);
   la_opts_help(f, rows, NROWS, sub, group_titles);
   fputs("\nExit codes: 0 ok, 2 usage error or bad input, 3 denominator policy violated, 1 other.\n"

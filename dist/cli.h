@@ -8,7 +8,7 @@
 #include "options.h"
 
 /* Subcommands, as bits of la_opt.subs. */
-typedef enum { LA_SUB_RUN = 1, LA_SUB_GRAD = 2, LA_SUB_BENCH = 4 } la_sub;
+typedef enum { LA_SUB_RUN = 1, LA_SUB_GRAD = 2, LA_SUB_BENCH = 4, LA_SUB_EVAL = 8 } la_sub;
 
 typedef struct {
   la_sub sub; /* first, so that no option field has offset 0 (la_opt.seen) */
@@ -31,8 +31,16 @@ typedef struct {
   int repeat, baselines, gemm_probe, gemm_size, check, no_linear, pblas_nb;
   int64_t baseline_max_n, pblas_panel;
   const char *csv;
+  /* eval (with q, k, v, grad_out, heads, dk, dv, modes, maps, features_list, n_list, force,
+   * progress, cfg.scale, cfg.threads) */
+  const char *out_dir;
+  int seeds, recall;
+  la_list input_scales, recall_pairs;
+  int64_t kernel_max_n, kernel_rows, floor_max_n, data_seed;
   /* every subcommand */
   int help, print_options;
+  int argc; /* the command line, as given to la_cli_parse */
+  char **argv;
 } la_cli;
 
 /* --baselines */

@@ -17,6 +17,7 @@ static const struct {
     {LA_SUB_RUN, la_cmd_run, "the forward operator"},
     {LA_SUB_GRAD, la_cmd_grad, "the backward pass: dL/dQ, dL/dK, dL/dV"},
     {LA_SUB_BENCH, la_cmd_bench, "timing and scaling, exact baselines"},
+    {LA_SUB_EVAL, la_cmd_eval, "error study against exact softmax attention"},
 };
 enum { NCMDS = (int)(sizeof cmds / sizeof cmds[0]) };
 

@@ -5,4 +5,5 @@
 #include "linattn/dist.h"
 int la_cmd_run(la_dist d, la_cli *o);
 int la_cmd_grad(la_dist d, la_cli *o);
+int la_cmd_eval(la_dist d, la_cli *o);
 #endif

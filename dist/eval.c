@@ -1,0 +1,685 @@
+/* `linattn eval`: how far each feature map is from exact softmax attention
+ * (docs/design.md §8, docs/cli.md "linattn eval"). For each (n, input scale):
+ *   inputs (files or the generator) -> the exact float64 references, once per mode (softmax
+ *   forward and backward, key/value blocks rotating in a ring) and the rank-r floor (pdgesvd)
+ *   -> for each map, width and seed: the engine's forward and backward in float64 on the
+ *   sharded rows, the quadratic form of the same map on the kernel rows, the kernel error,
+ *   the denominators -> one row of results.csv per mode; then, over the seeds, bias.csv.
+ * Every step's status is agreed across ranks; rank 0 writes the CSVs atomically after every
+ * (map, width) so that a stopped sweep keeps the rows it finished. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <errno.h>
+#include "eval.h"
+#include "eval_report.h"
+#include "floor.h"
+#include "job.h"
+#include "la_alloc.h"
+#include "linattn/baseline.h"
+#include "linattn/study.h"
+#include "run.h"
+#include "softmax_ring.h"
+
+#define SAMPLE_ROWS 64   /* rows.csv: evenly spaced tokens, every head */
+#define BIAS_SIDE 64     /* kernel bias: 64 x 64 evenly spaced (query, key) entries per head */
+
+int64_t la_even_rows(int64_t n, int64_t m, int64_t *idx) {
+  if (m >= n) {
+    for (int64_t i = 0; i < n; i++) idx[i] = i;
+    return n;
+  }
+  for (int64_t a = 0; a < m; a++) idx[a] = (int64_t)(((2 * (__int128)a + 1) * n) / (2 * m));
+  return m;
+}
+
+/* ---- the output folder and its CSVs ---- */
+
+static la_status out_dir_prepare(la_dist d, const char *dir, int force, char *err,
+                                 size_t errlen) {
+  la_status st = LA_OK;
+  if (la_dist_rank(d) == 0) {
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+      if (mkdir(dir, 0777) != 0) {
+        snprintf(err, errlen, "--out-dir %s: cannot create it: %s", dir, strerror(errno));
+        st = la_write_status(errno);
+      }
+    } else if (!S_ISDIR(sb.st_mode)) {
+      snprintf(err, errlen, "--out-dir %s: exists and is not a folder", dir);
+      st = LA_ERR_IO;
+    } else if (!force) {
+      DIR *dp = opendir(dir);
+      struct dirent *e;
+      int used = 0;
+      while (dp && (e = readdir(dp)))
+        used |= strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+      if (dp) closedir(dp);
+      if (!dp) {
+        snprintf(err, errlen, "--out-dir %s: cannot read it: %s", dir, strerror(errno));
+        st = LA_ERR_IO;
+      } else if (used) {
+        snprintf(err, errlen, "--out-dir %s: exists and is not empty (use --force to write "
+                              "into it)", dir);
+        st = LA_ERR_EXISTS;
+      }
+    }
+    if (st == LA_OK) { /* writable: create and remove a probe */
+      char p[4200];
+      snprintf(p, sizeof p, "%s/results.csv", dir);
+      st = la_output_check(p, 1, err, errlen);
+    }
+  }
+  return la_dist_agree(d, st, err, errlen);
+}
+
+static la_status csv_open(la_csv *c, const char *name, const char *header, int rank) {
+  memset(c, 0, sizeof *c);
+  c->name = name;
+  if (rank != 0) return LA_OK;
+  c->f = la_open_memstream(&c->buf, &c->len);
+  if (!c->f) return la_error(LA_ERR_NOMEM, "out of memory for %s", name);
+  fputs(header, c->f);
+  return LA_OK;
+}
+
+/* Rank 0: write the CSV's text so far to DIR/name, atomically. */
+static la_status csv_flush(const la_csv *c, const char *dir, char *err, size_t errlen) {
+  if (!c->f) return LA_OK;
+  if (fflush(c->f) != 0) return snprintf(err, errlen, "out of memory for %s", c->name), LA_ERR_NOMEM;
+  char p[4200];
+  snprintf(p, sizeof p, "%s/%s", dir, c->name);
+  return la_write_file(p, c->buf, c->len, NULL, 0, 1, err, errlen);
+}
+
+static void csv_close(la_csv *c) {
+  if (c->f) fclose(c->f);
+  free(c->buf);
+  memset(c, 0, sizeof *c);
+}
+
+/* ---- one (n, input scale): the shared data ---- */
+
+typedef struct {
+  int64_t n, nloc, row0;
+  int H, dk, dv;
+  double *q, *k, *v, *g;     /* this rank's rows, Q and K scaled */
+  double *kall, *vall;       /* every key and value (kernel error, quadratic form) */
+  double *qall;              /* every query (the floor), or NULL */
+  double s;                  /* the similarity scale */
+  int nm;                    /* modes */
+  la_mode modes[2];
+  double *sm[2][4];          /* softmax out, dq, dk, dv for this rank's rows, per mode */
+  double sm_norm2[2][4];     /* their squared norms over all ranks */
+  int64_t nkr, *krows;       /* kernel rows owned here (global positions), and their q */
+  double *kq;
+  int64_t kernel_rows;       /* per head, over all ranks */
+  int64_t nsr, *srows;       /* rows.csv sample owned here */
+  double *sq;
+  double *sv;                /* singular values [H, n], or NULL above --floor-max-n */
+  int64_t ner, *erows, nek, *ekeys; /* kernel-bias entries: owned query rows x every key */
+  double *eq, *ek, eshift, eref2;
+} ev_data;
+
+static void data_free(ev_data *x) {
+  free(x->q), free(x->k), free(x->v), free(x->g), free(x->kall), free(x->vall), free(x->qall);
+  for (int m = 0; m < 2; m++)
+    for (int t = 0; t < 4; t++) free(x->sm[m][t]);
+  free(x->krows), free(x->kq), free(x->srows), free(x->sq), free(x->sv);
+  free(x->erows), free(x->ekeys), free(x->eq), free(x->ek);
+  memset(x, 0, sizeof *x);
+}
+
+static int ev_threads(int T) {
+  la_config c;
+  la_config_default(&c);
+  c.threads = T;
+  return la_config_threads(&c);
+}
+
+static double *dalloc(int64_t n) { return la_malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)); }
+
+static la_status allgather_rows(la_dist d, const double *mine, int64_t nloc, int64_t width,
+                                int64_t n, double *all) {
+  const int P = la_dist_size(d);
+  int *cnt = la_malloc(sizeof(int) * (size_t)P), *dsp = la_malloc(sizeof(int) * (size_t)P);
+  la_status st = cnt && dsp ? LA_OK : LA_ERR_NOMEM;
+  if (st == LA_OK && n * width > INT32_MAX)
+    st = la_error(LA_ERR_UNSUPPORTED, "eval: %lld x %lld values exceed an MPI count",
+                  (long long)n, (long long)width);
+  if (st == LA_OK) {
+    for (int p = 0; p < P; p++) {
+      int64_t np, p0;
+      la_split_ownership(n, P, p, &np, &p0);
+      cnt[p] = (int)(np * width), dsp[p] = (int)(p0 * width);
+    }
+    if (MPI_Allgatherv(mine, (int)(nloc * width), MPI_DOUBLE, all, cnt, dsp, MPI_DOUBLE,
+                       la_dist_comm(d)) != MPI_SUCCESS)
+      st = la_error(LA_ERR_MPI, "eval: MPI_Allgatherv failed");
+  }
+  free(cnt), free(dsp);
+  return st;
+}
+
+/* The rows of idx[0..m) that this rank owns, and copies of their rows of x (width w). */
+static la_status own_rows(const ev_data *x, const int64_t *idx, int64_t m, const double *src,
+                          int64_t w, int64_t *cnt, int64_t **rows, double **copy) {
+  int64_t c = 0;
+  for (int64_t a = 0; a < m; a++) c += idx[a] >= x->row0 && idx[a] < x->row0 + x->nloc;
+  *rows = la_malloc(sizeof(int64_t) * (size_t)(c + 1));
+  *copy = dalloc(c * w);
+  if (!*rows || !*copy) return la_error(LA_ERR_NOMEM, "eval: out of memory for %lld rows", (long long)c);
+  c = 0;
+  for (int64_t a = 0; a < m; a++)
+    if (idx[a] >= x->row0 && idx[a] < x->row0 + x->nloc) {
+      (*rows)[c] = idx[a];
+      memcpy(*copy + c * w, src + (idx[a] - x->row0) * w, sizeof(double) * (size_t)w);
+      c++;
+    }
+  *cnt = c;
+  return LA_OK;
+}
+
+/* Inputs of length n (the files, or the generator at n), this rank's rows in float64. */
+static la_status data_read(la_dist d, const la_cli *o, int64_t n, ev_data *x, char *err,
+                           size_t errlen) {
+  la_cli o2 = *o;
+  o2.sub = LA_SUB_GRAD;
+  o2.n = n;
+  o2.cfg.seed = (uint64_t)o->data_seed;
+  o2.cfg.mode = LA_CAUSAL;
+  o2.cfg.map = LA_MAP_ELU1;
+  o2.cfg.window = 0;
+  o2.dtype = LA_F64;
+  o2.dtype_set = 1;
+  o2.input_scale = 1;
+  o2.segments = NULL, o2.projection = NULL, o2.save_projection = NULL;
+  o2.progress = 0;
+  la_job job;
+  la_status st = la_job_setup(&job, d, &o2, 1, err, errlen);
+  if (st == LA_OK) {
+    x->n = job.N, x->H = job.H, x->dk = job.dk, x->dv = job.dv;
+    la_split_ownership(x->n, la_dist_size(d), la_dist_rank(d), &x->nloc, &x->row0);
+    const int64_t rq = x->nloc * x->H;
+    x->q = dalloc(rq * x->dk), x->k = dalloc(rq * x->dk);
+    x->v = dalloc(rq * x->dv), x->g = dalloc(rq * x->dv);
+    double *b[4] = {x->q, x->k, x->v, x->g};
+    if (!x->q || !x->k || !x->v || !x->g) {
+      snprintf(err, errlen, "out of memory for this rank's %lld rows", (long long)x->nloc);
+      st = LA_ERR_NOMEM;
+    }
+    for (int t = 0; t < 4 && st == LA_OK && x->nloc > 0; t++)
+      st = la_job_read(&job, t, x->row0, x->nloc, b[t], err, errlen);
+    st = la_dist_agree(d, st, err, errlen);
+  }
+  la_job_close(&job);
+  return st;
+}
+
+/* Everything that depends on (data, n, input scale) and not on the map: the references. */
+static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, la_csv *refs,
+                              double *base[2], char *err, size_t errlen) {
+  const int rank = la_dist_rank(d), P = la_dist_size(d), T = o->cfg.threads;
+  const int64_t n = x->n, rq = x->nloc * x->H, H = x->H, dk = x->dk, dv = x->dv;
+  la_status st = LA_OK;
+  for (int64_t i = 0; i < rq * dk; i++) x->q[i] = a * base[0][i], x->k[i] = a * base[1][i];
+  x->s = o->cfg.scale > 0 ? o->cfg.scale : 1 / sqrt((double)dk);
+  x->kall = dalloc(n * H * dk), x->vall = dalloc(n * H * dv);
+  const int floor_on = n <= o->floor_max_n;
+  if (floor_on) x->qall = dalloc(n * H * dk), x->sv = dalloc(n * H);
+  if (!x->kall || !x->vall || (floor_on && (!x->qall || !x->sv)))
+    st = la_error(LA_ERR_NOMEM, "eval: out of memory for every key and value of n = %lld "
+                                "(%lld bytes per rank)", (long long)n,
+                  (long long)(8 * n * H * (dk + dv + (floor_on ? dk + 1 : 0))));
+  st = la_dist_agree(d, st, NULL, 0);
+  if (st == LA_OK) st = allgather_rows(d, x->k, x->nloc, H * dk, n, x->kall);
+  if (st == LA_OK) st = allgather_rows(d, x->v, x->nloc, H * dv, n, x->vall);
+  if (st == LA_OK && floor_on) st = allgather_rows(d, x->q, x->nloc, H * dk, n, x->qall);
+  st = la_dist_agree(d, st, NULL, 0);
+  /* the floor */
+  double fsecs = NAN;
+  if (st == LA_OK && floor_on) {
+    double shift, t0 = MPI_Wtime();
+    st = la_floor_singular_values(d, n, (int)H, (int)dk, x->s, x->qall, x->kall, x->sv, &shift,
+                                  err, errlen);
+    fsecs = MPI_Wtime() - t0;
+  }
+  /* the softmax references, per mode */
+  for (int m = 0; m < x->nm && st == LA_OK; m++) {
+    const int64_t w[4] = {dv, dk, dk, dv};
+    for (int t = 0; t < 4; t++)
+      if (!(x->sm[m][t] = dalloc(rq * w[t]))) st = LA_ERR_NOMEM;
+    st = la_dist_agree(d, st, NULL, 0);
+    if (st != LA_OK) break;
+    la_softmax_mask mask = {x->modes[m], NULL, 0, 0};
+    double t0 = MPI_Wtime();
+    st = la_softmax_ring_grad(d, n, (int)H, (int)dk, (int)dv, x->s, &mask, x->nloc, x->row0,
+                              x->q, x->k, x->v, x->g, x->sm[m][0], x->sm[m][1], x->sm[m][2],
+                              x->sm[m][3], T);
+    double secs = MPI_Wtime() - t0;
+    if (st != LA_OK) {
+      snprintf(err, errlen, "softmax reference (n = %lld, input scale %g, %s): %s",
+               (long long)n, a, m ? "bidirectional" : "causal", la_error_reason(st));
+      break;
+    }
+    double loc[4], glob[4];
+    for (int t = 0; t < 4; t++) {
+      loc[t] = 0;
+      for (int64_t i = 0; i < rq * w[t]; i++) loc[t] += x->sm[m][t][i] * x->sm[m][t][i];
+    }
+    MPI_Allreduce(loc, glob, 4, MPI_DOUBLE, MPI_SUM, la_dist_comm(d));
+    MPI_Allreduce(MPI_IN_PLACE, &secs, 1, MPI_DOUBLE, MPI_MAX, la_dist_comm(d));
+    for (int t = 0; t < 4; t++) x->sm_norm2[m][t] = glob[t];
+    /* useful flops: forward 4 n^2 H dk (half causal), backward 2.5x that */
+    const double fl = 3.5 * 4.0 * (double)n * n * H * dk * (x->modes[m] == LA_CAUSAL ? 0.5 : 1);
+    if (rank == 0)
+      fprintf(refs->f, "%lld,%lld,%lld,%lld,%.6g,%s,%d,%d,%.6g,%.6g,", (long long)n,
+              (long long)H, (long long)dk, (long long)dv, a,
+              x->modes[m] == LA_CAUSAL ? "causal" : "bidirectional", P,
+              ev_threads(T), secs, fl / secs * 1e-9);
+    if (rank == 0 && floor_on) fprintf(refs->f, "%.6g", fsecs);
+    if (rank == 0) fputs("\n", refs->f);
+  }
+  /* kernel rows, rows.csv sample, bias entries */
+  if (st == LA_OK) {
+    const int64_t want = n <= o->kernel_max_n ? n : o->kernel_rows;
+    const int64_t cap = (n < want ? n : want) > 64 ? (n < want ? n : want) : 64;
+    int64_t *idx = la_malloc(sizeof(int64_t) * (size_t)cap);
+    if (!idx) st = LA_ERR_NOMEM;
+    if (st == LA_OK) {
+      x->kernel_rows = la_even_rows(n, want, idx);
+      st = own_rows(x, idx, x->kernel_rows, x->q, H * dk, &x->nkr, &x->krows, &x->kq);
+    }
+    if (st == LA_OK) {
+      int64_t m = la_even_rows(n, SAMPLE_ROWS, idx);
+      st = own_rows(x, idx, m, x->q, H * dk, &x->nsr, &x->srows, &x->sq);
+    }
+    if (st == LA_OK) {
+      int64_t m = la_even_rows(n, BIAS_SIDE, idx);
+      st = own_rows(x, idx, m, x->q, H * dk, &x->ner, &x->erows, &x->eq);
+      x->ekeys = la_malloc(sizeof(int64_t) * BIAS_SIDE), x->ek = dalloc(BIAS_SIDE * H * dk);
+      if (st == LA_OK && (!x->ekeys || !x->ek)) st = LA_ERR_NOMEM;
+      if (st == LA_OK) {
+        x->nek = la_even_rows(n, BIAS_SIDE, x->ekeys);
+        for (int64_t b = 0; b < x->nek; b++)
+          memcpy(x->ek + b * H * dk, x->kall + x->ekeys[b] * H * dk, sizeof(double) * H * dk);
+      }
+    }
+    free(idx);
+    if (st != LA_OK && !err[0]) snprintf(err, errlen, "eval: %s", la_error_reason(st));
+  }
+  /* the exact kernel on the bias entries: shift = the largest s q.k over them */
+  if (st == LA_OK) {
+    double c = -INFINITY, r2 = 0;
+    for (int pass = 0; pass < 2; pass++) {
+      for (int64_t i = 0; i < x->ner; i++)
+        for (int64_t j = 0; j < x->nek; j++)
+          for (int64_t h = 0; h < H; h++) {
+            double e = 0;
+            for (int64_t c2 = 0; c2 < dk; c2++) e += x->eq[(i * H + h) * dk + c2] * x->ek[(j * H + h) * dk + c2];
+            e *= x->s;
+            if (pass == 0) c = e > c ? e : c;
+            else r2 += exp(2 * (e - c));
+          }
+      if (pass == 0) MPI_Allreduce(MPI_IN_PLACE, &c, 1, MPI_DOUBLE, MPI_MAX, la_dist_comm(d));
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &r2, 1, MPI_DOUBLE, MPI_SUM, la_dist_comm(d));
+    x->eshift = c, x->eref2 = r2;
+  }
+  return la_dist_agree(d, st, err, errlen);
+}
+
+/* ---- one (map, width): every seed and mode ---- */
+
+typedef struct {
+  double t0, last, done, total; /* progress, in units of n (r + dk) */
+  int64_t rows_done;
+} ev_progress;
+
+static const char *mode_name(la_mode m) { return m == LA_CAUSAL ? "causal" : "bidirectional"; }
+
+/* Kernel sums over ranks, merged in rank order (the same on every rank). */
+static la_status kernel_sums_allreduce(la_dist d, la_kernel_sums *ks) {
+  const int P = la_dist_size(d);
+  double mine[3] = {ks->shift, ks->err2, ks->ref2}, *all = dalloc(3 * P);
+  if (!all) return la_error(LA_ERR_NOMEM, "eval: out of memory");
+  la_status st = MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, la_dist_comm(d)) == MPI_SUCCESS
+                     ? LA_OK : la_error(LA_ERR_MPI, "eval: MPI_Allgather failed");
+  la_kernel_sums_init(ks);
+  for (int p = 0; p < P && st == LA_OK; p++) {
+    la_kernel_sums b = {all[3 * p], all[3 * p + 1], all[3 * p + 2]};
+    la_kernel_sums_merge(ks, &b);
+  }
+  free(all);
+  return st;
+}
+
+/* Gram matrix A_st = <Y_s, Y_t> over ranks of S vectors of len values each. */
+static la_status gram(la_dist d, const double *Y, int S, int64_t len, double *A) {
+  for (int s = 0; s < S; s++)
+    for (int t = 0; t <= s; t++) {
+      double acc = 0;
+      for (int64_t i = 0; i < len; i++) acc += Y[s * len + i] * Y[t * len + i];
+      A[s * S + t] = A[t * S + s] = acc;
+    }
+  return MPI_Allreduce(MPI_IN_PLACE, A, S * S, MPI_DOUBLE, MPI_SUM, la_dist_comm(d)) == MPI_SUCCESS
+             ? LA_OK : la_error(LA_ERR_MPI, "eval: MPI_Allreduce failed");
+}
+
+/* khat - E on the bias entries, shifted by e^{-eshift}, into y [ner, nek, H]. */
+static la_status kernel_entries(const ev_data *x, const la_featmap fm, double *y) {
+  const int r = la_featmap_width(fm), H = x->H, dk = x->dk;
+  double *pq = dalloc(x->ner * r), *pk = dalloc(x->nek * r), *aq = dalloc(x->ner),
+         *ak = dalloc(x->nek);
+  la_status st = pq && pk && aq && ak ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory");
+  for (int h = 0; h < H && st == LA_OK; h++) {
+    if (x->ner) st = la_featmap_eval(fm, LA_F64, h, x->ner, x->eq + h * dk, (int64_t)H * dk, pq, aq);
+    if (st == LA_OK) st = la_featmap_eval(fm, LA_F64, h, x->nek, x->ek + h * dk, (int64_t)H * dk, pk, ak);
+    for (int64_t i = 0; i < x->ner && st == LA_OK; i++)
+      for (int64_t j = 0; j < x->nek; j++) {
+        double g = 0, e = 0;
+        for (int c = 0; c < r; c++) g += pq[i * r + c] * pk[j * r + c];
+        for (int c = 0; c < dk; c++) e += x->eq[(i * H + h) * dk + c] * x->ek[(j * H + h) * dk + c];
+        y[(i * x->nek + j) * H + h] = g * exp(aq[i] + ak[j] - x->eshift) - exp(x->s * e - x->eshift);
+      }
+  }
+  free(pq), free(pk), free(aq), free(ak);
+  return st;
+}
+
+static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind map, int m_feat,
+                           double a, la_csv *res, la_csv *bias, la_csv *rowsc,
+                           ev_progress *pg, char *err, size_t errlen) {
+  const int rank = la_dist_rank(d), random = la_map_is_random(map), S = random ? o->seeds : 1;
+  const int64_t H = x->H, dk = x->dk, dv = x->dv, rq = x->nloc * H, ne = x->ner * x->nek * H;
+  const int bias_on = random && S >= 2;
+  double *Yout = bias_on ? dalloc((int64_t)x->nm * S * rq * dv) : NULL;
+  double *Yk = bias_on ? dalloc(S * ne) : NULL;
+  double *out = dalloc(rq * dv), *gq = dalloc(rq * dk), *gk = dalloc(rq * dk), *gv = dalloc(rq * dv);
+  double *quad = dalloc(x->nm * x->nkr * H * dv), *lden = dalloc(x->nm * x->nsr * H);
+  double *pack = dalloc(4 * x->nsr * H), *gathered = NULL;
+  int *cnt = NULL, *dsp = NULL;
+  la_status st = (!bias_on || (Yout && Yk)) && out && gq && gk && gv && quad && lden && pack
+                     ? LA_OK : LA_ERR_NOMEM;
+  if (rank == 0) {
+    gathered = dalloc(4 * SAMPLE_ROWS * H);
+    cnt = la_malloc(sizeof(int) * la_dist_size(d)), dsp = la_malloc(sizeof(int) * la_dist_size(d));
+    if (!gathered || !cnt || !dsp) st = LA_ERR_NOMEM;
+  }
+  if (st != LA_OK)
+    snprintf(err, errlen, "eval: out of memory for the outputs of %d seeds (%lld rows per rank)",
+             S, (long long)x->nloc);
+  st = la_dist_agree(d, st, err, errlen);
+  int r = 0;
+  for (int s = 0; s < S && st == LA_OK; s++) {
+    la_config cfg;
+    la_config_default(&cfg);
+    cfg.map = map, cfg.features = m_feat, cfg.seed = (uint64_t)s, cfg.scale = x->s;
+    cfg.den_policy = LA_DEN_ADD, cfg.den_eps = 0; /* the raw ratio: eval measures, it does not fix */
+    cfg.threads = o->cfg.threads, cfg.chunk = o->cfg.chunk;
+    la_featmap fm = NULL;
+    la_kernel_sums ks;
+    la_kernel_sums_init(&ks);
+    st = la_featmap_create(&cfg, (int)H, (int)dk, &fm);
+    if (st == LA_OK) r = la_featmap_width(fm);
+    if (st == LA_OK)
+      st = la_quadform_rows(fm, x->s, x->n, (int)H, (int)dk, (int)dv, x->kall, x->vall, x->nkr,
+                            x->krows, x->kq, x->nm, x->modes, quad, NULL, &ks, cfg.threads);
+    if (st == LA_OK)
+      st = la_quadform_rows(fm, x->s, x->n, (int)H, (int)dk, (int)dv, x->kall, x->vall, x->nsr,
+                            x->srows, x->sq, x->nm, x->modes, NULL, lden, NULL, cfg.threads);
+    if (st == LA_OK && bias_on) st = kernel_entries(x, fm, Yk + s * ne);
+    st = la_dist_agree(d, st, NULL, 0);
+    if (st == LA_OK) st = kernel_sums_allreduce(d, &ks);
+    const double kerr = sqrt(ks.err2 / ks.ref2);
+    for (int mi = 0; mi < x->nm && st == LA_OK; mi++) {
+      la_engine eng = NULL;
+      la_den_stats ds = {0}, bs = {0};
+      cfg.mode = x->modes[mi];
+      st = la_den_stats_init(&ds);
+      if (st == LA_OK) st = la_den_stats_init(&bs);
+      if (st == LA_OK) st = la_engine_create(&cfg, fm, LA_F64, (int)dv, &eng);
+      st = la_dist_agree(d, st, NULL, 0);
+      double t0 = MPI_Wtime();
+      if (st == LA_OK) st = la_dist_forward(d, eng, x->nloc, x->row0, x->q, x->k, x->v, out, &ds);
+      if (st == LA_OK)
+        st = la_dist_backward(d, eng, x->nloc, x->row0, x->q, x->k, x->v, x->g, gq, gk, gv, &bs);
+      double secs = MPI_Wtime() - t0;
+      la_engine_destroy(&eng);
+      if (st != LA_OK) {
+        snprintf(err, errlen, "%s m=%d seed %d, n = %lld, %s: %s", la_map_name(map), m_feat, s,
+                 (long long)x->n, mode_name(cfg.mode), la_error_reason(st));
+        la_den_stats_free(&ds), la_den_stats_free(&bs);
+        break;
+      }
+      /* errors against softmax and against the quadratic form of the same map */
+      double e[8] = {0};
+      const double *ref[4] = {x->sm[mi][0], x->sm[mi][1], x->sm[mi][2], x->sm[mi][3]};
+      const double *got[4] = {out, gq, gk, gv};
+      const int64_t w[4] = {dv, dk, dk, dv};
+      for (int t = 0; t < 4; t++)
+        for (int64_t i = 0; i < rq * w[t]; i++) {
+          const double df = got[t][i] - ref[t][i];
+          e[t] += df * df;
+        }
+      const double *qd = quad + (size_t)mi * x->nkr * H * dv;
+      for (int64_t i = 0; i < x->nkr; i++)
+        for (int64_t c = 0; c < H * dv; c++) {
+          const double o1 = out[(x->krows[i] - x->row0) * H * dv + c], o2 = qd[i * H * dv + c];
+          e[4] += (o1 - o2) * (o1 - o2), e[5] += o2 * o2;
+        }
+      e[6] = secs;
+      MPI_Allreduce(MPI_IN_PLACE, e, 6, MPI_DOUBLE, MPI_SUM, la_dist_comm(d));
+      MPI_Allreduce(MPI_IN_PLACE, &e[6], 1, MPI_DOUBLE, MPI_MAX, la_dist_comm(d));
+      if (bias_on) {
+        double *y = Yout + ((int64_t)mi * S + s) * rq * dv;
+        for (int64_t i = 0; i < rq * dv; i++) y[i] = out[i] - ref[0][i];
+      }
+      /* rows.csv: the sampled rows' denominators (quadratic form) and errors */
+      for (int64_t i = 0; i < x->nsr; i++)
+        for (int64_t h = 0; h < H; h++) {
+          const double *oi = out + ((x->srows[i] - x->row0) * H + h) * dv;
+          const double *si = ref[0] + ((x->srows[i] - x->row0) * H + h) * dv;
+          double num = 0, den = 0;
+          for (int64_t c = 0; c < dv; c++) num += (oi[c] - si[c]) * (oi[c] - si[c]), den += si[c] * si[c];
+          double *p = pack + 4 * (i * H + h);
+          p[0] = (double)x->srows[i], p[1] = (double)h;
+          p[2] = lden[((size_t)mi * x->nsr + i) * H + h], p[3] = sqrt(num / den);
+        }
+      int mine = (int)(4 * x->nsr * H);
+      MPI_Gather(&mine, 1, MPI_INT, cnt, 1, MPI_INT, 0, la_dist_comm(d));
+      if (rank == 0)
+        for (int p = 0, off = 0; p < la_dist_size(d); p++) dsp[p] = off, off += cnt[p];
+      MPI_Gatherv(pack, mine, MPI_DOUBLE, gathered, cnt, dsp, MPI_DOUBLE, 0, la_dist_comm(d));
+      if (rank == 0) {
+        const double fl = x->n <= o->floor_max_n ? la_floor_rel_err(x->sv, (int)H, x->n, r) : NAN;
+        char flr[32] = "";
+        if (!isnan(fl)) snprintf(flr, sizeof flr, "%.6g", fl);
+        fprintf(res->f, "%s,%d,%d,%d,%lld,%lld,%lld,%lld,%.6g,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
+                        "%lld,%s,%.6g,%.6g,%.4g\n",
+                la_map_name(map), random ? m_feat : r, r, s, (long long)x->n, (long long)H,
+                (long long)dk, (long long)dv, a, mode_name(cfg.mode),
+                sqrt(e[0] / x->sm_norm2[mi][0]), sqrt(e[1] / x->sm_norm2[mi][1]),
+                sqrt(e[2] / x->sm_norm2[mi][2]), sqrt(e[3] / x->sm_norm2[mi][3]),
+                sqrt(e[4] / e[5]), kerr, (long long)x->kernel_rows, flr, ds.min,
+                ds.rows ? (double)la_den_stats_count_small(&ds) / (double)ds.rows : NAN, e[6]);
+        /* den_over_median: against the median log-denominator of this sample */
+        const int ns = (int)(cnt ? (dsp[la_dist_size(d) - 1] + cnt[la_dist_size(d) - 1]) / 4 : 0);
+        double *ld = dalloc(ns);
+        for (int i = 0; ld && i < ns; i++) ld[i] = gathered[4 * i + 2];
+        double med = NAN;
+        if (ld && ns > 0) {
+          for (int i = 1; i < ns; i++) /* insertion sort: ns <= 64 H */
+            for (int j = i; j > 0 && ld[j - 1] > ld[j]; j--) {
+              double tmp = ld[j];
+              ld[j] = ld[j - 1], ld[j - 1] = tmp;
+            }
+          med = ld[ns / 2];
+        }
+        free(ld);
+        for (int i = 0; i < ns; i++) {
+          const double *p = gathered + 4 * i;
+          fprintf(rowsc->f, "%s,%d,%d,%lld,%.6g,%s,%lld,%d,%.6g,%.6g,%.6g\n", la_map_name(map),
+                  random ? m_feat : r, s, (long long)x->n, a, mode_name(cfg.mode),
+                  (long long)p[0], (int)p[1], exp(p[2]), exp(p[2] - med), p[3]);
+        }
+      }
+      la_den_stats_free(&ds), la_den_stats_free(&bs);
+      pg->done += (double)x->n * (r + dk);
+      pg->rows_done++;
+      if (rank == 0 && o->progress) {
+        const double now = MPI_Wtime(), rate = pg->done / fmax(now - pg->t0, 1e-9);
+        if (now - pg->last >= 1.0 || pg->done >= pg->total) {
+          pg->last = now;
+          fprintf(stderr, "linattn: eval %5.1f%%  %lld rows  (%s m=%d seed %d n=%lld %s)  ETA %.0f s\n",
+                  100.0 * pg->done / pg->total, (long long)pg->rows_done, la_map_name(map),
+                  m_feat, s, (long long)x->n, mode_name(cfg.mode), (pg->total - pg->done) / rate);
+        }
+      }
+    }
+    la_featmap_destroy(&fm);
+    st = la_dist_agree(d, st, err, errlen);
+  }
+  /* the bias over seeds, per mode */
+  if (st == LA_OK && bias_on) {
+    double *A = dalloc(S * S), *B = dalloc(S * S);
+    st = A && B ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory");
+    st = la_dist_agree(d, st, NULL, 0);
+    if (st == LA_OK) st = gram(d, Yk, S, ne, B);
+    double km = 0, kn = 0, kp = la_signflip_pvalue(B, S);
+    la_gram_mean_noise(B, S, &km, &kn);
+    const double level = 0.05;
+    for (int mi = 0; mi < x->nm && st == LA_OK; mi++) {
+      st = gram(d, Yout + (int64_t)mi * S * rq * dv, S, rq * dv, A);
+      double om = 0, on = 0, op = la_signflip_pvalue(A, S);
+      la_gram_mean_noise(A, S, &om, &on);
+      const double rn = sqrt(x->sm_norm2[mi][0]), kr = sqrt(x->eref2);
+      if (rank == 0 && st == LA_OK)
+        fprintf(bias->f, "%s,%d,%d,%lld,%.6g,%s,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%lld,"
+                         "sign-flip U-statistic,%.2g,%s,%s\n",
+                la_map_name(map), m_feat, r, (long long)x->n, a, mode_name(x->modes[mi]), S,
+                om / rn, on / rn, op, km / kr, kn / kr, kp,
+                (long long)((x->n < BIAS_SIDE ? x->n : BIAS_SIDE) * x->nek * H),
+                level, op <= level ? "yes" : "no", kp <= level ? "yes" : "no");
+    }
+    free(A), free(B);
+  }
+  free(Yout), free(Yk), free(out), free(gq), free(gk), free(gv), free(quad), free(lden);
+  free(pack), free(gathered), free(cnt), free(dsp);
+  return la_dist_agree(d, st, err, errlen);
+}
+
+/* ---- the command ---- */
+
+static const char *const RESULTS_HEADER =
+    "feature_map,features,r,seed,n,heads,dk,dv,input_scale,mode,out_rel_err,grad_q_rel_err,"
+    "grad_k_rel_err,grad_v_rel_err,reassoc_rel_err,kernel_rel_err,kernel_rows,"
+    "rank_r_floor_rel_err,den_min,den_frac_small,seconds\n";
+static const char *const BIAS_HEADER =
+    "feature_map,features,r,n,input_scale,mode,seeds,out_mean_rel_err,out_noise_rel,"
+    "out_p_value,kernel_mean_rel_err,kernel_noise_rel,kernel_p_value,kernel_entries,test,level,"
+    "out_bias_detected,kernel_bias_detected\n";
+static const char *const ROWS_HEADER =
+    "feature_map,features,seed,n,input_scale,mode,token,head,den,den_over_median,row_rel_err\n";
+static const char *const REFS_HEADER =
+    "n,heads,dk,dv,input_scale,mode,ranks,threads,softmax_seconds,softmax_gflops,floor_seconds\n";
+static const char *const RECALL_HEADER =
+    "feature_map,features,r,pairs,seeds,queries,accuracy,softmax_accuracy\n";
+
+int la_cmd_eval(la_dist d, la_cli *o) {
+  char err[1024] = "";
+  const int rank = la_dist_rank(d);
+  enum { RES, BIAS, ROWS, REFS, RECALL, NCSV };
+  la_csv csv[NCSV];
+  memset(csv, 0, sizeof csv);
+  const double t_start = MPI_Wtime();
+  la_error_clear();
+  la_status st = out_dir_prepare(d, o->out_dir, o->force, err, sizeof err);
+  const char *names[NCSV] = {"results.csv", "bias.csv", "rows.csv", "refs.csv", "recall.csv"};
+  const char *heads[NCSV] = {RESULTS_HEADER, BIAS_HEADER, ROWS_HEADER, REFS_HEADER, RECALL_HEADER};
+  for (int c = 0; c < NCSV && st == LA_OK; c++) st = csv_open(&csv[c], names[c], heads[c], rank);
+  st = la_dist_agree(d, st, err, sizeof err);
+  /* the sweep's size, for progress */
+  ev_progress pg = {MPI_Wtime(), 0, 0, 0, 0};
+  const int nn = o->q ? 1 : o->n_list.n;
+  for (int i = 0; i < nn; i++)
+    for (int mp = 0; mp < o->maps.n; mp++) {
+      const la_map_kind map = (la_map_kind)o->maps.i[mp];
+      const int nw = la_map_is_random(map) ? o->features_list.n : 1;
+      for (int w = 0; w < nw; w++) {
+        const double r = la_map_is_random(map) ? la_map_width(map, o->dk, (int)o->features_list.i[w]) : o->dk;
+        pg.total += (o->q ? 1.0 : (double)o->n_list.i[i]) * (r + o->dk) * o->modes.n *
+                    o->input_scales.n * (la_map_is_random(map) ? o->seeds : 1);
+      }
+    }
+  for (int i = 0; i < nn && st == LA_OK; i++) {
+    ev_data x;
+    memset(&x, 0, sizeof x);
+    x.nm = o->modes.n;
+    for (int m = 0; m < x.nm; m++) x.modes[m] = (la_mode)o->modes.i[m];
+    st = data_read(d, o, o->q ? 0 : o->n_list.i[i], &x, err, sizeof err);
+    double *base[2] = {NULL, NULL};
+    if (st == LA_OK) { /* keep the unscaled Q and K; x.q, x.k get the scaled copies */
+      base[0] = x.q, base[1] = x.k;
+      x.q = dalloc(x.nloc * x.H * x.dk), x.k = dalloc(x.nloc * x.H * x.dk);
+      st = x.q && x.k ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory for the scaled rows");
+      st = la_dist_agree(d, st, err, sizeof err);
+    }
+    if (st == LA_OK && o->q && i == 0) pg.total *= (double)x.n;
+    for (int si = 0; si < o->input_scales.n && st == LA_OK; si++) {
+      const double a = o->input_scales.x[si];
+      ev_data y = x; /* the per-scale parts are allocated fresh and freed below */
+      y.kall = y.vall = y.qall = y.kq = y.sq = y.sv = y.eq = y.ek = NULL;
+      y.krows = y.srows = y.erows = y.ekeys = NULL;
+      memset(y.sm, 0, sizeof y.sm);
+      st = data_prepare(d, o, &y, a, &csv[REFS], base, err, sizeof err);
+      for (int mp = 0; mp < o->maps.n && st == LA_OK; mp++) {
+        const la_map_kind map = (la_map_kind)o->maps.i[mp];
+        const int nw = la_map_is_random(map) ? o->features_list.n : 1;
+        for (int w = 0; w < nw && st == LA_OK; w++) {
+          st = run_width(d, o, &y, map, la_map_is_random(map) ? (int)o->features_list.i[w] : 0,
+                         a, &csv[RES], &csv[BIAS], &csv[ROWS], &pg, err, sizeof err);
+          for (int c = 0; c < RECALL && st == LA_OK; c++)
+            st = csv_flush(&csv[c], o->out_dir, err, sizeof err);
+          st = la_dist_agree(d, st, err, sizeof err);
+        }
+      }
+      /* free what data_prepare allocated; q, k, v, g stay for the next scale */
+      y.q = y.k = y.v = y.g = NULL;
+      data_free(&y);
+    }
+    free(base[0]), free(base[1]);
+    data_free(&x);
+  }
+  if (st == LA_OK && o->recall) {
+    st = la_eval_recall(d, o, &csv[RECALL], err, sizeof err);
+    if (st == LA_OK) st = csv_flush(&csv[RECALL], o->out_dir, err, sizeof err);
+    st = la_dist_agree(d, st, err, sizeof err);
+  }
+  if (st == LA_OK) {
+    for (int c = 0; c < RECALL; c++)
+      if (st == LA_OK) st = csv_flush(&csv[c], o->out_dir, err, sizeof err);
+    if (st == LA_OK && rank == 0) {
+      char cmd[4096] = "linattn";
+      for (int a = 1; a < o->argc; a++) {
+        size_t l = strlen(cmd);
+        snprintf(cmd + l, sizeof cmd - l, " %s", o->argv[a]);
+      }
+      la_eval_meta meta = {cmd, LA_VERSION_STRING, la_dist_size(d),
+                           la_config_threads(&o->cfg), MPI_Wtime() - t_start};
+      st = la_eval_report(o->out_dir, &meta, err, sizeof err);
+    }
+    st = la_dist_agree(d, st, err, sizeof err);
+  }
+  for (int c = 0; c < NCSV; c++) csv_close(&csv[c]);
+  if (st != LA_OK) {
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));
+    return la_status_exit_code(st);
+  }
+  if (rank == 0)
+    fprintf(stderr, "linattn: eval: %lld rows in %.1f s; see %s/report.md\n",
+            (long long)pg.rows_done, MPI_Wtime() - t_start, o->out_dir);
+  return 0;
+}

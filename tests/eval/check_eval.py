@@ -1,0 +1,306 @@
+#!/usr/bin/python3
+"""`linattn eval` against an independent float64 oracle (docs/design.md §8, docs/cli.md).
+
+The oracle is PyTorch autograd in float64 and NumPy, sharing no code with the engine:
+  - softmax attention and its gradients of L = sum(out * G), formed with the n x n matrix;
+  - each map's features from the section-2 definitions (tests/grad/torch_oracle.py's phi),
+    with the projection that `linattn run --save-projection` draws for the same seed, the
+    quadratic form (n x n kernel matrix, masked, normalized) and its gradients;
+  - the kernel error against exp(s Q K^T) (all rows, or the evenly spaced sampled rows), the
+    rank-r floor from numpy.linalg.svd, the bias columns from the per-seed outputs and a
+    sign-flip p-value enumerated here.
+Checks: every error column of results.csv and bias.csv against the oracle; Eckart-Young in
+every row (kernel_rel_err >= floor); favor+'s output error falls as m grows (mean over
+seeds); the kernel estimate's bias is within seed noise (theory: unbiased); the same numbers
+on 1 and 3 ranks; the CSV headers of docs/cli.md; bad input (an existing non-empty folder,
+a refused map) gives exit 2 and one error line.
+
+Usage: check_eval.py --linattn build/linattn --workdir DIR --launcher-template 'mpirun -np {P}'
+"""
+import argparse
+import csv
+import itertools
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "grad"))
+sys.path.insert(0, os.path.join(HERE, "..", "oracle"))
+from torch_oracle import phi  # noqa: E402  (the section-2 definitions, in torch)
+
+torch.set_default_dtype(torch.float64)
+
+N, H, DK, DV = 96, 2, 8, 4
+MAPS = ["elu1", "favor+"]
+FEATURES = [4, 16, 64]
+SEEDS = 6
+SCALES = [0.5, 1.0, 1.5]
+MODES = ["causal", "bidirectional"]
+KERNEL_MAX_N, KERNEL_ROWS = 64, 20  # n = 96 > 64: the sampled-rows path
+FLOOR_MAX_N = 4096
+
+RESULTS_HEADER = ("feature_map,features,r,seed,n,heads,dk,dv,input_scale,mode,out_rel_err,"
+                  "grad_q_rel_err,grad_k_rel_err,grad_v_rel_err,reassoc_rel_err,kernel_rel_err,"
+                  "kernel_rows,rank_r_floor_rel_err,den_min,den_frac_small,seconds")
+BIAS_HEADER = ("feature_map,features,r,n,input_scale,mode,seeds,out_mean_rel_err,out_noise_rel,"
+               "out_p_value,kernel_mean_rel_err,kernel_noise_rel,kernel_p_value,kernel_entries,"
+               "test,level,out_bias_detected,kernel_bias_detected")
+
+failures, passed = [], [0]
+
+
+def check(ok, what, note=""):
+    print(("ok:   " if ok else "FAIL: ") + what + (f" ({note})" if note else ""))
+    if not ok:
+        failures.append(what)
+    else:
+        passed[0] += 1
+    return ok
+
+
+def close(got, want, rel, floor=0.0):
+    return abs(got - want) <= rel * abs(want) + floor
+
+
+def npy(path, x):
+    np.save(path, np.ascontiguousarray(x, dtype=np.float64))
+
+
+def even_rows(n, m):
+    return list(range(n)) if m >= n else [((2 * a + 1) * n) // (2 * m) for a in range(m)]
+
+
+def softmax_ref(q, k, v, g, s, mode):
+    q, k, v = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+    sc = s * torch.einsum("ihd,jhd->hij", q, k)
+    if mode == "causal":
+        sc = sc.masked_fill(torch.triu(torch.ones(N, N, dtype=torch.bool), 1), -math.inf)
+    out = torch.einsum("hij,jhd->ihd", torch.softmax(sc, dim=-1), v)
+    (out * torch.tensor(g)).sum().backward()
+    return [t.detach().numpy() for t in (out, q.grad, k.grad, v.grad)]
+
+
+def linear_ref(q, k, v, g, s, mode, name, omega):
+    q, k, v = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+    pq, pk = phi(name, q, omega, s), phi(name, k, omega, s)
+    A = torch.einsum("ihr,jhr->hij", pq, pk)
+    if mode == "causal":
+        A = A * torch.tril(torch.ones(N, N))
+    out = torch.einsum("hij,jhd->ihd", A, v) / A.sum(-1).T[:, :, None]
+    (out * torch.tensor(g)).sum().backward()
+    return [t.detach().numpy() for t in (out, q.grad, k.grad, v.grad)], A.detach().numpy()
+
+
+def kernel_matrices(q, k, s, name, omega):
+    pq, pk = phi(name, torch.tensor(q), omega, s), phi(name, torch.tensor(k), omega, s)
+    khat = torch.einsum("ihr,jhr->hij", pq, pk).numpy()
+    E = np.exp(s * np.einsum("ihd,jhd->hij", q, k))
+    return khat, E
+
+
+def rel(x, ref):
+    return float(np.linalg.norm(x - ref) / np.linalg.norm(ref))
+
+
+def signflip_p(A):
+    S = A.shape[0]
+    off = lambda e: float(e @ A @ e - np.trace(A))  # noqa: E731
+    t0 = off(np.ones(S))
+    tol = 1e-12 * np.abs(A).sum()
+    pats = [np.array((1,) + p) for p in itertools.product((1, -1), repeat=S - 1)]
+    return sum(off(e) >= t0 - tol for e in pats) / len(pats)
+
+
+def read_csv(path):
+    with open(path) as f:
+        text = f.read()
+    rows = list(csv.DictReader(text.splitlines()))
+    return text.splitlines()[0], rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--linattn", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--launcher-template", default="")
+    a = ap.parse_args()
+    a.linattn = os.path.abspath(a.linattn)
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    os.makedirs(a.workdir)
+    W = lambda name: os.path.join(a.workdir, name)  # noqa: E731
+    env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="1")
+
+    def run(args, P=1, expect=0):
+        pre = shlex.split(a.launcher_template.replace("{P}", str(P))) if a.launcher_template else []
+        p = subprocess.run(pre + [a.linattn] + [str(x) for x in args], env=env, cwd=a.workdir,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=900)
+        if p.returncode != expect:
+            print(" ".join(pre + [a.linattn] + [str(x) for x in args]))
+            print(p.stdout[-2000:], p.stderr[-4000:])
+        return p
+
+    rng = np.random.default_rng(7)
+    q, k, v, g = (rng.standard_normal((N, H, d)) for d in (DK, DK, DV, DV))
+    for name, x in zip("qkvg", (q, k, v, g)):
+        npy(W(f"{name}.npy"), x)
+    common = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--grad-out", "g.npy",
+              "--feature-maps", ",".join(MAPS), "--features", ",".join(map(str, FEATURES)),
+              "--seeds", SEEDS, "--input-scales", ",".join(map(str, SCALES)),
+              "--modes", ",".join(MODES), "--kernel-max-n", KERNEL_MAX_N,
+              "--kernel-rows", KERNEL_ROWS, "--floor-max-n", FLOOR_MAX_N, "--no-progress"]
+    outs = {}
+    for P in (1, 3):
+        p = run(["eval", "--out-dir", f"out{P}"] + common, P=P)
+        check(p.returncode == 0, f"eval on {P} rank(s) exits 0", f"exit {p.returncode}")
+        outs[P] = W(f"out{P}")
+    res_h, res = read_csv(os.path.join(outs[1], "results.csv"))
+    bias_h, bias = read_csv(os.path.join(outs[1], "bias.csv"))
+    check(res_h == RESULTS_HEADER, "results.csv header as docs/cli.md")
+    check(bias_h == BIAS_HEADER, "bias.csv header as docs/cli.md")
+    nrows = len(SCALES) * len(MODES) * (1 + len(FEATURES) * SEEDS)
+    check(len(res) == nrows, f"results.csv has {nrows} rows", f"{len(res)}")
+    check(len(bias) == len(SCALES) * len(MODES) * len(FEATURES), "bias.csv rows")
+    for f in ("rows.csv", "refs.csv", "report.md"):
+        check(os.path.getsize(os.path.join(outs[1], f)) > 0, f"{f} written")
+
+    # the oracle, row by row
+    s = 1 / math.sqrt(DK)
+    kr = even_rows(N, KERNEL_ROWS)
+    proj = {}
+    worst = {}
+    per_seed = {}
+    for row in res:
+        name, m, seed = row["feature_map"], int(row["features"]), int(row["seed"])
+        a_in, mode = float(row["input_scale"]), row["mode"]
+        omega = None
+        if name != "elu1":
+            key = (m, seed)
+            if key not in proj:
+                pf = W(f"proj_{m}_{seed}.npy")
+                p = run(["run", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--feature-map",
+                         name, "--features", m, "--seed", seed, "--save-projection", pf])
+                check(p.returncode == 0, f"run --save-projection m={m} seed={seed}")
+                proj[key] = np.load(pf)
+            omega = proj[key]
+        qs, ks = a_in * q, a_in * k
+        sm = softmax_ref(qs, ks, v, g, s, mode)
+        lin, A = linear_ref(qs, ks, v, g, s, mode, name, omega)
+        want = {"out_rel_err": rel(lin[0], sm[0]), "grad_q_rel_err": rel(lin[1], sm[1]),
+                "grad_k_rel_err": rel(lin[2], sm[2]), "grad_v_rel_err": rel(lin[3], sm[3])}
+        khat, E = kernel_matrices(qs, ks, s, name, omega)
+        want["kernel_rel_err"] = rel(khat[:, kr, :], E[:, kr, :])
+        sv = np.concatenate([np.linalg.svd(E[h], compute_uv=False) for h in range(H)])
+        svh = [np.linalg.svd(E[h], compute_uv=False) for h in range(H)]
+        r = int(row["r"])
+        want["rank_r_floor_rel_err"] = math.sqrt(sum((x[r:] ** 2).sum() for x in svh) / (sv ** 2).sum())
+        for col, w in want.items():
+            got = float(row[col])
+            # %.6g in the CSV: 6 significant digits
+            ok = close(got, w, 2e-5, 1e-300)
+            worst[col] = max(worst.get(col, 0), abs(got - w) / abs(w))
+            if not ok:
+                check(False, f"{col} of {name} m={m} seed={seed} scale {a_in} {mode}", f"{got} vs {w}")
+        re_ = float(row["reassoc_rel_err"])
+        if not re_ < 1e-12:
+            check(False, f"reassoc_rel_err of {name} m={m} seed={seed} {mode}", f"{re_}")
+        worst["reassoc_rel_err"] = max(worst.get("reassoc_rel_err", 0), re_)
+        check_kr = int(row["kernel_rows"]) == len(kr)
+        if not check_kr:
+            check(False, "kernel_rows", row["kernel_rows"])
+        den = A.sum(-1)  # [H, N]
+        if not close(float(row["den_min"]), float(den.min()), 2e-5):
+            check(False, f"den_min of {name} m={m} seed={seed} {mode}", f"{row['den_min']} vs {den.min()}")
+        fl = float(row["rank_r_floor_rel_err"])
+        if not float(row["kernel_rel_err"]) >= fl * (1 - 1e-9):
+            check(False, f"Eckart-Young: kernel_rel_err >= floor ({name} m={m} seed={seed})")
+        if name != "elu1":
+            per_seed.setdefault((name, m, a_in, mode), {})[seed] = (lin[0] - sm[0], sm[0], khat, E)
+    for col, w in sorted(worst.items()):
+        check(True, f"worst relative difference of {col} against the oracle: {w:.2g}")
+    check(all(float(r_["kernel_rel_err"]) >= float(r_["rank_r_floor_rel_err"]) * (1 - 1e-9)
+              for r_ in res), "Eckart-Young in every row")
+
+    # bias.csv against the oracle (the 64 x 64 entries are every pair here: n = 96 > 64 ->
+    # 64 evenly spaced queries and keys)
+    eq, ek = even_rows(N, 64), even_rows(N, 64)
+    for b in bias:
+        key = (b["feature_map"], int(b["features"]), float(b["input_scale"]), b["mode"])
+        ys = per_seed[key]
+        Y = np.stack([ys[t][0].ravel() for t in range(SEEDS)])
+        ref = ys[0][1]
+        A_ = Y @ Y.T
+        mean = np.linalg.norm(Y.mean(0)) / np.linalg.norm(ref)
+        noise = math.sqrt(((Y - Y.mean(0)) ** 2).sum() / (SEEDS - 1) / SEEDS) / np.linalg.norm(ref)
+        p = signflip_p(A_)
+        E = ys[0][3][:, eq][:, :, ek]
+        Yk = np.stack([(ys[t][2][:, eq][:, :, ek] - E).ravel() for t in range(SEEDS)])
+        kmean = np.linalg.norm(Yk.mean(0)) / np.linalg.norm(E)
+        knoise = math.sqrt(((Yk - Yk.mean(0)) ** 2).sum() / (SEEDS - 1) / SEEDS) / np.linalg.norm(E)
+        kp = signflip_p(Yk @ Yk.T)
+        tag = f"{key}"
+        check(close(float(b["out_mean_rel_err"]), mean, 2e-5) and close(float(b["out_noise_rel"]), noise, 2e-5),
+              f"bias: output mean and noise {tag}", f"{b['out_mean_rel_err']} {b['out_noise_rel']} vs {mean:.6g} {noise:.6g}")
+        check(abs(float(b["out_p_value"]) - p) < 1e-9 and abs(float(b["kernel_p_value"]) - kp) < 1e-9,
+              f"bias: p-values {tag}", f"{b['out_p_value']} {b['kernel_p_value']} vs {p} {kp}")
+        check(close(float(b["kernel_mean_rel_err"]), kmean, 2e-5) and close(float(b["kernel_noise_rel"]), knoise, 2e-5),
+              f"bias: kernel mean and noise {tag}", f"{b['kernel_mean_rel_err']} {b['kernel_noise_rel']} vs {kmean:.6g} {knoise:.6g}")
+        check(b["out_bias_detected"] == ("yes" if p <= 0.05 else "no"), f"bias: verdict {tag}")
+        # Theory: the kernel estimate is unbiased, so its mean error is seed noise. Where the
+        # estimate is strongly skewed (input scale 1.5 here: per-feature relative variance
+        # e^{|q~+k~|^2} - 1 ~ e^20), a few seeds do not reach its mean at all (docs/design.md
+        # §8.3) and this claim cannot be shown; it is checked where the variance is moderate.
+        if float(b["input_scale"]) <= 1.0:
+            check(float(b["kernel_mean_rel_err"]) <= 3 * float(b["kernel_noise_rel"]),
+                  f"kernel bias within 3x seed noise {tag}",
+                  f"{b['kernel_mean_rel_err']} vs {b['kernel_noise_rel']}")
+
+    # favor+ error falls as m grows (mean over seeds, every scale and mode)
+    for a_in, mode in itertools.product(SCALES, MODES):
+        errs = [np.mean([float(r_["out_rel_err"]) for r_ in res if r_["feature_map"] == "favor+"
+                         and int(r_["features"]) == m and float(r_["input_scale"]) == a_in
+                         and r_["mode"] == mode]) for m in FEATURES]
+        check(all(x > y for x, y in zip(errs, errs[1:])), f"favor+ error falls with m (scale {a_in}, {mode})",
+              " > ".join(f"{x:.3g}" for x in errs))
+
+    # 1 and 3 ranks: the same numbers
+    _, res3 = read_csv(os.path.join(outs[3], "results.csv"))
+    _, bias3 = read_csv(os.path.join(outs[3], "bias.csv"))
+    skip = {"seconds"}
+    diff = []
+    for r1, r3 in zip(res + bias, res3 + bias3):
+        for c in r1:
+            if c in skip:
+                continue
+            x, y = r1[c], r3[c]
+            try:
+                fx, fy = float(x), float(y)
+                # reassoc_rel_err is rounding itself (~1e-16): equal to 1e-13 absolute
+                if not (fx == fy or close(fy, fx, 1e-5, 1e-13 if c == "reassoc_rel_err" else 0)):
+                    diff.append((c, x, y))
+            except ValueError:
+                if x != y:
+                    diff.append((c, x, y))
+    check(len(res3) == len(res) and len(bias3) == len(bias) and not diff,
+          "eval on 1 and 3 ranks gives the same numbers", f"{diff[:4]}")
+
+    # bad input: an existing non-empty folder, a refused map
+    p = run(["eval", "--out-dir", "out1"] + common)
+    check(p.returncode == 2 and p.stderr.count("linattn: error:") == 1 and "out1" in p.stderr,
+          "eval into a non-empty folder without --force: exit 2, one line naming it", p.stderr.strip())
+    p = run(["eval", "--out-dir", "outx", "--feature-maps", "trig"], expect=2)
+    check(p.returncode == 2 and "trig" in p.stderr and not os.path.exists(W("outx")),
+          "eval refuses a signed map: exit 2, nothing created", p.stderr.strip())
+
+    print(f"check_eval: {passed[0]} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
