@@ -140,22 +140,24 @@ la_status la_quadform_rows(const la_featmap fm, double scale, int64_t n, int hea
       }
       for (int mi = 0; mi < nmodes && (quad || lden); mi++) {
         const int causal = modes[mi] == LA_CAUSAL;
+        /* causal: the tile reads keys j <= its last row; below that, row i's keys j <= i */
+        const int64_t ne = causal ? rows[i0 + nr - 1] + 1 : n;
         const double *Wm = G;
         if (causal) {
           for (int i = 0; i < nr; i++) {
-            const int64_t last = rows[i0 + i]; /* keys j <= i */
+            const int64_t last = rows[i0 + i];
             memcpy(W + (size_t)i * n, G + (size_t)i * n, sizeof(double) * (size_t)(last + 1));
-            memset(W + (size_t)i * n + last + 1, 0, sizeof(double) * (size_t)(n - last - 1));
+            memset(W + (size_t)i * n + last + 1, 0, sizeof(double) * (size_t)(ne - last - 1));
           }
           Wm = W;
         }
         double *qo = quad ? quad + ((size_t)mi * nq + i0) * heads * dv + (size_t)h * dv : NULL;
         if (qo)
-          cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dv, (int)n, 1.0, Wm,
+          cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dv, (int)ne, 1.0, Wm,
                       (int)n, v + (size_t)h * dv, heads * dv, 0.0, qo, heads * dv);
         for (int i = 0; i < nr; i++) {
           double den = 0;
-          for (int64_t j = 0; j < n; j++) den += Wm[(size_t)i * n + j];
+          for (int64_t j = 0; j < ne; j++) den += Wm[(size_t)i * n + j];
           if (qo)
             for (int c = 0; c < dv; c++) qo[(size_t)i * heads * dv + c] /= den;
           if (lden)

@@ -293,8 +293,12 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
       st = own_rows(x, idx, x->kernel_rows, x->q, H * dk, &x->nkr, &x->krows, &x->kq);
     }
     if (st == LA_OK) {
-      int64_t m = la_even_rows(n, SAMPLE_ROWS, idx);
-      st = own_rows(x, idx, m, x->q, H * dk, &x->nsr, &x->srows, &x->sq);
+      /* rows.csv: 64 evenly spaced of the kernel rows, whose denominators the kernel pass
+       * gives (la_quadform_rows' lden) */
+      int64_t pos[SAMPLE_ROWS], rs[SAMPLE_ROWS];
+      const int64_t m = la_even_rows(x->kernel_rows, SAMPLE_ROWS, pos);
+      for (int64_t b = 0; b < m; b++) rs[b] = idx[pos[b]];
+      st = own_rows(x, rs, m, x->q, H * dk, &x->nsr, &x->srows, &x->sq);
     }
     if (st == LA_OK) {
       int64_t m = la_even_rows(n, BIAS_SIDE, idx);
@@ -398,7 +402,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
   double *Yout = bias_on ? dalloc((int64_t)x->nm * S * rq * dv) : NULL;
   double *Yk = bias_on ? dalloc(S * ne) : NULL;
   double *out = dalloc(rq * dv), *gq = dalloc(rq * dk), *gk = dalloc(rq * dk), *gv = dalloc(rq * dv);
-  double *quad = dalloc(x->nm * x->nkr * H * dv), *lden = dalloc(x->nm * x->nsr * H);
+  double *quad = dalloc(x->nm * x->nkr * H * dv), *lden = dalloc(x->nm * x->nkr * H);
   double *pack = dalloc(4 * x->nsr * H), *gathered = NULL;
   int *cnt = NULL, *dsp = NULL;
   la_status st = (!bias_on || (Yout && Yk)) && out && gq && gk && gv && quad && lden && pack
@@ -426,10 +430,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
     if (st == LA_OK) r = la_featmap_width(fm);
     if (st == LA_OK)
       st = la_quadform_rows(fm, x->s, x->n, (int)H, (int)dk, (int)dv, x->kall, x->vall, x->nkr,
-                            x->krows, x->kq, x->nm, x->modes, quad, NULL, &ks, cfg.threads);
-    if (st == LA_OK)
-      st = la_quadform_rows(fm, x->s, x->n, (int)H, (int)dk, (int)dv, x->kall, x->vall, x->nsr,
-                            x->srows, x->sq, x->nm, x->modes, NULL, lden, NULL, cfg.threads);
+                            x->krows, x->kq, x->nm, x->modes, quad, lden, &ks, cfg.threads);
     if (st == LA_OK && bias_on) st = kernel_entries(x, fm, Yk + s * ne);
     st = la_dist_agree(d, st, NULL, 0);
     if (st == LA_OK) st = kernel_sums_allreduce(d, &ks);
@@ -478,15 +479,16 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
         for (int64_t i = 0; i < rq * dv; i++) y[i] = out[i] - ref[0][i];
       }
       /* rows.csv: the sampled rows' denominators (quadratic form) and errors */
-      for (int64_t i = 0; i < x->nsr; i++)
+      for (int64_t i = 0, ki = 0; i < x->nsr; i++)
         for (int64_t h = 0; h < H; h++) {
+          while (x->krows[ki] < x->srows[i]) ki++; /* the sample is a subset of the kernel rows */
           const double *oi = out + ((x->srows[i] - x->row0) * H + h) * dv;
           const double *si = ref[0] + ((x->srows[i] - x->row0) * H + h) * dv;
           double num = 0, den = 0;
           for (int64_t c = 0; c < dv; c++) num += (oi[c] - si[c]) * (oi[c] - si[c]), den += si[c] * si[c];
           double *p = pack + 4 * (i * H + h);
           p[0] = (double)x->srows[i], p[1] = (double)h;
-          p[2] = lden[((size_t)mi * x->nsr + i) * H + h], p[3] = sqrt(num / den);
+          p[2] = lden[((size_t)mi * x->nkr + ki) * H + h], p[3] = sqrt(num / den);
         }
       int mine = (int)(4 * x->nsr * H);
       MPI_Gather(&mine, 1, MPI_INT, cnt, 1, MPI_INT, 0, la_dist_comm(d));

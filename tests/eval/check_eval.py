@@ -176,6 +176,7 @@ def main():
     proj = {}
     worst = {}
     per_seed = {}
+    rowref = {}
     for row in res:
         name, m, seed = row["feature_map"], int(row["features"]), int(row["seed"])
         a_in, mode = float(row["input_scale"]), row["mode"]
@@ -220,12 +221,29 @@ def main():
         fl = float(row["rank_r_floor_rel_err"])
         if not float(row["kernel_rel_err"]) >= fl * (1 - 1e-9):
             check(False, f"Eckart-Young: kernel_rel_err >= floor ({name} m={m} seed={seed})")
+        rowref[(name, m, seed, a_in, mode)] = (lin[0], sm[0], den)
         if name != "elu1":
             per_seed.setdefault((name, m, a_in, mode), {})[seed] = (lin[0] - sm[0], sm[0], khat, E)
     for col, w in sorted(worst.items()):
         check(True, f"worst relative difference of {col} against the oracle: {w:.2g}")
     check(all(float(r_["kernel_rel_err"]) >= float(r_["rank_r_floor_rel_err"]) * (1 - 1e-9)
               for r_ in res), "Eckart-Young in every row")
+
+    # rows.csv: every sampled (token, head): its denominator and output error
+    _, rows_ = read_csv(os.path.join(outs[1], "rows.csv"))
+    want_tokens = [kr[i] for i in even_rows(len(kr), 64)]
+    bad = []
+    for r_ in rows_:
+        key = (r_["feature_map"], int(r_["features"]), int(r_["seed"]), float(r_["input_scale"]), r_["mode"])
+        lo, so, den = rowref[key]
+        t, h = int(r_["token"]), int(r_["head"])
+        e = np.linalg.norm(lo[t, h] - so[t, h]) / np.linalg.norm(so[t, h])
+        if not (close(float(r_["den"]), den[h, t], 2e-5) and close(float(r_["row_rel_err"]), e, 2e-5)):
+            bad.append((key, t, h, r_["den"], den[h, t], r_["row_rel_err"], e))
+    check(len(rows_) == len(res) * len(want_tokens) * H, "rows.csv: 64 sampled tokens x heads per row",
+          f"{len(rows_)}")
+    check(sorted({int(r_["token"]) for r_ in rows_}) == want_tokens, "rows.csv: the tokens are evenly spaced kernel rows")
+    check(not bad, "rows.csv: den and row_rel_err against the oracle", f"{bad[:3]}")
 
     # bias.csv against the oracle (the 64 x 64 entries are every pair here: n = 96 > 64 ->
     # 64 evenly spaced queries and keys)
