@@ -372,8 +372,9 @@ static la_status gram(la_dist d, const double *Y, int S, int64_t len, double *A)
              ? LA_OK : la_error(LA_ERR_MPI, "eval: MPI_Allreduce failed");
 }
 
-/* khat - E on the bias entries, shifted by e^{-eshift}, into y [ner, nek, H]. */
-static la_status kernel_entries(const ev_data *x, const la_featmap fm, double *y) {
+/* khat - E on the bias entries, shifted by e^{-eshift}, into y [ner, nek, H]; under[0] +=
+ * the weight E^2 of the entries where khat < E, under[1] += the weight of all of them. */
+static la_status kernel_entries(const ev_data *x, const la_featmap fm, double *y, double *under) {
   const int r = la_featmap_width(fm), H = x->H, dk = x->dk;
   double *pq = dalloc(x->ner * r), *pk = dalloc(x->nek * r), *aq = dalloc(x->ner),
          *ak = dalloc(x->nek);
@@ -386,7 +387,9 @@ static la_status kernel_entries(const ev_data *x, const la_featmap fm, double *y
         double g = 0, e = 0;
         for (int c = 0; c < r; c++) g += pq[i * r + c] * pk[j * r + c];
         for (int c = 0; c < dk; c++) e += x->eq[(i * H + h) * dk + c] * x->ek[(j * H + h) * dk + c];
-        y[(i * x->nek + j) * H + h] = g * exp(aq[i] + ak[j] - x->eshift) - exp(x->s * e - x->eshift);
+        const double ex = exp(x->s * e - x->eshift), yv = g * exp(aq[i] + ak[j] - x->eshift) - ex;
+        y[(i * x->nek + j) * H + h] = yv;
+        under[0] += yv < 0 ? ex * ex : 0, under[1] += ex * ex;
       }
   }
   free(pq), free(pk), free(aq), free(ak);
@@ -417,6 +420,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
              S, (long long)x->nloc);
   st = la_dist_agree(d, st, err, errlen);
   int r = 0;
+  double under[2] = {0, 0}; /* kernel entries: weight below exp(s q.k), and all (§8.3) */
   for (int s = 0; s < S && st == LA_OK; s++) {
     la_config cfg;
     la_config_default(&cfg);
@@ -431,7 +435,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
     if (st == LA_OK)
       st = la_quadform_rows(fm, x->s, x->n, (int)H, (int)dk, (int)dv, x->kall, x->vall, x->nkr,
                             x->krows, x->kq, x->nm, x->modes, quad, lden, &ks, cfg.threads);
-    if (st == LA_OK && bias_on) st = kernel_entries(x, fm, Yk + s * ne);
+    if (st == LA_OK && bias_on) st = kernel_entries(x, fm, Yk + s * ne, under);
     st = la_dist_agree(d, st, NULL, 0);
     if (st == LA_OK) st = kernel_sums_allreduce(d, &ks);
     const double kerr = sqrt(ks.err2 / ks.ref2);
@@ -552,6 +556,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
     if (st == LA_OK) st = gram(d, Yk, S, ne, B);
     double km = 0, kn = 0, kp = la_signflip_pvalue(B, S);
     la_gram_mean_noise(B, S, &km, &kn);
+    MPI_Allreduce(MPI_IN_PLACE, under, 2, MPI_DOUBLE, MPI_SUM, la_dist_comm(d));
     const double level = 0.05;
     for (int mi = 0; mi < x->nm && st == LA_OK; mi++) {
       st = gram(d, Yout + (int64_t)mi * S * rq * dv, S, rq * dv, A);
@@ -560,11 +565,11 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
       const double rn = sqrt(x->sm_norm2[mi][0]), kr = sqrt(x->eref2);
       if (rank == 0 && st == LA_OK)
         fprintf(bias->f, "%s,%d,%d,%lld,%.6g,%s,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%lld,"
-                         "sign-flip U-statistic,%.2g,%s,%s\n",
+                         "sign-flip U-statistic,%.2g,%s,%s,%.4g\n",
                 la_map_name(map), m_feat, r, (long long)x->n, a, mode_name(x->modes[mi]), S,
                 om / rn, on / rn, op, km / kr, kn / kr, kp,
                 (long long)((x->n < BIAS_SIDE ? x->n : BIAS_SIDE) * x->nek * H),
-                level, op <= level ? "yes" : "no", kp <= level ? "yes" : "no");
+                level, op <= level ? "yes" : "no", kp <= level ? "yes" : "no", under[0] / under[1]);
     }
     free(A), free(B);
   }
@@ -582,7 +587,7 @@ static const char *const RESULTS_HEADER =
 static const char *const BIAS_HEADER =
     "feature_map,features,r,n,input_scale,mode,seeds,out_mean_rel_err,out_noise_rel,"
     "out_p_value,kernel_mean_rel_err,kernel_noise_rel,kernel_p_value,kernel_entries,test,level,"
-    "out_bias_detected,kernel_bias_detected\n";
+    "out_bias_detected,kernel_bias_detected,kernel_under_share\n";
 static const char *const ROWS_HEADER =
     "feature_map,features,seed,n,input_scale,mode,token,head,den,den_over_median,row_rel_err\n";
 static const char *const REFS_HEADER =

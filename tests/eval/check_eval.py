@@ -51,7 +51,7 @@ RESULTS_HEADER = ("feature_map,features,r,seed,n,heads,dk,dv,input_scale,mode,ou
                   "kernel_rows,rank_r_floor_rel_err,den_min,den_frac_small,seconds")
 BIAS_HEADER = ("feature_map,features,r,n,input_scale,mode,seeds,out_mean_rel_err,out_noise_rel,"
                "out_p_value,kernel_mean_rel_err,kernel_noise_rel,kernel_p_value,kernel_entries,"
-               "test,level,out_bias_detected,kernel_bias_detected")
+               "test,level,out_bias_detected,kernel_bias_detected,kernel_under_share")
 
 failures, passed = [], [0]
 
@@ -262,6 +262,10 @@ def main():
         kmean = np.linalg.norm(Yk.mean(0)) / np.linalg.norm(E)
         knoise = math.sqrt(((Yk - Yk.mean(0)) ** 2).sum() / (SEEDS - 1) / SEEDS) / np.linalg.norm(E)
         kp = signflip_p(Yk @ Yk.T)
+        w = np.tile((E ** 2).ravel(), SEEDS)
+        under = float((w * (Yk.ravel() < 0)).sum() / w.sum())
+        check(close(float(b["kernel_under_share"]), under, 1e-3), f"bias: kernel_under_share {key}",
+              f"{b['kernel_under_share']} vs {under:.4g}")
         tag = f"{key}"
         check(close(float(b["out_mean_rel_err"]), mean, 2e-5) and close(float(b["out_noise_rel"]), noise, 2e-5),
               f"bias: output mean and noise {tag}", f"{b['out_mean_rel_err']} {b['out_noise_rel']} vs {mean:.6g} {noise:.6g}")
