@@ -51,6 +51,21 @@ static void bound(int64_t v, char *buf, size_t len) {
   }
 }
 
+/* A real bound as --help prints it: %g without the exponent's sign and zeros (1e6, 1e-3). */
+static void fbound(double v, char *buf, size_t len) {
+  char t[32], *e;
+  snprintf(t, sizeof t, "%g", v);
+  if ((e = strchr(t, 'e')) != NULL) {
+    const char *d = e + 1;
+    const int neg = *d == '-';
+    if (*d == '+' || *d == '-') d++;
+    while (*d == '0' && d[1]) d++;
+    snprintf(buf, len, "%.*se%s%s", (int)(e - t), t, neg ? "-" : "", d);
+  } else {
+    snprintf(buf, len, "%s", t);
+  }
+}
+
 /* What the values may be, as errors and --help say it: "in [1, 4096]", "an integer >= 0". */
 static void range(const la_opt *r, char *buf, size_t len) {
   char lo[32], hi[32];
@@ -62,6 +77,10 @@ static void range(const la_opt *r, char *buf, size_t len) {
     bound(r->lo, lo, sizeof lo);
     bound(r->hi, hi, sizeof hi);
     snprintf(buf, len, "in [%s, %s]", lo, hi);
+  } else if (r->kind == LA_OPT_F64 && r->fhi < 1e30) {
+    fbound(r->flo, lo, sizeof lo);
+    fbound(r->fhi, hi, sizeof hi);
+    snprintf(buf, len, "a number in %c%s, %s]", r->open_lo ? '(' : '[', lo, hi);
   } else if (r->kind == LA_OPT_F64) {
     snprintf(buf, len, "a finite number %s %g", r->open_lo ? ">" : ">=", r->flo);
   } else if (r->kind == LA_OPT_BYTES) {

@@ -12,6 +12,7 @@ For run, grad and bench:
   4. docs/cli.md lists exactly the options of --help in the subcommand's section (grad: run's
      and its own), with the same default and the same bounds, the bench CSV header, and every
      field of the report.
+For eval, 1, 2 (its results are checked against an oracle by tests/eval/check_eval.py) and 4.
 
 Usage: check_help_defaults.py --linattn build/linattn --docs docs/cli.md --workdir DIR [--verbose]
 """
@@ -30,7 +31,7 @@ import numpy as np
 
 SUBS = ("run", "grad", "bench")
 ENTRY = re.compile(r"^  (?:-\w, )?(--[\w-]+)(?: (\S+))?(?: {2,}(.*))?$")
-RANGE = re.compile(r"an integer in \[[^\]]*\]|in \[[^\]]*\]|an integer >= \S+|"
+RANGE = re.compile(r"an integer in \[[^\]]*\]|in [\[(][^\]]*\]|an integer >= \S+|"
                    r"a finite number >=? \S+")
 CHOICES = re.compile(r"; (?:comma-separated, of )?((?:[\w+-]+ \| )+[\w+-]+)(?: \(default|$)")
 
@@ -283,6 +284,35 @@ def check_sub(la, sub):
     return helps
 
 
+# eval's defaults that the program works out: --print-options shows 0 ("work it out")
+EVAL_AUTO = {"OMP_NUM_THREADS", "1/sqrt(dk)", "on if stderr is a terminal",
+             "tuned: 32 if r, dv <= 32, 48 if r <= 128, else 64"}
+
+
+def check_eval(la):
+    """eval: --help defaults against --print-options (no end-to-end job: check_eval.py)."""
+    rc, text, _ = la("eval", "--help")
+    check(rc == 0, "linattn eval --help exits 0")
+    helps = parse_help(text)
+    rc, text, err = la("eval", "--out-dir", "eval_opts", "--print-options")
+    check(rc == 0, "linattn eval --print-options exits 0", err.strip())
+    printed = parse_print(text)
+    shown = {n: h["default"] for n, h in helps.items() if h["default"] is not None}
+    check(len(shown) >= 15, "eval: --help shows defaults", f"only {sorted(shown)}")
+    for opt, default in sorted(shown.items()):
+        got = printed.get(opt[2:])
+        if default in EVAL_AUTO:
+            ok = got in ("0", "off") if opt != "--threads" else got == "0"
+            check(ok, f"eval {opt}: default '{default}' is left to the program", f"prints {got!r}")
+        else:
+            check(got is not None and same(got, default),
+                  f"eval {opt}: --help default {default} = --print-options", f"prints {got!r}")
+    check(not set(printed) - {o[2:] for o in helps},
+          "eval: every option --print-options shows is in --help",
+          f"{sorted(set(printed) - {o[2:] for o in helps})}")
+    return helps
+
+
 def doc_sections(path):
     sections, cur = {}, None
     with open(path) as f:
@@ -320,9 +350,9 @@ def check_docs(path, helps):
     for h in ("Files", "linattn run", "linattn grad", "linattn bench", "Report", "Exit codes",
               "Errors"):
         check(h in sections, f"docs: section '{h}'")
-    docs = {s: doc_options(sections.get(f"linattn {s}", [])) for s in SUBS}
+    docs = {s: doc_options(sections.get(f"linattn {s}", [])) for s in SUBS + ("eval",)}
     docs["grad"] = {**docs["run"], **docs["grad"]}
-    for sub in SUBS:
+    for sub in SUBS + ("eval",):
         if sub not in helps:
             continue
         want = {o for o in helps[sub] if o.startswith("--") and o != "--help"}
@@ -373,6 +403,7 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
     la = Linattn(os.path.abspath(a.linattn), os.path.abspath(a.workdir))
     helps = {sub: check_sub(la, sub) for sub in SUBS}
+    helps["eval"] = check_eval(la)
     check_docs(a.docs, helps)
     print(f"{passed[0]} checks passed, {len(failures)} failed")
     return 1 if failures else 0
