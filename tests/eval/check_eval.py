@@ -81,7 +81,8 @@ def softmax_ref(q, k, v, g, s, mode):
     q, k, v = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
     sc = s * torch.einsum("ihd,jhd->hij", q, k)
     if mode == "causal":
-        sc = sc.masked_fill(torch.triu(torch.ones(N, N, dtype=torch.bool), 1), -math.inf)
+        n = sc.shape[-1]
+        sc = sc.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), -math.inf)
     out = torch.einsum("hij,jhd->ihd", torch.softmax(sc, dim=-1), v)
     (out * torch.tensor(g)).sum().backward()
     return [t.detach().numpy() for t in (out, q.grad, k.grad, v.grad)]
@@ -92,7 +93,7 @@ def linear_ref(q, k, v, g, s, mode, name, omega):
     pq, pk = phi(name, q, omega, s), phi(name, k, omega, s)
     A = torch.einsum("ihr,jhr->hij", pq, pk)
     if mode == "causal":
-        A = A * torch.tril(torch.ones(N, N))
+        A = A * torch.tril(torch.ones(A.shape[-1], A.shape[-1]))
     out = torch.einsum("hij,jhd->ihd", A, v) / A.sum(-1).T[:, :, None]
     (out * torch.tensor(g)).sum().backward()
     return [t.detach().numpy() for t in (out, q.grad, k.grad, v.grad)], A.detach().numpy()
@@ -116,6 +117,58 @@ def signflip_p(A):
     tol = 1e-12 * np.abs(A).sum()
     pats = [np.array((1,) + p) for p in itertools.product((1, -1), repeat=S - 1)]
     return sum(off(e) >= t0 - tol for e in pats) / len(pats)
+
+
+# The synthetic workload, from its definition (docs/design.md §2 "Generator", core/rng.c and
+# core/synth.c are not imported): columns 2c, 2c+1 of row (token, head) of tensor t are
+# Box-Muller on draw (seed, token, 2^60 | t << 32 | head, c) of the SplitMix64 chain.
+U = np.uint64
+
+
+def mix64(x):
+    x = x ^ (x >> U(30))
+    x = x * U(0xbf58476d1ce4e5b9)
+    x = x ^ (x >> U(27))
+    x = x * U(0x94d049bb133111eb)
+    return x ^ (x >> U(31))
+
+
+def synth(seed, tensor, n, heads, d, scale=1.0):
+    with np.errstate(over="ignore"):
+        tok = np.arange(n, dtype=U)[:, None, None]
+        key = (U(1 << 60) | U(tensor << 32) | np.arange(heads, dtype=U))[None, :, None]
+        c = np.arange((d + 1) // 2, dtype=U)[None, None, :]
+        x = mix64(np.full(1, seed, dtype=U) + U(0x9e3779b97f4a7c15))
+        x = mix64(x ^ (tok + U(0x632be59bd9b4e019)))
+        x = mix64(x ^ (key + U(0x8cb92ba72f3d8dd7)))
+        x = mix64(x ^ (c + U(0xd6e8feb86659fd93)))
+        y = mix64(x ^ U(0x5851f42d4c957f2d))
+    u1 = ((x >> U(11)).astype(np.float64) + 1.0) * 2.0 ** -53
+    u2 = (y >> U(11)).astype(np.float64) * 2.0 ** -53
+    rad, ang = scale * np.sqrt(-2.0 * np.log(u1)), 2 * math.pi * u2
+    out = np.empty((n, heads, 2 * c.shape[-1]))
+    out[..., 0::2], out[..., 1::2] = rad * np.cos(ang), rad * np.sin(ang)
+    return out[..., :d]
+
+
+def recall_oracle(p, dk, dv, trial, name, omega):
+    """Correct answers of one recall trial (docs/design.md §8.5), and how many queries are
+    near-ties (their two nearest values within 1e-9 relative: rounding may decide them)."""
+    seed = 0x7EC411 + trial
+    k, v = synth(seed, 1, p, 1, dk), synth(seed, 2, p, 1, dv)
+    q = k + synth(seed, 0, p, 1, dk, 0.5)
+    s = 1 / math.sqrt(dk)
+    if name == "softmax":
+        w = torch.softmax(torch.tensor(s * np.einsum("id,jd->ij", q[:, 0], k[:, 0])), -1).numpy()
+    else:
+        pq, pk = (phi(name, torch.tensor(x), omega, s)[:, 0].numpy() for x in (q, k))
+        w = pq @ pk.T
+        w = w / w.sum(1, keepdims=True)
+    out = w @ v[:, 0]
+    dist = ((out[:, None, :] - v[None, :, 0, :]) ** 2).sum(-1)
+    srt = np.sort(dist, 1)
+    ties = int((srt[:, 1] - srt[:, 0] <= 1e-9 * srt[:, 1]).sum())
+    return int((dist.argmin(1) == np.arange(p)).sum()), ties
 
 
 def read_csv(path):
@@ -311,6 +364,61 @@ def main():
                     diff.append((c, x, y))
     check(len(res3) == len(res) and len(bias3) == len(bias) and not diff,
           "eval on 1 and 3 ranks gives the same numbers", f"{diff[:4]}")
+
+    # the synthetic workload (no files): the rows of the generator's definition, --data-seed
+    SN, SH, SDK, SDV, DS = 40, 2, 6, 3, 5
+    p = run(["eval", "--out-dir", "synth", "--n", SN, "--heads", SH, "--dk", SDK, "--dv", SDV,
+             "--data-seed", DS, "--feature-maps", "elu1", "--seeds", 1, "--input-scales", "0.7",
+             "--floor-max-n", 0, "--no-progress"], P=2)
+    check(p.returncode == 0, "eval on the synthetic workload, 2 ranks, exits 0", p.stderr.strip())
+    if p.returncode == 0:
+        sq, sk, sv_, sg = (synth(DS, t, SN, SH, d) for t, d in enumerate((SDK, SDK, SDV, SDV)))
+        _, srows = read_csv(W("synth/results.csv"))
+        check(len(srows) == 2 and all(r_["rank_r_floor_rel_err"] == ""
+                                      for r_ in srows), "synthetic: 2 rows, no floor at --floor-max-n 0")
+        for row in srows:
+            sm = softmax_ref(0.7 * sq, 0.7 * sk, sv_, sg, 1 / math.sqrt(SDK), row["mode"])
+            lin, _ = linear_ref(0.7 * sq, 0.7 * sk, sv_, sg, 1 / math.sqrt(SDK), row["mode"], "elu1", None)
+            bad = [(c, row[c], rel(lin[i], sm[i])) for i, c in enumerate(
+                ("out_rel_err", "grad_q_rel_err", "grad_k_rel_err", "grad_v_rel_err"))
+                if not close(float(row[c]), rel(lin[i], sm[i]), 2e-5)]
+            check(not bad and int(row["n"]) == SN, f"synthetic rows (--data-seed {DS}), {row['mode']}: "
+                  "the errors of the generator's rows against the oracle", f"{bad}")
+
+    # --recall: every (map, width, pairs) against the oracle's count over the trials
+    RP, RT, RDK, RDV, RF = (4, 16, 64), 3, 8, 8, (8, 32)
+    p = run(["eval", "--out-dir", "recall", "--n", 8, "--heads", 1, "--dk", RDK, "--dv", RDV,
+             "--feature-maps", "elu1,favor+", "--features", ",".join(map(str, RF)), "--seeds", RT,
+             "--modes", "bidirectional", "--floor-max-n", 0, "--recall", "--recall-pairs",
+             ",".join(map(str, RP)), "--no-progress"], P=2)
+    check(p.returncode == 0, "eval --recall on 2 ranks exits 0", p.stderr.strip())
+    if p.returncode == 0:
+        hdr, rec = read_csv(W("recall/recall.csv"))
+        check(hdr.startswith("feature_map,features,") and {"pairs", "accuracy", "softmax_accuracy"} <= set(rec[0]),
+              "recall.csv: the columns of docs/cli.md", hdr)
+        check(len(rec) == (1 + len(RF)) * len(RP), f"recall.csv: {(1 + len(RF)) * len(RP)} rows", f"{len(rec)}")
+        want_sm = {}
+        for pp in RP:
+            hits = [recall_oracle(pp, RDK, RDV, t, "softmax", None) for t in range(RT)]
+            want_sm[pp] = (sum(h for h, _ in hits), sum(t_ for _, t_ in hits))
+        omegas = {}
+        for m in RF:
+            for t in range(RT):
+                pf = W(f"rproj_{m}_{t}.npy")
+                r_ = run(["run", "--n", 4, "--heads", 1, "--dk", RDK, "--dv", RDV, "--feature-map", "favor+",
+                          "--features", m, "--seed", t, "--save-projection", pf])
+                check(r_.returncode == 0, f"run --save-projection (recall, m={m}, trial {t})")
+                omegas[(m, t)] = np.load(pf)
+        bad = []
+        for row in rec:
+            name, pp, m = row["feature_map"], int(row["pairs"]), int(row["features"])
+            hits = [recall_oracle(pp, RDK, RDV, t, name, omegas.get((m, t))) for t in range(RT)]
+            h, ties = sum(x for x, _ in hits), sum(x for _, x in hits)
+            for col, (wh, wt) in (("accuracy", (h, ties)), ("softmax_accuracy", want_sm[pp])):
+                # %.6g in the CSV; a near-tie may go either way
+                if abs(float(row[col]) - wh / (pp * RT)) > (wt + 1e-5 * wh) / (pp * RT):
+                    bad.append((name, m, pp, col, row[col], wh / (pp * RT)))
+        check(not bad, "recall.csv: every accuracy equals the oracle's count over the trials", f"{bad[:4]}")
 
     # bad input: an existing non-empty folder, a refused map
     p = run(["eval", "--out-dir", "out1"] + common)
