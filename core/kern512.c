@@ -247,6 +247,62 @@ void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, fl
   }
 }
 
+/* e^x for x <= 0 in float64: vexp.h's la_vexp (Cody-Waite ln 2 split, Taylor degree 13) on
+ * 8 lanes with FMA; 0 below -708.39 (the smallest normal's log); NaN stays NaN. */
+AI __m512d exp8_nonpos(__m512d x) {
+  const __m512d lo = _mm512_set1_pd(-708.3964185322641);
+  const __mmask8 under = _mm512_cmp_pd_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_max_pd(lo, x); /* a NaN x is the second operand: kept */
+  const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634074)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512d t = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
+  t = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), t);
+  __m512d p = _mm512_set1_pd(1.0 / 6227020800.0);
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 479001600.0));
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 39916800.0));
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 3628800.0));
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 362880.0));
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 40320.0));
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 5040.0));
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 720.0));
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 120.0));
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 24.0));
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 6.0));
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(0.5));
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0));
+  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0));
+  return _mm512_maskz_mov_pd((__mmask8)~under, _mm512_scalef_pd(p, n));
+}
+
+/* The float64 form of la_k512_favor_post: the same rows and scales, |x|^2 summed in order. */
+void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
+                            int r, double s, double *a, int hyp) {
+  const __m512d c = _mm512_set1_pd(1.0 / sqrt((hyp ? 2.0 : 1.0) * m));
+  for (int64_t i = 0; i < n; i++) {
+    const double *xi = x + i * ld;
+    double *pi = phi + i * r;
+    __m512d mx = _mm512_set1_pd(hyp ? 0.0 : -INFINITY);
+    for (int j = 0; j < m; j += 8) {
+      const __mmask8 mk = m - j >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (m - j)) - 1);
+      const __m512d u = _mm512_maskz_loadu_pd(mk, pi + j);
+      mx = _mm512_mask_max_pd(mx, mk, mx, hyp ? _mm512_abs_pd(u) : u);
+    }
+    const double umax = _mm512_reduce_max_pd(mx);
+    const __m512d um = _mm512_set1_pd(umax);
+    for (int j = 0; j < m; j += 8) {
+      const __mmask8 mk = m - j >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (m - j)) - 1);
+      const __m512d u = _mm512_maskz_loadu_pd(mk, pi + j);
+      _mm512_mask_storeu_pd(pi + j, mk, _mm512_mul_pd(c, exp8_nonpos(_mm512_sub_pd(u, um))));
+      if (hyp)
+        _mm512_mask_storeu_pd(pi + m + j, mk,
+                              _mm512_mul_pd(c, exp8_nonpos(_mm512_sub_pd(_mm512_sub_pd(_mm512_setzero_pd(), u), um))));
+    }
+    double nrm2 = 0.0;
+    for (int j = 0; j < dk; j++) nrm2 += xi[j] * xi[j];
+    a[i] = umax - 0.5 * s * nrm2;
+  }
+}
+
 void la_k512_add_to_f64(size_t n, double *dst, const float *src) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -392,6 +448,10 @@ void la_k512_add_to_f64(size_t n, double *dst, const float *src) {
 }
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
                         int r, double s, double *a, int hyp) {
+  (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a; (void)hyp;
+}
+void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
+                            int r, double s, double *a, int hyp) {
   (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a; (void)hyp;
 }
 void la_k512_to_f32(size_t n, const double *src, float *dst) { (void)n; (void)src; (void)dst; }

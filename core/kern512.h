@@ -27,6 +27,9 @@ void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float 
  * (featmap_impl.h has the scalar form). */
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
                         int r, double s, double *a, int hyp);
+/* The same in float64 (the engine's f64 path and the eval's references of a map). */
+void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
+                            int r, double s, double *a, int hyp);
 /* dst[i] += src[i]; dst[i] = (float)src[i]; y[j] = (float)(o[j] * f) in double. */
 void la_k512_add_to_f64(size_t n, double *dst, const float *src);
 void la_k512_to_f32(size_t n, const double *src, float *dst);

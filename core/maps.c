@@ -50,6 +50,19 @@ static void favor_hyp_eval_k512(const la_featmap fm, int h, int64_t n, const flo
   la_k512_favor_post(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1);
 }
 
+/* float64: the projection by dgemm (OpenBLAS), the exp on 8 lanes (kern512.c) */
+static void favor_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
+                                int64_t ld, double *phi, double *a) {
+  project_f64(fm, h, n, x, ld, phi);
+  la_k512_favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 0);
+}
+
+static void favor_hyp_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
+                                    int64_t ld, double *phi, double *a) {
+  project_f64(fm, h, n, x, ld, phi);
+  la_k512_favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1);
+}
+
 /* trig: the projection on the kernel, cos and sin as in trig_eval_f32. */
 static void trig_eval_k512(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
                            float *phi, double *a, const la_k512_pf *pf) {
@@ -78,12 +91,14 @@ static const la_map_info la_maps[LA_MAP_COUNT] = {
     [LA_MAP_IDENTITY] = {"identity", 0, LA_SIGN_SIGNED, LA_DRAW_NONE, 0, 0.0, identity_eval_f32,
                          identity_eval_f64, NULL, 0, identity_chain_f32, identity_chain_f64},
     [LA_MAP_FAVOR] = {"favor+", 1, LA_SIGN_POSITIVE, LA_DRAW_IID, 1, 2.0, favor_eval_f32,
-                      favor_eval_f64, favor_eval_k512, 0, favor_chain_f32, favor_chain_f64},
+                      favor_eval_f64, favor_eval_k512, 0, favor_chain_f32, favor_chain_f64,
+                      favor_eval_k512_f64},
     [LA_MAP_FAVOR_ORF] = {"favor+orf", 1, LA_SIGN_POSITIVE, LA_DRAW_ORF, 1, 2.0, favor_eval_f32,
-                          favor_eval_f64, favor_eval_k512, 0, favor_chain_f32, favor_chain_f64},
+                          favor_eval_f64, favor_eval_k512, 0, favor_chain_f32, favor_chain_f64,
+                      favor_eval_k512_f64},
     [LA_MAP_FAVOR_HYP] = {"favor-hyp", 2, LA_SIGN_POSITIVE, LA_DRAW_IID, 1, 2.0,
                           favor_hyp_eval_f32, favor_hyp_eval_f64, favor_hyp_eval_k512, 0,
-                          favor_hyp_chain_f32, favor_hyp_chain_f64},
+                          favor_hyp_chain_f32, favor_hyp_chain_f64, favor_hyp_eval_k512_f64},
     [LA_MAP_TRIG] = {"trig", 2, LA_SIGN_SIGNED, LA_DRAW_IID, 1, 2.0, trig_eval_f32,
                      trig_eval_f64, trig_eval_k512, 0, trig_chain_f32, trig_chain_f64},
     /* the user's phi(Q), phi(K): passed through; the denominator policy judges every row */
@@ -128,7 +143,9 @@ void la_featmap_eval_f32(const la_featmap fm, int h, int64_t n, const float *x, 
 }
 void la_featmap_eval_f64(const la_featmap fm, int h, int64_t n, const double *x, int64_t ld,
                          double *phi, double *a) {
-  if (n > 0) fm->map->eval_f64(fm, h, n, x, ld, phi, a);
+  if (n == 0) return;
+  if (fm->k512 && fm->map->eval_k512_f64) fm->map->eval_k512_f64(fm, h, n, x, ld, phi, a);
+  else fm->map->eval_f64(fm, h, n, x, ld, phi, a);
 }
 void la_featmap_chain_f32(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
                           float *dphi, const float *phi, float *dx, int64_t ldx, double *sums) {

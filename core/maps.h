@@ -39,6 +39,7 @@ typedef struct {
   int k512_prefetch;          /* eval_k512 spreads the next chunk's prefetches over its rows */
   la_map_chain_f32 chain_f32;
   la_map_chain_f64 chain_f64;
+  la_map_eval_f64 eval_k512_f64; /* the float64 AVX-512 form; NULL: eval_f64 on every CPU */
 } la_map_info;
 
 /* The row of map k (k < LA_MAP_COUNT), or NULL. */

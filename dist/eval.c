@@ -23,6 +23,11 @@
 #include "run.h"
 #include "softmax_ring.h"
 
+/* Where the sweep's wall time goes (rank 0's clock), for the closing line. */
+static struct {
+  double refs, floor, kernel, engine, recall;
+} ev_clock;
+
 #define SAMPLE_ROWS 64   /* rows.csv: evenly spaced tokens, every head */
 #define BIAS_SIDE 64     /* kernel bias: 64 x 64 evenly spaced (query, key) entries per head */
 
@@ -245,6 +250,7 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
     st = la_floor_singular_values(d, n, (int)H, (int)dk, x->s, x->qall, x->kall, x->sv, &shift,
                                   err, errlen);
     fsecs = MPI_Wtime() - t0;
+    ev_clock.floor += fsecs;
   }
   /* the softmax references, per mode */
   for (int m = 0; m < x->nm && st == LA_OK; m++) {
@@ -259,6 +265,7 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
                               x->q, x->k, x->v, x->g, x->sm[m][0], x->sm[m][1], x->sm[m][2],
                               x->sm[m][3], T);
     double secs = MPI_Wtime() - t0;
+    ev_clock.refs += secs;
     if (st != LA_OK) {
       snprintf(err, errlen, "softmax reference (n = %lld, input scale %g, %s): %s",
                (long long)n, a, m ? "bidirectional" : "causal", la_error_reason(st));
@@ -432,12 +439,14 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
     la_kernel_sums_init(&ks);
     st = la_featmap_create(&cfg, (int)H, (int)dk, &fm);
     if (st == LA_OK) r = la_featmap_width(fm);
+    const double tk = MPI_Wtime();
     if (st == LA_OK)
       st = la_quadform_rows(fm, x->s, x->n, (int)H, (int)dk, (int)dv, x->kall, x->vall, x->nkr,
                             x->krows, x->kq, x->nm, x->modes, quad, lden, &ks, cfg.threads);
     if (st == LA_OK && bias_on) st = kernel_entries(x, fm, Yk + s * ne, under);
     st = la_dist_agree(d, st, NULL, 0);
     if (st == LA_OK) st = kernel_sums_allreduce(d, &ks);
+    ev_clock.kernel += MPI_Wtime() - tk;
     const double kerr = sqrt(ks.err2 / ks.ref2);
     for (int mi = 0; mi < x->nm && st == LA_OK; mi++) {
       la_engine eng = NULL;
@@ -452,6 +461,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
       if (st == LA_OK)
         st = la_dist_backward(d, eng, x->nloc, x->row0, x->q, x->k, x->v, x->g, gq, gk, gv, &bs);
       double secs = MPI_Wtime() - t0;
+      ev_clock.engine += secs;
       la_engine_destroy(&eng);
       if (st != LA_OK) {
         snprintf(err, errlen, "%s m=%d seed %d, n = %lld, %s: %s", la_map_name(map), m_feat, s,
@@ -602,6 +612,7 @@ int la_cmd_eval(la_dist d, la_cli *o) {
   la_csv csv[NCSV];
   memset(csv, 0, sizeof csv);
   const double t_start = MPI_Wtime();
+  memset(&ev_clock, 0, sizeof ev_clock);
   la_error_clear();
   la_status st = out_dir_prepare(d, o->out_dir, o->force, err, sizeof err);
   const char *names[NCSV] = {"results.csv", "bias.csv", "rows.csv", "refs.csv", "recall.csv"};
@@ -661,9 +672,11 @@ int la_cmd_eval(la_dist d, la_cli *o) {
     data_free(&x);
   }
   if (st == LA_OK && o->recall) {
+    const double tr = MPI_Wtime();
     st = la_eval_recall(d, o, &csv[RECALL], err, sizeof err);
     if (st == LA_OK) st = csv_flush(&csv[RECALL], o->out_dir, err, sizeof err);
     st = la_dist_agree(d, st, err, sizeof err);
+    ev_clock.recall = MPI_Wtime() - tr;
   }
   if (st == LA_OK) {
     for (int c = 0; c < RECALL; c++)
@@ -685,8 +698,15 @@ int la_cmd_eval(la_dist d, la_cli *o) {
     if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));
     return la_status_exit_code(st);
   }
-  if (rank == 0)
-    fprintf(stderr, "linattn: eval: %lld rows in %.1f s; see %s/report.md\n",
-            (long long)pg.rows_done, MPI_Wtime() - t_start, o->out_dir);
+  if (rank == 0) {
+    const double tot = MPI_Wtime() - t_start;
+    fprintf(stderr, "linattn: eval: %lld rows in %.1f s (softmax references %.1f s, floor %.1f s, "
+                    "kernel passes %.1f s, maps' forward and backward %.1f s, recall %.1f s, "
+                    "the rest %.1f s); see %s/report.md\n",
+            (long long)pg.rows_done, tot, ev_clock.refs, ev_clock.floor, ev_clock.kernel,
+            ev_clock.engine, ev_clock.recall,
+            tot - ev_clock.refs - ev_clock.floor - ev_clock.kernel - ev_clock.engine - ev_clock.recall,
+            o->out_dir);
+  }
   return 0;
 }

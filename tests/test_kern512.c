@@ -189,6 +189,60 @@ static void test_maps(void) {
   free(u), free(u0), free(xx), free(av);
 }
 
+static double ulps64(double y, double r) {
+  if (y == r) return 0;
+  return fabs(y - r) / (nextafter(fabs(r), INFINITY) - fabs(r));
+}
+
+/* The float64 favor post (la_k512_favor_post_f64): its exp within 2 ulp of libm's over
+ * [-708, 0] (m = 4, so the scale 1/2 is exact), 0 below -708.4, NaN kept; favor-hyp's rows. */
+static void test_maps_f64(void) {
+  const int m = 4, d = 5, rows = 100000;
+  double *u = malloc(sizeof(double) * rows * m), *x = malloc(sizeof(double) * rows * d);
+  double *arg = malloc(sizeof(double) * rows * m), *av = malloc(sizeof(double) * rows);
+  for (int i = 0; i < rows; i++) {
+    arg[i * m] = 0.0; /* the row maximum */
+    for (int j = 1; j < m; j++) arg[i * m + j] = -708.0 * (double)(i * (m - 1) + j - 1) / (rows * (m - 1));
+    for (int j = 0; j < d; j++) x[i * d + j] = urand();
+  }
+  arg[7 * m + 1] = -708.5, arg[7 * m + 2] = -1000.0, arg[9 * m + 3] = NAN;
+  memcpy(u, arg, sizeof(double) * rows * m);
+  la_k512_favor_post_f64(rows, m, d, x, d, u, m, 0.7, av, 0);
+  double worst = 0, wa = 0;
+  int under_ok = u[7 * m + 1] == 0.0 && u[7 * m + 2] == 0.0, nan_ok = isnan(u[9 * m + 3]);
+  for (int i = 0; i < rows; i++) {
+    double n2 = 0;
+    for (int j = 0; j < d; j++) n2 += x[i * d + j] * x[i * d + j];
+    wa = worse(wa, fabs(av[i] - (0.0 - 0.35 * n2)) / fmax(1.0, 0.35 * n2));
+    if (i == 7 || i == 9) continue;
+    for (int j = 0; j < m; j++) {
+      const double ref = 0.5 * exp(arg[i * m + j]);
+      if (ref >= DBL_MIN) worst = worse(worst, ulps64(u[i * m + j], ref));
+    }
+  }
+  CHECK(worst <= 2.0 && under_ok && nan_ok && wa < 1e-15,
+        "favor+ f64: e^x within 2 ulp of libm on [-708, 0] (worst %.2f), 0 below -708.4, NaN "
+        "kept, a exact (%.3g)", worst, wa);
+  /* favor-hyp: (2m)^-1/2 [e^{u - max|u|}, e^{-u - max|u|}] against libm */
+  const int mh = 37, rh = 50;
+  double *uh = malloc(sizeof(double) * rh * 2 * mh), *u0 = malloc(sizeof(double) * rh * mh);
+  for (int i = 0; i < rh; i++)
+    for (int j = 0; j < mh; j++) u0[i * mh + j] = uh[i * 2 * mh + j] = 30.0 * urand();
+  la_k512_favor_post_f64(rh, mh, d, x, d, uh, 2 * mh, 0.7, av, 1);
+  double wp = 0;
+  for (int i = 0; i < rh; i++) {
+    double umax = 0;
+    for (int j = 0; j < mh; j++) umax = fmax(umax, fabs(u0[i * mh + j]));
+    for (int j = 0; j < 2 * mh; j++) {
+      const double uj = j < mh ? u0[i * mh + j] : -u0[i * mh + j - mh];
+      const double ref = exp(uj - umax) / sqrt(2.0 * mh);
+      wp = worse(wp, fabs(uh[i * 2 * mh + j] - ref) / ref);
+    }
+  }
+  CHECK(wp < 4 * DBL_EPSILON, "favor-hyp f64 features within 4 eps of libm (worst %.3g)", wp);
+  free(u), free(x), free(arg), free(av), free(uh), free(u0);
+}
+
 static void test_transpose(void) {
   int ok = 1;
   for (int t = 0; t < 60; t++) {
@@ -235,6 +289,7 @@ int main(void) {
   test_gemm();
   test_causal_chunk();
   test_maps();
+  test_maps_f64();
   test_transpose();
   test_moves();
   printf("%d passed, %d failed\n", npass, nfail);
