@@ -127,6 +127,16 @@ la_status la_backward_segmented_ends(la_engine e, int64_t token0, int64_t n, con
   return LA_OK;
 }
 
+la_status la_engine_set_replay_output(la_engine e, void *out, int64_t row0, int64_t n) {
+  LA_CHECK(e && (!out || (row0 >= 0 && n >= 0)), LA_ERR_ARG,
+           "la_engine_set_replay_output: invalid arguments (row0 %lld, n %lld)", (long long)row0,
+           (long long)n);
+  LA_CHECK(!out || (!e->seg_off && e->cfg.window <= 0), LA_ERR_UNSUPPORTED,
+           "la_engine_set_replay_output: not with segments or a window");
+  e->rout = out, e->rout_row0 = row0, e->rout_n = out ? n : 0;
+  return LA_OK;
+}
+
 la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void *q,
                              const void *k, const void *v, const void *g, la_state *state,
                              void *dq, void *side, la_state *rev, la_den_stats *stats) {

@@ -52,6 +52,11 @@ static void grad_coeffs(la_engine e, la_work *w, int h, int64_t tok0, int len,
       fa = exp(lsc);
       if (!isfinite(fa)) overflow_note(&w->stats, tok, h);
     }
+    if (e->rout && tok >= e->rout_row0 && tok - e->rout_row0 < e->rout_n) {
+      /* the output itself: num_s / d (normalized) or num_s e^{lsc} (unnormalized) */
+      LA_REAL *out = (LA_REAL *)e->rout + ((tok - e->rout_row0) * H + h) * dv;
+      for (int j = 0; j < dv; j++) out[j] = (LA_REAL)(fa * oi[j]);
+    }
     LA_REAL *abi = AB + (size_t)i * dv1;
 #ifdef LA_K512
     if (e->k512) la_k512_scale_row(dv, gi, fa, abi);

@@ -52,6 +52,8 @@ struct la_engine_s {
   double *scratch; /* r x (dv+1) */
   const int64_t *seg_off; /* segment offsets o_0 = 0 < ... < o_S = N (caller's), or NULL */
   int64_t seg_count;      /* S + 1 */
+  void *rout;             /* la_engine_set_replay_output: the replay's outputs, or NULL */
+  int64_t rout_row0, rout_n;
 };
 /* Backward side storage (fa, b, M) per (token, head), docs/design.md §4.4: 24 bytes at a
  * byte stride (la_side, kernels.h), so it can live inside the dV output buffer (stride

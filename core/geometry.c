@@ -14,6 +14,8 @@ la_status la_engine_set_segments(la_engine e, const int64_t *offsets, int64_t co
     e->seg_count = 0;
     return LA_OK;
   }
+  LA_CHECK(!e->rout, LA_ERR_UNSUPPORTED,
+           "segments: not with a replay output (la_engine_set_replay_output)");
   LA_CHECK(offsets[0] == 0, LA_ERR_ARG, "segments: the first offset is %lld, not 0",
            (long long)offsets[0]);
   for (int64_t i = 1; i < count; i++)

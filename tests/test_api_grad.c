@@ -131,6 +131,7 @@ static void run_case(const gcase *gc, la_dtype dt, int dv, int do_fd, int *nrun)
   void *ge = nv_to_dtype(dt, g, nvv);
   void *dq = malloc(esz(dt) * nq), *dke = malloc(esz(dt) * nq), *dve = malloc(esz(dt) * nvv);
   double *got = malloc(sizeof(double) * (nq > nvv ? nq : nvv));
+  void *fo = malloc(esz(dt) * nvv);
   const int chunks[] = {1, 3, 8, 0, 50};
   for (int ci = 0; ci < 5; ci++)
     for (int T = 1; T <= 3; T += 2) {
@@ -144,7 +145,14 @@ static void run_case(const gcase *gc, la_dtype dt, int dv, int do_fd, int *nrun)
       }
       la_engine e;
       la_engine_create(&c, fm, dt, dv, &e);
+      /* the replay's outputs (la_engine_set_replay_output): refused with segments or a
+       * window, else equal to the naive forward */
+      const int fused = !gc->segments && gc->window <= 0;
       if (gc->segments) la_engine_set_segments(e, OFF, NOFF);
+      la_status so = la_engine_set_replay_output(e, fo, 0, n);
+      CHECK(fused ? so == LA_OK : so == LA_ERR_UNSUPPORTED,
+            "la_engine_set_replay_output %s: status %d", gc->name, (int)so);
+      memset(fo, 0xff, esz(dt) * nvv);
       memset(dq, 0xff, esz(dt) * nq); /* NaN: every entry must be written */
       memset(dke, 0xff, esz(dt) * nq);
       memset(dve, 0xff, esz(dt) * nvv);
@@ -164,6 +172,13 @@ static void run_case(const gcase *gc, la_dtype dt, int dv, int do_fd, int *nrun)
         CHECK(s == LA_OK && er <= tol_of(dt), "la_backward %s %s dv %d chunk %d threads %d: %s status %d rel err %.3g > %.0g",
               gc->name, la_dtype_name(dt), dv, la_engine_chunk(e), T, nm[t], (int)s, er, tol_of(dt));
       }
+      if (fused) {
+        nv_from_dtype(dt, fo, got, nvv);
+        const double er = nv_relerr_floor(got, tmp, nvv, 0.0);
+        CHECK(s == LA_OK && er <= tol_of(dt), "replay outputs %s %s dv %d chunk %d threads %d: "
+              "rel err %.3g > %.0g", gc->name, la_dtype_name(dt), dv, la_engine_chunk(e), T, er,
+              tol_of(dt));
+      }
       CHECK(st.rows == n * H && st.violations == ds.violations,
             "la_backward %s %s chunk %d: stats rows %lld violations %lld (want %lld)", gc->name,
             la_dtype_name(dt), la_engine_chunk(e), (long long)st.rows, (long long)st.violations,
@@ -173,7 +188,7 @@ static void run_case(const gcase *gc, la_dtype dt, int dv, int do_fd, int *nrun)
       (*nrun)++;
     }
   free(q); free(k); free(v); free(g); free(rq); free(rk); free(rv); free(tmp);
-  free(qe); free(ke); free(ve); free(ge); free(dq); free(dke); free(dve); free(got);
+  free(qe); free(ke); free(ve); free(ge); free(dq); free(dke); free(dve); free(got); free(fo);
   la_featmap_destroy(&fm);
 }
 

@@ -73,6 +73,14 @@ la_status la_backward_query_summary(la_engine eng, int64_t token0, int64_t n, co
                                     la_state *out);
 
 /* Both passes on one rank's whole sequence. */
+/* The backward's replay recomputes the outputs (§4.4); with this set, it also writes those of
+ * the global rows [row0, row0 + n) to out ([n, H, dv], the engine's dtype), so that a caller
+ * who wants the outputs and the gradients (linattn eval) runs one pass fewer. They equal
+ * la_engine_apply's to rounding (out = fa num_s, with fa the denominator policy's factor).
+ * out = NULL turns it off. Engines with segments or a window are refused (their replay may
+ * visit a row twice): LA_ERR_UNSUPPORTED. Not thread-safe against a running backward. */
+la_status la_engine_set_replay_output(la_engine eng, void *out, int64_t row0, int64_t n);
+
 la_status la_backward(la_engine eng, int64_t n, const void *q, const void *k, const void *v,
                       const void *g, void *dq, void *dk, void *dv, la_den_stats *stats);
 
