@@ -13,6 +13,9 @@ for kv in "--n 1048576" "--heads 4" "--dk 64" "--dv 64" "--report out/main-repor
   case " $* " in *" ${kv%% *} "*) ;; *) defaults+=($kv) ;; esac
 done
 case " $* " in *" --force "*) ;; *) defaults+=(--force) ;; esac
+# every rank gets the BLAS core env.sh chose or kept (Open MPI forwards only what -x names)
+blas=()
+[ -n "${OPENBLAS_CORETYPE+x}" ] && blas=(-x OPENBLAS_CORETYPE)
 mpirun -np "${LINATTN_RANKS:-2}" --bind-to none -x OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" \
-  build/linattn run "${defaults[@]}" "$@"
+  -x OPENBLAS_NUM_THREADS "${blas[@]}" build/linattn run "${defaults[@]}" "$@"
 echo "linattn: report written to out/main-report.json" >&2
