@@ -18,7 +18,7 @@
 #include "vexp.h"
 
 /* Query rows per tile. dgemm packs all n keys' features for every tile, so a tile of 64
- * rows spent ~15% of the kernel pass packing (measured at n = 4096, r = 1024); tiles of up to
+ * rows spent ~10% of a run packing (dgemm_incopy, measured at n = 4096, r = 1024); tiles of up to
  * 512 rows amortize it, while each n-wide tile stays <= 2^22 doubles (32 MiB; three per
  * thread) and every thread gets a tile. A multiple of 64, at least 64. */
 static int tile_rows(int64_t n, int64_t nq, int T) {
