@@ -49,6 +49,11 @@ static void json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+static void opt_str(FILE *f, const char *s) {
+  if (s) json_str(f, s);
+  else fputs("null", f);
+}
+
 la_status la_report_write(const char *path, const la_report *p, int force, char *err,
                           size_t errlen) {
   if (!force && access(path, F_OK) == 0) {
@@ -84,6 +89,12 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
   fprintf(f, "  \"kernels\": ");
   if (p->kernels) json_str(f, p->kernels); /* never guessed: null when the caller did not say */
   else fprintf(f, "null");
+  fprintf(f, ",\n  \"cpu\": {\"model\": ");
+  opt_str(f, p->cpu_model);
+  fprintf(f, ", \"isa\": ");
+  opt_str(f, p->cpu_isa);
+  fprintf(f, "},\n  \"blas_core\": ");
+  opt_str(f, p->blas_core);
   fprintf(f, ",\n  \"segments\": %lld,\n  \"window\": ", (long long)p->segments);
   if (p->window > 0) fprintf(f, "%lld", (long long)p->window);
   else fprintf(f, "null");

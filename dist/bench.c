@@ -23,6 +23,7 @@
 #include "la_alloc.h"
 #include "cli.h"
 #include "softmax_ring.h"
+#include "sysinfo.h"
 #include "linattn/linattn.h"
 #include "linattn/report.h"
 
@@ -41,18 +42,42 @@ typedef struct {
   FILE *f;     /* the rows, in memory (open_memstream); written by la_write_file at the end */
   char *text;
   size_t len;
+  /* the best GEMM rate of --gemm-probe per thread count: [0] float32 (OpenBLAS SGEMM or the
+   * engine's kernel, the larger), [1] float64 (DGEMM); the efficiency column's denominator */
+  int nprobe;
+  int probe_threads[LA_LIST_MAX + 1];
+  double probe_gflops[2][LA_LIST_MAX + 1];
+  la_sysinfo sys; /* the isa and blas_core columns */
 } la_csv;
 
 const char la_bench_csv_header[] =
     "impl,mode,map,features,r,n,heads,dk,dv,dtype,ranks,threads,chunk,repeat,seconds,gflops,"
-    "tokens_per_s,useful_flops,check_err\n";
+    "tokens_per_s,useful_flops,check_err,efficiency,isa,blas_core\n";
 
 static void put_int(FILE *f, int64_t v) {
   if (v >= 0) fprintf(f, "%lld", (long long)v);
   fputc(',', f);
 }
 
-static void row_print(FILE *f, const la_brow *r) {
+/* The best GEMM rate (GFLOP/s) of one rank with the row's threads and precision; 0: not probed. */
+static double probe_best(const la_csv *c, const la_brow *r) {
+  for (int i = 0; i < c->nprobe; i++)
+    if (c->probe_threads[i] == r->threads) return c->probe_gflops[strcmp(r->dtype, "f64") == 0][i];
+  return 0;
+}
+
+static void probe_note(la_csv *c, int threads, int dbl, double gflops) {
+  int i = 0;
+  while (i < c->nprobe && c->probe_threads[i] != threads) i++;
+  if (i == c->nprobe) {
+    if (i > LA_LIST_MAX) return;
+    c->probe_threads[c->nprobe++] = threads;
+    c->probe_gflops[0][i] = c->probe_gflops[1][i] = 0;
+  }
+  if (gflops > c->probe_gflops[dbl][i]) c->probe_gflops[dbl][i] = gflops;
+}
+
+static void row_print(FILE *f, const la_csv *c, const la_brow *r) {
   fprintf(f, "%s,%s,%s,", r->impl, r->mode, r->map);
   put_int(f, r->features);
   put_int(f, r->r);
@@ -69,14 +94,18 @@ static void row_print(FILE *f, const la_brow *r) {
   if (r->tokens) fprintf(f, "%.6g", (double)r->n / r->seconds);
   fprintf(f, ",%.6g,", r->flops);
   if (r->check_err >= 0) fprintf(f, "%.3g", r->check_err);
-  fputc('\n', f);
+  /* efficiency: useful GFLOP/s over what the same ranks would do at the best GEMM rate */
+  const double best = probe_best(c, r), gf = r->flops / r->seconds * 1e-9;
+  fputc(',', f);
+  if (best > 0 && r->ranks > 0) fprintf(f, "%.4g", gf / (r->ranks * best));
+  fprintf(f, ",%s,%s\n", c->sys.isa, c->sys.blas_core ? c->sys.blas_core : "");
 }
 
 static void emit_row(la_dist d, la_csv *c, const la_brow *r) {
   if (la_dist_rank(d) != 0) return;
-  row_print(stdout, r);
+  row_print(stdout, c, r);
   fflush(stdout);
-  if (c->f) row_print(c->f, r);
+  if (c->f) row_print(c->f, c, r);
 }
 
 static const char *mode_name(la_mode m) { return m == LA_CAUSAL ? "causal" : "bidirectional"; }
@@ -371,6 +400,7 @@ int la_cmd_bench(la_dist d, la_cli *o) {
   if (o->threads_list.n == 0) o->threads_list = (la_list){.n = 1, .i = {default_threads()}};
   la_error_clear(); /* la_error_reason below reads only what this run records */
   la_csv csv = {0};
+  la_sysinfo_get(&csv.sys);
   if (o->csv && rank == 0) {
     if (!o->force && access(o->csv, F_OK) == 0) {
       snprintf(err, sizeof err, "--csv %s: exists (use --force to overwrite)", o->csv);
@@ -409,6 +439,7 @@ int la_cmd_bench(la_dist d, la_cli *o) {
           }
           la_brow row = {dbl ? "dgemm" : "sgemm", "", "", dbl ? "f64" : "f32", -1, -1, -1, -1, -1,
                          1, tl[i], -1, reps, g, t, 2.0 * g * g * g, -1, 0};
+          probe_note(&csv, tl[i], dbl, 2.0 * g * g * g / t * 1e-9);
           emit_row(d, &csv, &row);
         }
       for (int i = 0; i < nt && s == LA_OK; i++) { /* the AVX-512 chunk kernel's own ceiling */
@@ -422,6 +453,7 @@ int la_cmd_bench(la_dist d, la_cli *o) {
         const double fl = 2.0 * 64 * 64 * 64 * 2000 * tl[i];
         la_brow row = {"k512gemm", "", "", "f32", -1, -1, -1, -1, -1, 1, tl[i], -1, reps, 64,
                        fl / (gf * 1e9), fl, -1, 0};
+        probe_note(&csv, tl[i], 0, gf);
         emit_row(d, &csv, &row);
       }
     }
@@ -451,5 +483,6 @@ int la_cmd_bench(la_dist d, la_cli *o) {
     if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(s));
     return la_status_exit_code(s);
   }
+  if (rank == 0) la_sysinfo_warn(&csv.sys);
   return 0;
 }

@@ -262,9 +262,10 @@ static const la_opt rows[] = {
     {.name = "--gemm-probe", .subs = BENCH, .group = G_PROBE, .kind = LA_OPT_FLAG, F(gemm_probe),
      .lo = 1, .def = "off",
      .help = "rows impl=sgemm and dgemm: OpenBLAS square products on rank 0, with 1 thread and "
-             "each --threads value (best of max(K, 10)), so that efficiency = gflops / sgemm "
-             "gflops is measured in the same run; and rows impl=k512gemm: the engine's AVX-512 "
-             "kernel on 64 x 64 x 64 products in cache (absent without AVX-512)"},
+             "each --threads value (best of max(K, 10)); and rows impl=k512gemm: the engine's "
+             "AVX-512 kernel on 64 x 64 x 64 products in cache (absent without AVX-512). They "
+             "fill the efficiency column: gflops / (ranks x the best GEMM rate at the row's "
+             "threads and precision: max(sgemm, k512gemm) for f32, dgemm for f64)"},
     {.name = "--gemm-size", .meta = "S", .subs = BENCH, .group = G_PROBE, .kind = LA_OPT_INT,
      F(gemm_size), .lo = 16, .hi = 16384, .def = "1024", .help = "matrix size of the probe"},
     /* Study (eval) */

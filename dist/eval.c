@@ -22,6 +22,7 @@
 #include "linattn/study.h"
 #include "run.h"
 #include "softmax_ring.h"
+#include "sysinfo.h"
 
 /* Where the sweep's wall time goes (rank 0's clock), for the closing line. */
 static struct {
@@ -687,8 +688,12 @@ int la_cmd_eval(la_dist d, la_cli *o) {
         size_t l = strlen(cmd);
         snprintf(cmd + l, sizeof cmd - l, " %s", o->argv[a]);
       }
-      la_eval_meta meta = {cmd, LA_VERSION_STRING, la_dist_size(d),
-                           la_config_threads(&o->cfg), MPI_Wtime() - t_start};
+      la_sysinfo si;
+      la_sysinfo_get(&si);
+      char cpu[192];
+      snprintf(cpu, sizeof cpu, "%s (%s)", si.model, si.isa);
+      la_eval_meta meta = {cmd, LA_VERSION_STRING, la_dist_size(d), la_config_threads(&o->cfg),
+                           MPI_Wtime() - t_start, cpu, si.blas_core};
       st = la_eval_report(o->out_dir, &meta, err, sizeof err);
     }
     st = la_dist_agree(d, st, err, sizeof err);
@@ -707,6 +712,9 @@ int la_cmd_eval(la_dist d, la_cli *o) {
             ev_clock.engine, ev_clock.recall,
             tot - ev_clock.refs - ev_clock.floor - ev_clock.kernel - ev_clock.engine - ev_clock.recall,
             o->out_dir);
+    la_sysinfo si;
+    la_sysinfo_get(&si);
+    la_sysinfo_warn(&si);
   }
   return 0;
 }

@@ -1562,6 +1562,8 @@ static void md_header(FILE *f, const ctx *c, const la_eval_meta *meta) {
   md_escape_code(f, meta && meta->command ? meta->command : "(not given)");
   fprintf(f, "`\n- version: %s\n", meta && meta->version ? meta->version : "(not given)");
   if (meta) fprintf(f, "- ranks x threads: %d x %d\n- wall time: %.3g s\n", meta->ranks, meta->threads, meta->seconds);
+  if (meta && meta->cpu) fprintf(f, "- CPU: %s\n", meta->cpu);
+  if (meta && meta->cpu) fprintf(f, "- OpenBLAS core: %s\n", meta->blas_core ? meta->blas_core : "(not OpenBLAS)");
   fprintf(f, "- results.csv: %lld rows; feature maps ", (long long)c->res.n);
   for (int m = 0; m < c->maps.n; m++) fprintf(f, "%s%s", m ? ", " : "", c->maps.s[m]);
   fprintf(f, "; features ");

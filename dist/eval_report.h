@@ -11,6 +11,8 @@ typedef struct {
   const char *version; /* linattn version string */
   int ranks, threads;
   double seconds;      /* wall time of the sweep */
+  const char *cpu;       /* "model (isa)", or NULL */
+  const char *blas_core; /* openblas_get_corename(), or NULL */
 } la_eval_meta;
 
 /* Read DIR's CSVs (results.csv required; bias.csv, rows.csv, refs.csv and recall.csv when

@@ -7,6 +7,7 @@
 #include "job.h"
 #include "la_alloc.h"
 #include "memest.h"
+#include "sysinfo.h"
 
 
 static const char *tensor_name(int t) {
@@ -325,6 +326,11 @@ la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, c
       rep.r = la_featmap_width(j->fm);
       rep.chunk = la_engine_chunk(j->eng);
       rep.kernels = la_engine_kernels(j->eng);
+      la_sysinfo si;
+      la_sysinfo_get(&si);
+      rep.cpu_model = si.model;
+      rep.cpu_isa = si.isa;
+      rep.blas_core = si.blas_core;
       rep.scale = o->cfg.scale > 0 ? o->cfg.scale : 1.0 / sqrt((double)j->dk);
       rep.ranks = P;
       rep.threads = la_engine_threads(j->eng);
@@ -351,6 +357,7 @@ la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, c
               sub, o->cfg.mode == LA_CAUSAL ? "causal" : "bidirectional", la_map_name(o->cfg.map),
               la_dtype_name(j->dt), (long long)j->N, j->H, j->dk, j->dv, rep.r, P,
               rep.threads, ttm[1], rep.tokens_per_second, rep.gflops, stats->min);
+      la_sysinfo_warn(&si);
       if (o->report) st = la_report_write(o->report, &rep, o->force, err, errlen);
     }
     st = la_dist_agree(d, st, err, errlen);

@@ -315,7 +315,7 @@ int main(int argc, char **argv) {
     perror("mkdtemp");
     return 1;
   }
-  la_eval_meta meta = {"linattn eval --out-dir X", "0.1.0", 3, 2, 12.5};
+  la_eval_meta meta = {"linattn eval --out-dir X", "0.1.0", 3, 2, 12.5, NULL, NULL};
   const int have_gnuplot = gnuplot_on_path();
   const char *path0 = getenv("PATH");
   char *path_saved = strdup(path0 ? path0 : "");

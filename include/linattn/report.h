@@ -15,6 +15,9 @@ typedef struct {
   int64_t n;
   int heads, dk, dv, r, chunk;
   const char *kernels;           /* la_engine_kernels */
+  const char *cpu_model;         /* e.g. /proc/cpuinfo "model name"; NULL: null */
+  const char *cpu_isa;           /* the CPU's widest vector ISA (avx512f, avx2, ...); NULL: null */
+  const char *blas_core;         /* openblas_get_corename(); NULL: null (not OpenBLAS) */
   double scale;                  /* the similarity scale actually used */
   int ranks, threads;
   int64_t segments;              /* 1 without --segments */
