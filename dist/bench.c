@@ -97,7 +97,8 @@ static void row_print(FILE *f, const la_csv *c, const la_brow *r) {
   /* efficiency: useful GFLOP/s over what the same ranks would do at the best GEMM rate */
   const double best = probe_best(c, r), gf = r->flops / r->seconds * 1e-9;
   fputc(',', f);
-  if (best > 0 && r->ranks > 0) fprintf(f, "%.4g", gf / (r->ranks * best));
+  const int probe = strstr(r->impl, "gemm") != NULL; /* the probe rows are the denominator */
+  if (!probe && best > 0 && r->ranks > 0) fprintf(f, "%.4g", gf / (r->ranks * best));
   fprintf(f, ",%s,%s\n", c->sys.isa, c->sys.blas_core ? c->sys.blas_core : "");
 }
 
