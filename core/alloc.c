@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/mman.h>
 
 #include "la_alloc.h"
 #include "linattn/core.h"
@@ -78,9 +80,34 @@ static inline int la_fault(void) { return 0; }
 long la_alloc_count(void) { return 0; }
 #endif
 
-void *la_malloc(size_t bytes) { return la_fault() ? NULL : malloc(bytes); }
+/* Large buffers ask for transparent huge pages (Linux THP in "madvise" mode, the common
+ * default): one fault per 2 MiB instead of per 4 KiB. First-touch page faults and page
+ * clearing were 40 % of the samples of `linattn grad --n 524288 --heads 4 --threads 2` on this
+ * project's virtual machine; with the advice its wall time fell from 14 s to 7 s. Only the
+ * 2 MiB-aligned interior is advised; the advice is a hint, and its failure (no THP, another
+ * OS) changes nothing. */
+enum { LA_HUGE_MIN = 8 << 20, LA_HUGE = 2 << 20 };
 
-void *la_calloc(size_t count, size_t size) { return la_fault() ? NULL : calloc(count, size); }
+static void *advise_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  if (p && bytes >= LA_HUGE_MIN) {
+    uintptr_t a = ((uintptr_t)p + LA_HUGE - 1) & ~(uintptr_t)(LA_HUGE - 1);
+    uintptr_t b = ((uintptr_t)p + bytes) & ~(uintptr_t)(LA_HUGE - 1);
+    if (b > a) (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
+  }
+#else
+  (void)bytes;
+#endif
+  return p;
+}
+
+void *la_malloc(size_t bytes) { return la_fault() ? NULL : advise_huge(malloc(bytes), bytes); }
+
+void *la_calloc(size_t count, size_t size) {
+  if (la_fault()) return NULL;
+  void *p = calloc(count, size);
+  return p ? advise_huge(p, count * size) : NULL; /* calloc checked count * size */
+}
 
 void *la_realloc(void *p, size_t bytes) { return la_fault() ? NULL : realloc(p, bytes); }
 
@@ -92,7 +119,7 @@ void *la_aligned_alloc(size_t align, size_t bytes) {
     errno = rc;
     return NULL;
   }
-  return p;
+  return advise_huge(p, bytes);
 }
 
 FILE *la_open_memstream(char **text, size_t *len) {

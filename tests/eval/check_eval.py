@@ -119,9 +119,12 @@ def signflip_p(A):
     return sum(off(e) >= t0 - tol for e in pats) / len(pats)
 
 
-# The synthetic workload, from its definition (docs/design.md §2 "Generator", core/rng.c and
-# core/synth.c are not imported): columns 2c, 2c+1 of row (token, head) of tensor t are
-# Box-Muller on draw (seed, token, 2^60 | t << 32 | head, c) of the SplitMix64 chain.
+# The synthetic workload, from its definition (docs/design.md §2 "Generator"; core/rng.c,
+# core/synth.c and core/synth_kernel.h are not imported): row (token, head) of tensor t has the
+# key rowkey = the SplitMix64 chain over (seed, token, 2^60 | t << 32 | head); columns 2c, 2c+1
+# are Box-Muller on x = mix64(rowkey ^ (c + C3)), y = mix64(x ^ C4). The engine evaluates log,
+# sin and cos with its own polynomials (< 1 ulp); NumPy's here agree to ~1e-15 absolute (the
+# rounding of 2 pi u2 dominates), far inside every tolerance below.
 U = np.uint64
 
 
@@ -138,10 +141,10 @@ def synth(seed, tensor, n, heads, d, scale=1.0):
         tok = np.arange(n, dtype=U)[:, None, None]
         key = (U(1 << 60) | U(tensor << 32) | np.arange(heads, dtype=U))[None, :, None]
         c = np.arange((d + 1) // 2, dtype=U)[None, None, :]
-        x = mix64(np.full(1, seed, dtype=U) + U(0x9e3779b97f4a7c15))
-        x = mix64(x ^ (tok + U(0x632be59bd9b4e019)))
-        x = mix64(x ^ (key + U(0x8cb92ba72f3d8dd7)))
-        x = mix64(x ^ (c + U(0xd6e8feb86659fd93)))
+        rowkey = mix64(np.full(1, seed, dtype=U) + U(0x9e3779b97f4a7c15))
+        rowkey = mix64(rowkey ^ (tok + U(0x632be59bd9b4e019)))
+        rowkey = mix64(rowkey ^ (key + U(0x8cb92ba72f3d8dd7)))
+        x = mix64(rowkey ^ (c + U(0xd6e8feb86659fd93)))
         y = mix64(x ^ U(0x5851f42d4c957f2d))
     u1 = ((x >> U(11)).astype(np.float64) + 1.0) * 2.0 ** -53
     u2 = (y >> U(11)).astype(np.float64) * 2.0 ** -53
