@@ -95,6 +95,8 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
   opt_str(f, p->cpu_isa);
   fprintf(f, "},\n  \"blas_core\": ");
   opt_str(f, p->blas_core);
+  fprintf(f, ",\n  \"scan_algorithm\": ");
+  opt_str(f, p->scan_algorithm);
   fprintf(f, ",\n  \"segments\": %lld,\n  \"window\": ", (long long)p->segments);
   if (p->window > 0) fprintf(f, "%lld", (long long)p->window);
   else fprintf(f, "null");

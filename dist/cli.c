@@ -29,6 +29,10 @@ static const int onoff_values[] = {1, 0};
 static const char *const dtype_names[] = {"f32", "f64", NULL};
 static const char *const baseline_names[] = {"none", "softmax", "pblas", "all", NULL};
 static const char *const kernel_names[] = {"auto", "blas", "avx512", NULL};
+/* in la_scan_algorithm's order (linattn/dist.h; la_scan_algorithm_names in scan.c, which the
+ * fuzz harness of this parser does not link) */
+static const char *const scan_names[] = {"auto",      "exscan",    "doubling", "chain",
+                                         "allgather", "pipelined", NULL};
 
 /* Feature maps come from the library, in la_map_kind order. */
 static const char *map_name(int v) {
@@ -230,6 +234,16 @@ static const la_opt rows[] = {
     {.name = "--block-tokens", .meta = "B", .subs = RG, .group = G_EXEC, .kind = LA_OPT_INT,
      F(block), .lo = 1, .hi = (int64_t)1 << 30, .def = "16384",
      .help = "streaming block per rank"},
+    {.name = "--scan-algorithm", .meta = "A", .subs = RG | BENCH, .group = G_EXEC,
+     .kind = LA_OPT_ENUM, F(scan_algorithm), .names = scan_names, .def = "auto",
+     .help = "how the ranks' summaries are combined in causal mode (docs/design.md §4.5): "
+             "exscan (MPI_Exscan), doubling (recursive doubling), chain (LASP's chain of "
+             "states), allgather (LASP-2: every rank gathers all states), pipelined (ZeCO's "
+             "All-Scan, the state cut into --scan-pieces pieces); auto is exscan in this "
+             "version"},
+    {.name = "--scan-pieces", .meta = "K", .subs = RG | BENCH, .group = G_EXEC,
+     .kind = LA_OPT_INT, F(scan_pieces), .lo = 1, .hi = 65536, .def = "8",
+     .help = "pieces of the pipelined scan's state"},
     {.name = "--mem-limit", .meta = "BYTES", .subs = RG, .group = G_EXEC, .kind = LA_OPT_BYTES,
      F(mem_limit), .lo = 1, .hi = INT64_MAX, .def_text = "the node's available memory",
      .help = "refuse, before allocating, a run whose memory estimate per rank exceeds this "

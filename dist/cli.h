@@ -26,6 +26,8 @@ typedef struct {
   int force, progress;
   int64_t block; /* --block-tokens: streaming block per rank */
   int64_t mem_limit; /* --mem-limit: bytes per rank; 0: the node's MemAvailable (memest.h) */
+  int scan_algorithm; /* --scan-algorithm: la_scan_algorithm */
+  int scan_pieces;    /* --scan-pieces: pieces of the pipelined scan */
   /* bench (with heads, dk, dv, dtype, force, cfg.seed, cfg.chunk) */
   la_list n_list, features_list, threads_list, modes, maps;
   int repeat, baselines, gemm_probe, gemm_size, check, no_linear, pblas_nb;

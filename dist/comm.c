@@ -58,6 +58,7 @@ la_status la_dist_create(MPI_Comm comm, la_dist *out) {
     return la_error(LA_ERR_MPI, "cannot split the communicator in reverse rank order");
   }
   MPI_Comm_set_errhandler(d->rev, MPI_ERRORS_RETURN);
+  la_dist_set_scan_algorithm(d, LA_SCAN_AUTO, 0);
   *out = d;
   return LA_OK;
 }
@@ -146,7 +147,20 @@ struct la_dist_req_s {
   double *in, *out;
   int exclusive, first; /* first: this rank leads the scan (its Exscan output is undefined) */
   double t0;
+  /* a point-to-point scan (scan.c) runs in combine_end, on comm, with this scratch */
+  la_scan_algorithm alg;
+  MPI_Comm comm;
+  int heads;
+  size_t per;
+  double *scratch;
 };
+
+void la_dist_set_scan_algorithm(la_dist d, la_scan_algorithm a, int pieces) {
+  d->scan = a == LA_SCAN_AUTO ? LA_SCAN_EXSCAN : a;
+  d->scan_pieces = pieces < 1 ? 8 : pieces;
+}
+
+la_scan_algorithm la_dist_scan_algorithm(const la_dist d) { return d->scan; }
 
 /* Start the exscan (causal) or allreduce (bidirectional) of the summaries in s. */
 static la_status combine_begin(la_dist d, MPI_Comm comm, const la_state *s, int exclusive,
@@ -155,29 +169,47 @@ static la_status combine_begin(la_dist d, MPI_Comm comm, const la_state *s, int 
   size_t per = (size_t)s->r * (s->dv + 1) + 2, total = per * s->heads;
   la_dist_req q = la_calloc(1, sizeof *q);
   la_status st = LA_OK;
+  const la_scan_algorithm alg = exclusive ? d->scan : LA_SCAN_EXSCAN;
+  const size_t nscratch = alg == LA_SCAN_EXSCAN
+                              ? 0 : la_scan_scratch_doubles(alg, d->size, s->heads, per, d->scan_pieces);
   if (q) {
     q->in = la_malloc(sizeof(double) * total);
     q->out = la_malloc(sizeof(double) * total);
+    if (nscratch) q->scratch = la_malloc(sizeof(double) * nscratch);
   }
-  if (!q || !q->in || !q->out)
+  if (!q || !q->in || !q->out || (nscratch && !q->scratch))
     st = la_error(LA_ERR_NOMEM, "out of memory for the buffers of a summary collective "
-                  "(%d heads x %zu doubles)", s->heads, per);
+                  "(%d heads x %zu doubles%s)", s->heads, per,
+                  alg == LA_SCAN_ALLGATHER ? ", times the ranks for --scan-algorithm allgather" : "");
   /* every rank posts the collective, or none */
   st = la_dist_agree(d, st, NULL, 0);
   if (st != LA_OK) {
-    if (q) { free(q->in); free(q->out); }
+    if (q) { free(q->in); free(q->out); free(q->scratch); }
     free(q);
     return st;
   }
   pack(s, q->in);
   q->exclusive = exclusive;
+  q->first = exclusive && (comm == d->rev ? d->rank == d->size - 1 : d->rank == 0);
+  if (alg != LA_SCAN_EXSCAN) { /* point-to-point: runs in combine_end */
+    q->alg = alg;
+    q->comm = comm;
+    q->heads = s->heads;
+    q->per = per;
+    q->req = MPI_REQUEST_NULL;
+    q->t0 = MPI_Wtime();
+    d->bytes += (int64_t)(sizeof(double) * la_scan_sent_doubles(alg, comm == d->rev ? d->size - 1 - d->rank : d->rank,
+                                                                 d->size, s->heads, per, d->scan_pieces));
+    *out = q;
+    return LA_OK;
+  }
+  q->alg = LA_SCAN_EXSCAN;
   MPI_Type_contiguous((int)per, MPI_DOUBLE, &q->el);
   MPI_Type_commit(&q->el);
   MPI_Op_create(scan_op, 0 /* not commutative */, &q->op);
   q->t0 = MPI_Wtime();
   int rc = exclusive ? MPI_Iexscan(q->in, q->out, s->heads, q->el, q->op, comm, &q->req)
                      : MPI_Iallreduce(q->in, q->out, s->heads, q->el, q->op, comm, &q->req);
-  q->first = exclusive && (comm == d->rev ? d->rank == d->size - 1 : d->rank == 0);
   d->bytes += (int64_t)(sizeof(double) * total);
   if (rc != MPI_SUCCESS) {
     MPI_Op_free(&q->op); MPI_Type_free(&q->el);
@@ -193,16 +225,22 @@ static la_status combine_begin(la_dist d, MPI_Comm comm, const la_state *s, int 
 static la_status combine_end(la_dist d, la_dist_req *pq, la_state *s) {
   la_dist_req q = *pq;
   if (!q) return LA_ERR_ARG;
-  int rc = MPI_Wait(&q->req, MPI_STATUS_IGNORE);
+  int rc = q->alg == LA_SCAN_EXSCAN
+               ? MPI_Wait(&q->req, MPI_STATUS_IGNORE)
+               : la_scan_exclusive(q->comm, q->alg, d->scan_pieces, q->in, q->out, q->heads, q->per,
+                                   q->scratch);
   d->comm_seconds += MPI_Wtime() - q->t0;
   if (rc == MPI_SUCCESS) {
     if (q->first) la_state_reset(s);
     else unpack(s, q->out);
   }
-  MPI_Op_free(&q->op);
-  MPI_Type_free(&q->el);
+  if (q->alg == LA_SCAN_EXSCAN) {
+    MPI_Op_free(&q->op);
+    MPI_Type_free(&q->el);
+  }
   free(q->in);
   free(q->out);
+  free(q->scratch);
   free(q);
   *pq = NULL;
   return rc == MPI_SUCCESS ? LA_OK : LA_ERR_MPI;

@@ -9,7 +9,20 @@ struct la_dist_s {
   int rank, size;
   int64_t bytes;
   double comm_seconds;
+  la_scan_algorithm scan; /* the causal exscans' algorithm (scan.c), never LA_SCAN_AUTO */
+  int scan_pieces;        /* pieces of the pipelined scan */
 };
+
+/* scan.c: the exclusive scan of count elements of per doubles ([sz | m | f] per head) by
+ * algorithm a (not exscan or auto: those are MPI_Iexscan in comm.c), into out (rank 0's out
+ * is not written). scratch holds la_scan_scratch_doubles(a, P, count, per, pieces) doubles.
+ * Collective; returns an MPI error code. */
+int la_scan_exclusive(MPI_Comm comm, la_scan_algorithm a, int pieces, const double *in,
+                      double *out, int count, size_t per, double *scratch);
+size_t la_scan_scratch_doubles(la_scan_algorithm a, int P, int count, size_t per, int pieces);
+/* Doubles this rank sends in one scan of count x per doubles (the report's comm bytes). */
+double la_scan_sent_doubles(la_scan_algorithm a, int rank, int P, int count, size_t per,
+                            int pieces);
 
 /* forward.c: the window's halo from the earlier ranks (keys). Collective. */
 la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,

@@ -331,6 +331,7 @@ la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, c
       rep.cpu_model = si.model;
       rep.cpu_isa = si.isa;
       rep.blas_core = si.blas_core;
+      rep.scan_algorithm = la_scan_algorithm_names[la_dist_scan_algorithm(d)];
       rep.scale = o->cfg.scale > 0 ? o->cfg.scale : 1.0 / sqrt((double)j->dk);
       rep.ranks = P;
       rep.threads = la_engine_threads(j->eng);

@@ -51,6 +51,25 @@ la_status la_dist_allreduce(la_dist d, la_state *state);
  * (a scan over the reversed communicator); the last rank gets the identity. */
 la_status la_dist_exscan_reverse(la_dist d, la_state *state);
 
+/* How the causal exscans (la_dist_exscan, _reverse, the nonblocking pair below) combine the
+ * rank summaries (docs/design.md §4.5 "Scan algorithms"): MPI_Exscan, recursive doubling,
+ * LASP's chain, LASP-2's all-gather, or ZeCO's pipelined All-Scan in `pieces` pieces (< 1:
+ * the default, 8). All give the same prefixes up to float64 rounding of the bracketing.
+ * LA_SCAN_AUTO is, in this version, LA_SCAN_EXSCAN. Not Collective, but every rank must
+ * set the same. The bidirectional allreduce is always MPI_Allreduce. */
+typedef enum {
+  LA_SCAN_AUTO = 0,
+  LA_SCAN_EXSCAN,
+  LA_SCAN_DOUBLING,
+  LA_SCAN_CHAIN,
+  LA_SCAN_ALLGATHER,
+  LA_SCAN_PIPELINED
+} la_scan_algorithm;
+extern const char *const la_scan_algorithm_names[]; /* indexed by la_scan_algorithm, NULL-ended */
+void la_dist_set_scan_algorithm(la_dist d, la_scan_algorithm a, int pieces);
+/* The algorithm in use (auto resolved). */
+la_scan_algorithm la_dist_scan_algorithm(const la_dist d);
+
 /* Collective: the same on exact states (§4.7), whose operator is exactly associative, so
  * the result does not depend on how MPI brackets it. */
 la_status la_dist_xexscan(la_dist d, la_xstate *x);

@@ -18,6 +18,7 @@ typedef struct {
   const char *cpu_model;         /* e.g. /proc/cpuinfo "model name"; NULL: null */
   const char *cpu_isa;           /* the CPU's widest vector ISA (avx512f, avx2, ...); NULL: null */
   const char *blas_core;         /* openblas_get_corename(); NULL: null (not OpenBLAS) */
+  const char *scan_algorithm;    /* the causal scan's algorithm (la_scan_algorithm_names) */
   double scale;                  /* the similarity scale actually used */
   int ranks, threads;
   int64_t segments;              /* 1 without --segments */
