@@ -8,11 +8,14 @@ N in {3, 97, 1000} (so N < P and N not divisible by P occur). Also:
 - favor+ with huge keys only in the last rank's rows: earlier rows are unchanged (causal) and
   every row still matches the reference (the log-scaled combine keeps the stabilizer exact);
 - the synthetic workload gives the same output for every rank count (keyed generator);
+- every --scan-algorithm gives the one-rank output (causal favor+ with segments), and the
+  report names it;
 - a non-finite value in the last rank's rows: every rank exits 2, one error line, no output,
   no hang and no MPI abort trace.
 
 Usage: check_dist.py --linattn build/linattn --workdir DIR --launcher "mpiexec -n 3"
 """
+import json
 import os
 import sys
 
@@ -123,6 +126,27 @@ def main():
             continue
         e = ref.rel_err(np.load(par.path("sp.npy")), np.load(par.path("s1.npy")))
         report(e <= TOL, f"synthetic workload is rank-count independent ({mode})", f"{e:.2e}")
+
+    # --scan-algorithm (docs/design.md §4.5): every algorithm gives the one-rank output to
+    # float64 rounding, with segment resets and the favor+ stabilizer in the scanned states,
+    # and the report names the algorithm used.
+    np.save(par.path("seg.npy"), np.array([0, 150, 151, 700, 1000], dtype=np.int64))
+    scan = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--feature-map", "favor+",
+            "--features", "16", "--mode", "causal", "--segments", "seg.npy", "--force",
+            "--no-progress", "--block-tokens", "40"]
+    rc1, _, e1 = one(*scan, "--out", "sc1.npy")
+    for alg, extra in (("exscan", []), ("doubling", []), ("chain", []), ("allgather", []),
+                       ("pipelined", ["--scan-pieces", "3"]), ("auto", [])):
+        rcp, _, ep = par(*scan, "--scan-algorithm", alg, *extra, "--out", "scp.npy",
+                         "--report", "scan.json")
+        if rc1 or rcp:
+            report(False, f"--scan-algorithm {alg}", common.first_error(e1 + ep))
+            continue
+        e = ref.rel_err(np.load(par.path("scp.npy")), np.load(par.path("sc1.npy")))
+        used = json.load(open(par.path("scan.json"))).get("scan_algorithm")
+        want_used = "exscan" if alg == "auto" else alg
+        report(e <= TOL and used == want_used, f"--scan-algorithm {alg}: the one-rank output",
+               f"{e:.2e}, report says {used}")
 
     # A NaN in the last rank's rows: all ranks agree, exit 2, one line, no output.
     bad = rng.normal(size=(n, H, dk))
