@@ -2,8 +2,10 @@
 # PNG plots from `linattn bench` CSVs (gnuplot-nox):
 #   OUT/bench_tokens.png      tokens/s against n, linear (every map) and the exact baselines,
 #                             both modes, log-log: where linear overtakes softmax and pblas;
-#   OUT/bench_efficiency.png  linear GFLOP/s as a fraction of the SGEMM rate measured in the
-#                             same CSVs (`--gemm-probe` rows at the same thread count).
+#   OUT/bench_efficiency.png  the linear rows' `efficiency` column: GFLOP/s over ranks x the
+#                             best GEMM rate of the same run (docs/cli.md); for CSVs from before
+#                             that column, the same from their --gemm-probe rows (f32: the larger
+#                             of sgemm and k512gemm, f64: dgemm, at the row's threads).
 # Series are keyed by impl, mode, map, features, ranks x threads. --threads/--ranks keep only
 # those rows. Usage: jobs/plot.sh [--out DIR] [--threads T] [--ranks P] CSV...
 set -euo pipefail
@@ -27,21 +29,23 @@ trap 'rm -rf "$tmp"' EXIT
 # One data file per series: "n tokens_per_s efficiency". Column positions come from each header.
 awk -F, -v dir="$tmp" -v T="$THREADS" -v P="$RANKS" '
   FNR == 1 { delete c; for (i = 1; i <= NF; i++) c[$i] = i; next }
-  $c["impl"] ~ /gemm$/ { if ($c["impl"] == "sgemm" && $c["gflops"] > sg[$c["threads"]]) sg[$c["threads"]] = $c["gflops"]; next }
+  $c["impl"] ~ /gemm$/ { d = ($c["impl"] == "dgemm") ? "f64" : "f32"
+                        if ($c["gflops"] > sg[d, $c["threads"]]) sg[d, $c["threads"]] = $c["gflops"]; next }
   (T != "" && $c["threads"] != T) || (P != "" && $c["ranks"] != P) { next }
   {
     k = $c["impl"] " " $c["mode"]
     if ($c["impl"] == "linear") k = k " " $c["map"] ($c["features"] != "" ? " m=" $c["features"] : "")
     k = k " (" $c["ranks"] "x" $c["threads"] ")"
     key[k] = 1; n[k, ++cnt[k]] = $c["n"]; tps[k, cnt[k]] = $c["tokens_per_s"]
-    gf[k, cnt[k]] = $c["gflops"]; th[k, cnt[k]] = $c["threads"]
+    b = sg[$c["dtype"], $c["threads"]] * $c["ranks"]
+    eff[k, cnt[k]] = ("efficiency" in c && $c["efficiency"] != "") ? $c["efficiency"] : (b > 0 ? $c["gflops"] / b : "NaN")
   }
   END {
     s = 0
     for (k in key) {
       f = sprintf("%s/s%02d.dat", dir, ++s); print k > (dir "/s" sprintf("%02d", s) ".name")
       for (i = 1; i <= cnt[k]; i++)
-        printf "%s %s %s\n", n[k, i], tps[k, i], (sg[th[k, i]] > 0 ? gf[k, i] / sg[th[k, i]] : "NaN") > f
+        printf "%s %s %s\n", n[k, i], tps[k, i], eff[k, i] > f
       close(f)
       system("sort -n -k1,1 -o " f " " f)
     }
@@ -72,8 +76,8 @@ plot ${plots_tok%, }
 set output "$OUT/bench_efficiency.png"
 unset logscale y
 set yrange [0:*]
-set ylabel "GFLOP/s / SGEMM GFLOP/s (same threads)"
-set title "linattn bench: linear operator efficiency against this machine's SGEMM"
+set ylabel "GFLOP/s / (ranks x best GEMM GFLOP/s, same threads)"
+set title "linattn bench: linear operator efficiency against this machine's best GEMM"
 $( [ -n "$plots_eff" ] && echo "plot ${plots_eff%, }" || echo "set label 'no linear rows' at graph 0.5,0.5; plot NaN notitle" )
 EOF
 echo "plot.sh: wrote $OUT/bench_tokens.png and $OUT/bench_efficiency.png" >&2
