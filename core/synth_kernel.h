@@ -43,20 +43,13 @@ void la_synth_sincos_avx512(size_t n, const uint64_t *m, double *s, double *c);
 #ifdef LA_SYNTH_SUFFIX
 #include <math.h>
 #include <string.h>
+#include "rng_chain.h"
 
 #define LA_SK_CAT2(a, b) a##b
 #define LA_SK_CAT(a, b) LA_SK_CAT2(a, b)
 #define LA_SK(name) LA_SK_CAT(name, LA_SYNTH_SUFFIX)
 #define SK_AI static inline __attribute__((always_inline))
 
-SK_AI uint64_t sk_mix64(uint64_t x) { /* the SplitMix64 finalizer, as core/rng.c */
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
 SK_AI double sk_d(uint64_t i) {
   double d;
   memcpy(&d, &i, sizeof d);
@@ -189,20 +182,20 @@ void LA_SK(la_synth_rows_)(uint64_t seed, int tensor, int64_t token0, int64_t n,
   const int64_t np = (d + 1) / 2, P = n * heads * np;
   uint64_t m1[LA_SK_TILE], m2[LA_SK_TILE];
   double rad[LA_SK_TILE];
-  const uint64_t k0 = sk_mix64(seed + 0x9e3779b97f4a7c15ULL);
+  const uint64_t k0 = la_mix64(seed + LA_RNG_C0);
   for (int64_t J0 = 0; J0 < P; J0 += LA_SK_TILE) {
     const int m = P - J0 < LA_SK_TILE ? (int)(P - J0) : LA_SK_TILE;
     for (int64_t J = J0; J < J0 + m;) {
       const int64_t r = J / np, c = J - r * np, i = r / heads, h = r - i * heads;
       const int cn = (int)(np - c < J0 + m - J ? np - c : J0 + m - J), j0 = (int)(J - J0);
       const uint64_t key = (1ULL << 60) | ((uint64_t)tensor << 32) | (uint64_t)h;
-      const uint64_t k1 = sk_mix64(k0 ^ ((uint64_t)(token0 + i) + 0x632be59bd9b4e019ULL));
-      const uint64_t rk = sk_mix64(k1 ^ (key + 0x8cb92ba72f3d8dd7ULL));
+      const uint64_t k1 = la_mix64(k0 ^ ((uint64_t)(token0 + i) + LA_RNG_C1));
+      const uint64_t rk = la_mix64(k1 ^ (key + LA_RNG_C2));
 #pragma omp simd
       for (int j = 0; j < cn; j++) {
-        const uint64_t x = sk_mix64(rk ^ ((uint64_t)(c + j) + 0xd6e8feb86659fd93ULL));
+        const uint64_t x = la_mix64(rk ^ ((uint64_t)(c + j) + LA_RNG_C3));
         m1[j0 + j] = (x >> 11) + 1;
-        m2[j0 + j] = sk_mix64(x ^ 0x5851f42d4c957f2dULL) >> 11;
+        m2[j0 + j] = la_mix64(x ^ LA_RNG_C4) >> 11;
       }
       J += cn;
     }
