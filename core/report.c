@@ -87,8 +87,7 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
   fprintf(f, "  \"scale\": %.17g,\n  \"seed\": %llu,\n  \"chunk\": %d,\n", p->scale,
           (unsigned long long)c->seed, p->chunk);
   fprintf(f, "  \"kernels\": ");
-  if (p->kernels) json_str(f, p->kernels); /* never guessed: null when the caller did not say */
-  else fprintf(f, "null");
+  opt_str(f, p->kernels); /* never guessed: null when the caller did not say */
   fprintf(f, ",\n  \"cpu\": {\"model\": ");
   opt_str(f, p->cpu_model);
   fprintf(f, ", \"isa\": ");
