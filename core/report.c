@@ -100,6 +100,19 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
   if (p->window > 0) fprintf(f, "%lld", (long long)p->window);
   else fprintf(f, "null");
   fprintf(f, ",\n  \"reproducible\": %s", c->reproducible ? "true" : "false");
+  fprintf(f, ",\n  \"checkpoint\": ");
+  if (!p->checkpoint_dir) {
+    fprintf(f, "null");
+  } else {
+    fprintf(f, "{\"dir\": ");
+    json_str(f, p->checkpoint_dir);
+    if (p->resumed_from_token < 0)
+      fprintf(f, ", \"resumed_from_token\": null, \"resumed_pass\": null, \"resumed_ranks\": null");
+    else
+      fprintf(f, ", \"resumed_from_token\": %lld, \"resumed_pass\": %d, \"resumed_ranks\": %d",
+              (long long)p->resumed_from_token, p->resumed_pass, p->resumed_ranks);
+    fprintf(f, ", \"written\": %d}", p->checkpoints_written);
+  }
   fprintf(f, ",\n  \"ranks\": %d,\n  \"threads\": %d,\n  \"input\": ", p->ranks, p->threads);
   json_str(f, p->input ? p->input : "synthetic");
   fprintf(f, ",\n  \"output\": ");

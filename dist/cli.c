@@ -102,7 +102,11 @@ static const char *const group_titles[] = {
     "Study (every combination of the lists is one row of results.csv)", "Outputs",
     "Gradients (the loss is sum(out * G); the projection is held fixed)", "Other", NULL};
 
-#define NOT_YET "checkpointing is not implemented in this version"
+/* grad reads the whole shard twice (forward, then the reverse scan) and its cost is minutes
+ * where run's is hours; its checkpoint would need both scans' states (docs/design.md §6). */
+#define GRAD_NO_CKPT                                                                         \
+  "grad does not checkpoint (it makes a forward and a reverse pass over each rank's "        \
+  "shard; rerun it instead)"
 
 /* One row per option and subcommand set (options.h). An option name may have several rows
  * when subcommands read it differently (--n is one length for run, a list for bench); a
@@ -322,12 +326,19 @@ static const la_opt rows[] = {
      .help = "a progress line with rate and ETA on stderr (rank 0)"},
     {.name = "--no-progress", .subs = RGE, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(progress),
      .lo = 0, .help = "no progress line"},
-    {.name = "--checkpoint", .meta = "DIR", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR,
-     .refuse = NOT_YET, .help = "not in this version: refused"},
-    {.name = "--checkpoint-every", .meta = "S", .subs = RG, .group = G_OUTPUT,
+    {.name = "--checkpoint", .meta = "DIR", .subs = RUN, .group = G_OUTPUT, .kind = LA_OPT_STR,
+     F(checkpoint), .def_text = "none",
+     .help = "save the scan state and position here; resume from the newest valid checkpoint"},
+    {.name = "--checkpoint", .meta = "DIR", .subs = GRAD, .group = G_OUTPUT, .kind = LA_OPT_STR,
+     .refuse = GRAD_NO_CKPT, .help = "refused: grad does not checkpoint"},
+    {.name = "--checkpoint-every", .meta = "S", .subs = RUN, .group = G_OUTPUT,
+     .kind = LA_OPT_F64, F(checkpoint_every), .flo = 0, .open_lo = 1, .fhi = INFINITY,
+     .range = "a positive number of seconds", .def = "600",
+     .help = "seconds between checkpoints (and one on SIGUSR1 or SIGTERM, then exit 75)"},
+    {.name = "--checkpoint-every", .meta = "S", .subs = GRAD, .group = G_OUTPUT,
      .kind = LA_OPT_F64, .flo = 0, .open_lo = 1, .fhi = INFINITY,
-     .range = "a positive number of seconds", .refuse = NOT_YET,
-     .help = "not in this version: refused"},
+     .range = "a positive number of seconds", .refuse = GRAD_NO_CKPT,
+     .help = "refused: grad does not checkpoint"},
     {.name = "--reproducible", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_FLAG,
      F(cfg.reproducible), .lo = 1, .def = "off",
      .help = "outputs bitwise identical for every rank and thread count: blocks of 64 chunks "

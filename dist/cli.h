@@ -28,6 +28,8 @@ typedef struct {
   int64_t mem_limit; /* --mem-limit: bytes per rank; 0: the node's MemAvailable (memest.h) */
   int scan_algorithm; /* --scan-algorithm: la_scan_algorithm */
   int scan_pieces;    /* --scan-pieces: pieces of the pipelined scan */
+  const char *checkpoint;  /* --checkpoint DIR (run) */
+  double checkpoint_every; /* --checkpoint-every: seconds between timed checkpoints */
   /* bench (with heads, dk, dv, dtype, force, cfg.seed, cfg.chunk) */
   la_list n_list, features_list, threads_list, modes, maps;
   int repeat, baselines, gemm_probe, gemm_size, check, no_linear, pblas_nb;

@@ -194,6 +194,7 @@ void la_job_progress(la_job *j, const char *what, int64_t done, int64_t total, d
 la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, size_t errlen) {
   memset(j, 0, sizeof *j);
   j->o = o;
+  j->ckpt_resumed = -1;
   j->d = d;
   j->t_start = MPI_Wtime();
   j->synthetic = o->q == NULL;
@@ -352,6 +353,11 @@ la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, c
       rep.comm_bytes_per_rank = bytes_max;
       rep.input = j->synthetic ? "synthetic" : o->q;
       rep.output = out;
+      rep.checkpoint_dir = o->checkpoint;
+      rep.resumed_from_token = j->ckpt_resumed;
+      rep.resumed_pass = j->ckpt_pass;
+      rep.resumed_ranks = j->ckpt_ranks;
+      rep.checkpoints_written = j->ckpt_written;
       fprintf(stderr,
               "linattn: %s %s %s %s N=%lld H=%d dk=%d dv=%d r=%d ranks=%d threads=%d: "
               "%.3g s compute, %.4g tokens/s, %.4g GFLOP/s, den min %.3g\n",

@@ -20,6 +20,9 @@ typedef struct {
   la_engine eng;
   double t_start, t_read, t_write, t_compute;
   int64_t mem_estimate, mem_limit; /* bytes per rank (memest.h); mem_limit -1: none */
+  /* for the report's "checkpoint" (run with --checkpoint; checkpoint.h) */
+  int64_t ckpt_resumed; /* tokens done when resumed; -1: not resumed */
+  int ckpt_pass, ckpt_ranks, ckpt_written;
 } la_job;
 
 /* Open inputs, check shapes and options, hold the memory estimate to --mem-limit (memest.h)

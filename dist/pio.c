@@ -237,8 +237,11 @@ static la_status write_at(la_pout *out, MPI_Offset off, const void *src, int64_t
   return write_error(out, rc, se, got, bytes, err, errlen);
 }
 
-la_status la_pout_open(la_dist d, const char *path, la_dtype dt, int ndim, const int64_t *shape,
-                       int force, la_pout *out, char *err, size_t errlen) {
+/* la_pout_open, or with partial != NULL the checkpoint's partial output under that name
+ * (la_pout_open_partial). */
+static la_status pout_open(la_dist d, const char *path, const char *partial, int resume,
+                           la_dtype dt, int ndim, const int64_t *shape, int force, la_pout *out,
+                           char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   out->fh = MPI_FILE_NULL;
   out->dtype = dt;
@@ -262,16 +265,39 @@ la_status la_pout_open(la_dist d, const char *path, la_dtype dt, int ndim, const
   MPI_Bcast(&pid, 1, MPI_LONG, 0, la_dist_comm(d));
   int64_t hl = (int64_t)hlen;
   MPI_Bcast(&hl, 1, MPI_INT64_T, 0, la_dist_comm(d));
-  la_tmp_name(path, pid, out->tmp, sizeof out->tmp);
+  if (partial) {
+    snprintf(out->tmp, sizeof out->tmp, "%s", partial);
+    out->keep = 1;
+  } else {
+    la_tmp_name(path, pid, out->tmp, sizeof out->tmp);
+  }
   out->data_offset = hl;
   out->row_bytes = (int64_t)la_dtype_size(dt);
   for (int i = 1; i < ndim; i++) out->row_bytes *= shape[i];
   /* temporaries of dead runs of this output, including one with our pid (docs/cli.md "Files") */
   if (rank == 0) la_tmp_sweep(path);
+  if (resume && rank == 0) { /* the partial output must be this run's: same .npy header */
+    unsigned char have[LA_NPY_HEADER_MAX];
+    FILE *f = fopen(out->tmp, "rb");
+    size_t got = f ? fread(have, 1, hlen, f) : 0;
+    if (!f) {
+      snprintf(err, errlen, "%s: the checkpoint's partial output %s cannot be opened: %s", path,
+               out->tmp, strerror(errno));
+      st = LA_ERR_IO;
+    } else if (got != hlen || memcmp(have, hdr, hlen) != 0) {
+      snprintf(err, errlen, "%s: the checkpoint's partial output %s has another .npy header", path,
+               out->tmp);
+      st = LA_ERR_FORMAT;
+    }
+    if (f) fclose(f);
+  }
+  st = la_dist_agree(d, st, err, errlen);
+  if (st != LA_OK) return st;
   MPI_Barrier(la_dist_comm(d));
   int q = quiet_begin();
   errno = 0;
-  int rc = MPI_File_open(la_dist_comm(d), out->tmp, MPI_MODE_CREATE | MPI_MODE_WRONLY,
+  int rc = MPI_File_open(la_dist_comm(d), out->tmp,
+                         resume ? MPI_MODE_WRONLY : MPI_MODE_CREATE | MPI_MODE_WRONLY,
                          MPI_INFO_NULL, &out->fh);
   int se = errno;
   quiet_end(q);
@@ -294,15 +320,43 @@ la_status la_pout_open(la_dist d, const char *path, la_dtype dt, int ndim, const
       snprintf(err, errlen, "%s: MPI_File_open of the temporary output failed on some rank", path);
       st = LA_ERR_MPI;
     }
-    if (rank == 0) unlink(out->tmp);
+    if (rank == 0 && !resume) unlink(out->tmp);
     return st;
   }
   MPI_File_set_errhandler(out->fh, MPI_ERRORS_RETURN);
   out->open = 1;
-  if (rank == 0) st = write_at(out, 0, hdr, (int64_t)hlen, err, errlen);
+  if (rank == 0 && !resume) st = write_at(out, 0, hdr, (int64_t)hlen, err, errlen);
   st = la_dist_agree(d, st, err, errlen);
   if (st != LA_OK) la_pout_close(d, out, 0, NULL, 0);
   return st;
+}
+
+la_status la_pout_open(la_dist d, const char *path, la_dtype dt, int ndim, const int64_t *shape,
+                       int force, la_pout *out, char *err, size_t errlen) {
+  return pout_open(d, path, NULL, 0, dt, ndim, shape, force, out, err, errlen);
+}
+
+la_status la_pout_open_partial(la_dist d, const char *path, const char *partial, int resume,
+                               la_dtype dt, int ndim, const int64_t *shape, int force,
+                               la_pout *out, char *err, size_t errlen) {
+  return pout_open(d, path, partial, resume, dt, ndim, shape, force, out, err, errlen);
+}
+
+la_status la_pout_sync(la_dist d, la_pout *out, char *err, size_t errlen) {
+  la_status st = LA_OK;
+  if (out->open) {
+    char why[MPI_MAX_ERROR_STRING + 64];
+    int e, q = quiet_begin();
+    errno = 0;
+    int rc = MPI_File_sync(out->fh);
+    int se = errno;
+    quiet_end(q);
+    if (rc != MPI_SUCCESS) {
+      snprintf(err, errlen, "%s: cannot write: %s", out->tmp, io_reason(rc, se, why, sizeof why, &e));
+      st = e ? la_write_status(e) : LA_ERR_WRITE;
+    }
+  }
+  return la_dist_agree(d, st, err, errlen);
 }
 
 la_status la_pout_write(la_pout *out, int64_t row0, int64_t n, const void *src, char *err,
@@ -351,7 +405,7 @@ la_status la_pout_finish(la_dist d, la_pout *out, int ok, char *err, size_t errl
     st = LA_ERR_ARG;              /* not returned: only marks the temporary for removal */
   }
   if (st != LA_OK) {
-    if (la_dist_rank(d) == 0) unlink(out->tmp);
+    if (la_dist_rank(d) == 0 && !out->keep) unlink(out->tmp);
     out->pending = 0;
   } else {
     out->pending = 1;
@@ -375,7 +429,7 @@ la_status la_pout_commit(la_dist d, la_pout *outs, int n, int ok, char *err, siz
     }
     if (!ok || st != LA_OK) { /* all or none */
       for (int j = 0; j < n; j++)
-        if (outs[j].pending) unlink(j < i ? outs[j].path : outs[j].tmp);
+        if (outs[j].pending && (j < i || !outs[j].keep)) unlink(j < i ? outs[j].path : outs[j].tmp);
     }
   }
   for (int j = 0; j < n; j++) outs[j].pending = 0;

@@ -20,6 +20,7 @@ typedef struct {
   int64_t row_bytes, data_offset;
   int open;    /* the MPI file is open */
   int pending; /* the temporary is complete and closed, waiting for la_pout_commit */
+  int keep;    /* the temporary is a checkpoint's partial output: kept on failure */
 } la_pout;
 
 /* Rank 0 parses and checks the header (la_npy_read_info); all ranks open the file. */
@@ -35,6 +36,15 @@ void la_pin_close(la_pin *in);
  * and creates "<path>.tmp.<pid of rank 0>". */
 la_status la_pout_open(la_dist d, const char *path, la_dtype dt, int ndim, const int64_t *shape,
                        int force, la_pout *out, char *err, size_t errlen);
+/* la_pout_open with the temporary named `partial` (a checkpoint's partial output, docs/design.md
+ * §6 "Checkpoints"), which no failure removes (la_pout.keep). resume != 0: open the existing
+ * partial without truncating it, after rank 0 has checked that its .npy header is the one this
+ * output would have; otherwise create (or truncate) it. */
+la_status la_pout_open_partial(la_dist d, const char *path, const char *partial, int resume,
+                               la_dtype dt, int ndim, const int64_t *shape, int force,
+                               la_pout *out, char *err, size_t errlen);
+/* MPI_File_sync of an open output (the rows written so far reach storage), then agree. */
+la_status la_pout_sync(la_dist d, la_pout *out, char *err, size_t errlen);
 /* Not Collective: write rows [row0, row0+n). Every MPI call's return code and the count
  * written are checked; a failure is "path: cannot write: <reason>" (LA_ERR_WRITE). */
 la_status la_pout_write(la_pout *out, int64_t row0, int64_t n, const void *src, char *err,

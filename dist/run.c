@@ -1,14 +1,60 @@
 /* `linattn run`: the forward operator, streamed in blocks (docs/design.md §4.5).
  * input (file or generator) -> feature map -> local summaries -> collective -> apply ->
  * denominator policy -> output and report. Every rank loops over the same number of blocks
- * so that errors are agreed at each step and no rank is left waiting. */
+ * so that errors are agreed at each step and no rank is left waiting.
+ *
+ * The work is a list of lanes (checkpoint.h): one token range per rank of the run that
+ * started it, each with its own state. A fresh run has one lane per rank; a run resumed from
+ * a checkpoint of L lanes on P ranks takes the lanes [q L / P, (q+1) L / P) on rank q
+ * (docs/design.md §6 "Checkpoints"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "checkpoint.h"
 #include "job.h"
 #include "la_alloc.h"
 #include "run.h"
+
+/* One step of a rank's loop: lane i's tokens [lo, lo + n); i = -1 for an idle step. */
+typedef struct {
+  int i;
+  int64_t lo, n;
+} step_t;
+
+/* The s-th step over the lanes from their positions on a grid of B tokens; idle past the
+ * end (n = 0 at the end of the last lane). */
+static step_t step_at(const la_lane *lanes, int nmy, int64_t B, int64_t s) {
+  for (int i = 0; i < nmy; i++) {
+    int64_t k = lanes[i].pos >= lanes[i].end ? 0 : (lanes[i].end - lanes[i].pos + B - 1) / B;
+    if (s < k) {
+      int64_t lo = lanes[i].pos + s * B;
+      return (step_t){i, lo, lanes[i].end - lo < B ? lanes[i].end - lo : B};
+    }
+    s -= k;
+  }
+  return (step_t){-1, nmy > 0 ? lanes[nmy - 1].end : 0, 0};
+}
+
+static int64_t steps_of(const la_lane *lanes, int nmy, int64_t B) {
+  int64_t k = 0;
+  for (int i = 0; i < nmy; i++)
+    k += lanes[i].pos >= lanes[i].end ? 0 : (lanes[i].end - lanes[i].pos + B - 1) / B;
+  return k;
+}
+
+static void state_copy(la_state *dst, const la_state *src) {
+  const size_t n = (size_t)src->heads * src->r * (src->dv + 1);
+  memcpy(dst->sz, src->sz, n * sizeof *dst->sz);
+  memcpy(dst->m, src->m, (size_t)src->heads * sizeof *dst->m);
+  memcpy(dst->f, src->f, (size_t)src->heads * sizeof *dst->f);
+}
+
+static int64_t tokens_left(const la_lane *lanes, int nmy) {
+  int64_t k = 0;
+  for (int i = 0; i < nmy; i++) k += lanes[i].end - lanes[i].pos;
+  return k;
+}
 
 int la_cmd_run(la_dist d, la_cli *o) {
   char err[1024] = "";
@@ -19,128 +65,252 @@ int la_cmd_run(la_dist d, la_cli *o) {
   la_state state = {0}, local = {0};
   la_xstate xs = {0}; /* --reproducible: the exact prefix or summary (§4.7) */
   la_dist_req req = NULL;
+  la_ckpt ck = {0};
+  la_lane *lanes = NULL;
+  la_state *ls = NULL; /* per lane: pass 1 the partial key sum, pass 2 the prefix state */
+  int nmy = 0, L = P, pass = 2, stop = 0;
+  int64_t lane0 = 0;
   void *raw = NULL;
   double *lsc = NULL;
   void *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
+  char partial[4200] = "";
   int exitc = 1;
 
   la_error_clear(); /* la_error_reason below reads only what this run records */
   la_status st = la_job_setup(&job, d, o, 0, err, sizeof err);
+  const int r = st == LA_OK ? la_featmap_width(job.fm) : 0;
   if (st == LA_OK) {
-    st = la_state_init(&state, job.H, la_featmap_width(job.fm), job.dv);
-    if (st == LA_OK) st = la_state_init(&local, job.H, la_featmap_width(job.fm), job.dv);
+    st = la_state_init(&state, job.H, r, job.dv);
+    if (st == LA_OK) st = la_state_init(&local, job.H, r, job.dv);
     if (st == LA_OK) st = la_den_stats_init(&stats);
-    if (st == LA_OK && o->cfg.reproducible)
-      st = la_xstate_init(&xs, job.H, la_featmap_width(job.fm), job.dv);
+    if (st == LA_OK && o->cfg.reproducible) st = la_xstate_init(&xs, job.H, r, job.dv);
     if (st != LA_OK) snprintf(err, sizeof err, "engine: %s", la_error_reason(st));
     st = la_dist_agree(d, st, err, sizeof err);
   }
   la_engine eng = job.eng;
-  if (st == LA_OK && o->out) {
-    int64_t shp[3] = {job.N, job.H, job.dv};
-    st = la_pout_open(d, o->out, job.dt, 3, shp, o->force, &out, err, sizeof err);
-  }
   /* Windows and bidirectional segments hold the rank's shard in memory (O(N/P)); everything
    * else streams in blocks of --block-tokens rows. */
-  const int in_memory = (o->cfg.window > 0 && o->cfg.window < job.N) ||
-                        (job.seg && o->cfg.mode == LA_BIDIRECTIONAL);
+  const int in_memory = st == LA_OK && ((o->cfg.window > 0 && o->cfg.window < job.N) ||
+                                        (job.seg && o->cfg.mode == LA_BIDIRECTIONAL));
   const int repro = o->cfg.reproducible;
-  int64_t nloc = 0, row0 = 0, B = o->block, nblk = 0;
-  if (st == LA_OK) {
+  const int bidir = o->cfg.mode == LA_BIDIRECTIONAL;
+  if (st == LA_OK && o->checkpoint && (in_memory || repro)) {
+    snprintf(err, sizeof err, "--checkpoint: %s", repro ? "not with --reproducible in this version"
+             : o->cfg.window > 0 ? "a run with --window holds each rank's shard in memory and has "
+                                   "no streaming position to save"
+             : "a bidirectional run with --segments holds each rank's shard in memory and has no "
+               "streaming position to save");
+    st = LA_ERR_ARG;
+  }
+  if (st == LA_OK && o->checkpoint) {
+    st = la_ckpt_init(d, &ck, o, &job, r, err, sizeof err);
+    if (st == LA_OK) st = la_ckpt_load(d, &ck, &nmy, &lane0, &lanes, &ls, &stats, err, sizeof err);
+  }
+  int64_t nloc = 0, row0 = 0, B = o->block;
+  if (st == LA_OK && !ck.found) { /* a fresh start: one lane per rank */
     la_engine_ownership(eng, job.N, P, rank, &nloc, &row0);
-    int64_t maxloc = 0;
-    for (int p = 0; p < P; p++) {
-      int64_t np, p0;
-      la_engine_ownership(eng, job.N, P, p, &np, &p0);
-      maxloc = np > maxloc ? np : maxloc;
+    nmy = 1;
+    lane0 = rank;
+    lanes = la_calloc(1, sizeof *lanes);
+    ls = la_calloc(1, sizeof *ls);
+    if (!lanes || !ls || la_state_init(&ls[0], job.H, r, job.dv) != LA_OK) {
+      snprintf(err, sizeof err, "out of memory for the scan state");
+      st = LA_ERR_NOMEM;
+    } else {
+      lanes[0] = (la_lane){row0, row0 + nloc, row0};
     }
+    pass = (bidir || P > 1) && !in_memory ? 1 : 2;
+    st = la_dist_agree(d, st, err, sizeof err);
+  } else if (st == LA_OK) {
+    L = ck.lanes;
+    pass = ck.pass;
+    job.ckpt_resumed = ck.tokens_done;
+    job.ckpt_pass = ck.pass;
+    job.ckpt_ranks = ck.lanes;
+    if (rank == 0)
+      fprintf(stderr, "linattn: resuming from %s/ckpt.%lld: pass %d, %lld tokens of output done, "
+              "%d lanes on %d ranks\n", ck.dir, (long long)ck.seq, ck.pass,
+              (long long)ck.tokens_done, L, P);
+  }
+  const int corrected = !bidir && L > 1 && !in_memory && !repro; /* lane starts: local+correct */
+  if (st == LA_OK && o->out) {
+    int64_t shp[3] = {job.N, job.H, job.dv};
+    if (o->checkpoint) {
+      int resume = 0;
+      snprintf(partial, sizeof partial, "%s.partial", o->out);
+      if (rank == 0 && ck.found) {
+        resume = la_path_exists(partial);
+        if (!resume && pass == 2) {
+          snprintf(err, sizeof err, "--checkpoint: %s/ckpt.%lld holds outputs in %s, which is "
+                   "missing (remove the folder to start over)", ck.dir, (long long)ck.seq, partial);
+          st = LA_ERR_IO;
+        }
+      }
+      st = la_dist_agree(d, st, err, sizeof err);
+      MPI_Bcast(&resume, 1, MPI_INT, 0, la_dist_comm(d));
+      if (st == LA_OK)
+        st = la_pout_open_partial(d, o->out, partial, resume, job.dt, 3, shp, o->force, &out, err,
+                                  sizeof err);
+    } else {
+      st = la_pout_open(d, o->out, job.dt, 3, shp, o->force, &out, err, sizeof err);
+    }
+  }
+  int64_t maxlen = 0, nsteps = 0;
+  if (st == LA_OK) {
+    int64_t mine = 0, maxloc = 0;
+    for (int i = 0; i < nmy; i++)
+      mine = lanes[i].end - lanes[i].start > mine ? lanes[i].end - lanes[i].start : mine;
+    MPI_Allreduce(&mine, &maxloc, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(d));
     if (repro) { /* streaming blocks on the reproducible grid (§4.7) */
       const int64_t R = la_engine_repro_block(eng);
       B = (B + R - 1) / R * R;
     }
     if (in_memory) B = maxloc > 0 ? maxloc : 1;
-    nblk = (maxloc + B - 1) / B;
-    if (B > nloc && nloc > 0) B = nloc;
-    size_t es = la_dtype_size(job.dt), hb = (size_t)B * job.H;
+    maxlen = B > mine && mine > 0 ? mine : B; /* block buffers */
+    size_t es = la_dtype_size(job.dt), hb = (size_t)maxlen * job.H;
     bq = la_alloc_rows(es * hb * job.dk + 1);
     bk = la_alloc_rows(es * hb * job.dk + 1);
     bv = la_alloc_rows(es * hb * job.dv + 1);
     bo = la_alloc_rows(es * hb * job.dv + 1);
-    if (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory && !repro) { /* overlap buffers for block 0 */
+    if (corrected) {
       raw = la_alloc_rows(es * hb * (job.dv + 1) + 1);
       lsc = la_malloc(sizeof(double) * hb + 1);
     }
-    if (!bq || !bk || !bv || !bo || (o->cfg.mode == LA_CAUSAL && P > 1 && !in_memory && !repro && (!raw || !lsc))) {
-      snprintf(err, sizeof err, "out of memory for the block buffers of %lld tokens (lower --block-tokens)", (long long)B);
+    if (!bq || !bk || !bv || !bo || (corrected && (!raw || !lsc))) {
+      snprintf(err, sizeof err, "out of memory for the block buffers of %lld tokens (lower --block-tokens)", (long long)maxlen);
       st = LA_ERR_NOMEM;
     }
     st = la_dist_agree(d, st, err, sizeof err);
   }
-  const int bidir = o->cfg.mode == LA_BIDIRECTIONAL;
   double tp0 = MPI_Wtime(), last = 0;
-  /* Pass 1: key summaries (bidirectional, or the rank total to be exscanned). */
-  if (st == LA_OK && (bidir || P > 1) && !in_memory) {
-    for (int64_t b = 0; b < nblk && st == LA_OK; b++) {
-      int64_t lo = b * B, n = lo >= nloc ? 0 : (nloc - lo < B ? nloc - lo : B);
-      if (n > 0) st = la_job_read(&job, 1, row0 + lo, n, bk, err, sizeof err);
-      if (st == LA_OK && n > 0) st = la_job_read(&job, 2, row0 + lo, n, bv, err, sizeof err);
+  int64_t total = tokens_left(lanes, nmy), done = 0;
+  /* Pass 1: key summaries (bidirectional, or the lane totals to be exscanned). */
+  if (st == LA_OK && pass == 1) {
+    int64_t my = steps_of(lanes, nmy, B);
+    MPI_Allreduce(&my, &nsteps, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(d));
+    la_lane *at = la_malloc(sizeof *at * (size_t)(nmy > 0 ? nmy : 1)); /* positions at start */
+    if (at) memcpy(at, lanes, sizeof *at * (size_t)nmy);
+    else st = LA_ERR_NOMEM, snprintf(err, sizeof err, "out of memory");
+    st = la_dist_agree(d, st, err, sizeof err);
+    for (int64_t s = 0; s < nsteps && st == LA_OK && !stop; s++) {
+      step_t w = step_at(at, nmy, B, s);
+      if (w.n > 0) st = la_job_read(&job, 1, w.lo, w.n, bk, err, sizeof err);
+      if (st == LA_OK && w.n > 0) st = la_job_read(&job, 2, w.lo, w.n, bv, err, sizeof err);
       double t0 = MPI_Wtime();
-      if (st == LA_OK && n > 0)
-        st = repro ? la_engine_accumulate_exact(eng, row0 + lo, n, bk, bv, &xs)
-                   : la_engine_accumulate(eng, row0 + lo, n, bk, bv, &state);
+      if (st == LA_OK && w.n > 0)
+        st = repro ? la_engine_accumulate_exact(eng, w.lo, w.n, bk, bv, &xs)
+                   : la_engine_accumulate(eng, w.lo, w.n, bk, bv, &ls[w.i]);
       job.t_compute += MPI_Wtime() - t0;
+      if (st == LA_OK && w.n > 0) lanes[w.i].pos = w.lo + w.n;
+      done += w.n;
       st = la_dist_agree(d, st, err, sizeof err);
-      la_job_progress(&job, "pass 1/2 (keys)", (b + 1) * B > nloc ? nloc : (b + 1) * B, nloc, tp0, &last);
+      la_job_progress(&job, "pass 1/2 (keys)", done, total, tp0, &last);
+      if (st == LA_OK && o->checkpoint && s + 1 < nsteps) {
+        int f = la_ckpt_poll(d, &ck);
+        if (f) st = la_ckpt_write(d, &ck, 1, L, lane0, nmy, lanes, ls, &stats, &out, err, sizeof err);
+        stop = f & LA_CKPT_STOP;
+      }
     }
-    if (st == LA_OK && repro) {
+    free(at);
+    /* the rank total (lanes in order), then the collective and each lane's prefix */
+    if (st == LA_OK && !stop && !repro) {
+      state_copy(&state, &ls[0]);
+      for (int i = 1; i < nmy; i++) la_state_combine(&state, &ls[i]);
+    }
+    if (st == LA_OK && !stop && repro) {
       st = bidir ? la_dist_xallreduce(d, &xs) : la_dist_xexscan(d, &xs);
-      if (st == LA_OK && bidir) la_xstate_round(&xs, la_map_is_stabilized(o->cfg.map), &state);
-    } else if (st == LA_OK && bidir) {
+      if (st == LA_OK && bidir) la_xstate_round(&xs, la_map_is_stabilized(o->cfg.map), &ls[0]);
+    } else if (st == LA_OK && !stop && bidir) {
       st = la_dist_allreduce(d, &state);
-    } else if (st == LA_OK) {
-      st = la_dist_iexscan_begin(d, &state, &req);
+      for (int i = 0; st == LA_OK && i < nmy; i++) state_copy(&ls[i], &state);
+    } else if (st == LA_OK && !stop && L == P && nmy == 1) {
+      st = la_dist_iexscan_begin(d, &state, &req); /* ends in the first step of pass 2 */
+    } else if (st == LA_OK && !stop) { /* lanes of a resumed run: the rank prefix, then */
+      st = la_dist_exscan(d, &state);  /* lane by lane: ls[i] from lane total to prefix */
+      for (int i = 0; st == LA_OK && i < nmy; i++) {
+        state_copy(&local, &ls[i]);
+        state_copy(&ls[i], &state);
+        la_state_combine(&state, &local);
+      }
+    }
+    if (st == LA_OK && !stop) {
+      pass = 2;
+      for (int i = 0; i < nmy; i++) lanes[i].pos = lanes[i].start;
     }
   }
   tp0 = MPI_Wtime();
   last = 0;
+  done = 0;
+  total = tokens_left(lanes, nmy);
   /* Pass 2: outputs. */
-  for (int64_t b = 0; b < nblk && st == LA_OK; b++) {
-    int64_t lo = b * B, n = lo >= nloc ? 0 : (nloc - lo < B ? nloc - lo : B);
-    if (n > 0) st = la_job_read(&job, 0, row0 + lo, n, bq, err, sizeof err);
-    if ((!bidir || in_memory) && n > 0 && st == LA_OK) st = la_job_read(&job, 1, row0 + lo, n, bk, err, sizeof err);
-    if ((!bidir || in_memory) && n > 0 && st == LA_OK) st = la_job_read(&job, 2, row0 + lo, n, bv, err, sizeof err);
+  if (st == LA_OK && !stop) {
+    int64_t my = steps_of(lanes, nmy, B);
+    MPI_Allreduce(&my, &nsteps, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(d));
+    if (in_memory && nsteps < 1) nsteps = 1; /* la_dist_forward is collective */
+  }
+  la_lane *at = st == LA_OK && !stop ? la_malloc(sizeof *at * (size_t)(nmy > 0 ? nmy : 1)) : NULL;
+  if (at) memcpy(at, lanes, sizeof *at * (size_t)nmy);
+  for (int64_t s = 0; at && s < nsteps && st == LA_OK && !stop; s++) {
+    step_t w = step_at(at, nmy, B, s);
+    if (w.n > 0) st = la_job_read(&job, 0, w.lo, w.n, bq, err, sizeof err);
+    if ((!bidir || in_memory) && w.n > 0 && st == LA_OK) st = la_job_read(&job, 1, w.lo, w.n, bk, err, sizeof err);
+    if ((!bidir || in_memory) && w.n > 0 && st == LA_OK) st = la_job_read(&job, 2, w.lo, w.n, bv, err, sizeof err);
     double t0 = MPI_Wtime();
     if (in_memory) {
       /* one block per rank: la_dist_forward combines the masks across ranks (and merges the
        * denominator statistics over ranks itself) */
       st = la_dist_agree(d, st, err, sizeof err);
-      if (st == LA_OK) st = la_dist_forward(d, eng, n, row0 + lo, bq, bk, bv, bo, &stats);
+      if (st == LA_OK) st = la_dist_forward(d, eng, w.n, w.lo, bq, bk, bv, bo, &stats);
       if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "forward: %s", la_error_reason(st));
-    } else if (req) {
-      /* Causal block 0 on many ranks: local outputs from a zero state while the rank prefix
-       * travels (MPI_Iexscan), then the correction phi(q)^T P and state = P (+) local. */
-      la_status ls = st;
-      if (ls == LA_OK && n > 0) {
+    } else if (req || (corrected && w.n > 0 && w.lo == lanes[w.i].start)) {
+      /* Causal, at the start of a lane of many: the lane's outputs from a zero state (while
+       * the rank prefix travels, in a fresh run), then the correction phi(q)^T P and
+       * state = P (+) local. A resumed lane start takes the same path: the same bits. */
+      la_status lst = st;
+      if (lst == LA_OK && w.n > 0) {
         la_state_reset(&local);
-        ls = la_engine_apply_local(eng, row0 + lo, n, bq, bk, bv, &local, raw, lsc);
+        lst = la_engine_apply_local(eng, w.lo, w.n, bq, bk, bv, &local, raw, lsc);
       }
-      st = la_dist_iexscan_end(d, &req, &state);
-      if (st == LA_OK) st = ls;
-      if (st == LA_OK && n > 0) st = la_engine_correct(eng, row0 + lo, n, bq, &state, raw, lsc, bo, &stats);
-      if (st == LA_OK) la_state_combine(&state, &local);
-    } else if (st == LA_OK && n > 0 && repro && !bidir) {
-      st = la_engine_apply_exact(eng, row0 + lo, n, bq, bk, bv, &xs, bo, &stats);
-    } else if (st == LA_OK && n > 0) {
-      st = la_engine_apply(eng, row0 + lo, n, bq, bk, bv, &state, bo, &stats);
+      if (req) {
+        st = la_dist_iexscan_end(d, &req, &state);
+        if (st == LA_OK) state_copy(&ls[0], &state); /* the one lane's prefix */
+      }
+      if (st == LA_OK) st = lst;
+      if (st == LA_OK && w.n > 0) st = la_engine_correct(eng, w.lo, w.n, bq, &ls[w.i], raw, lsc, bo, &stats);
+      if (st == LA_OK && w.n > 0) la_state_combine(&ls[w.i], &local);
+    } else if (st == LA_OK && w.n > 0 && repro && !bidir) {
+      st = la_engine_apply_exact(eng, w.lo, w.n, bq, bk, bv, &xs, bo, &stats);
+    } else if (st == LA_OK && w.n > 0) {
+      st = la_engine_apply(eng, w.lo, w.n, bq, bk, bv, &ls[w.i], bo, &stats);
     }
     job.t_compute += MPI_Wtime() - t0;
-    if (st == LA_OK && n > 0 && o->out) {
+    if (st == LA_OK && w.n > 0 && o->out) {
       t0 = MPI_Wtime();
-      st = la_pout_write(&out, row0 + lo, n, bo, err, sizeof err);
+      st = la_pout_write(&out, w.lo, w.n, bo, err, sizeof err);
       job.t_write += MPI_Wtime() - t0;
     }
+    if (st == LA_OK && w.n > 0) lanes[w.i].pos = w.lo + w.n;
+    done += w.n;
     st = la_dist_agree(d, st, err, sizeof err);
-    la_job_progress(&job, bidir || P > 1 ? "pass 2/2 (outputs)" : "outputs", (b + 1) * B > nloc ? nloc : (b + 1) * B, nloc, tp0, &last);
+    la_job_progress(&job, bidir || L > 1 ? "pass 2/2 (outputs)" : "outputs", done, total, tp0, &last);
+    if (st == LA_OK && o->checkpoint && s + 1 < nsteps) {
+      int f = la_ckpt_poll(d, &ck);
+      if (f) st = la_ckpt_write(d, &ck, 2, L, lane0, nmy, lanes, ls, &stats, &out, err, sizeof err);
+      stop = f & LA_CKPT_STOP;
+    }
+  }
+  free(at);
+  job.ckpt_written = ck.written;
+  if (st == LA_OK && stop) { /* checkpointed on a signal: keep the partial output, exit 75 */
+    la_status cs = o->out ? la_pout_finish(d, &out, 1, err, sizeof err) : LA_OK;
+    if (cs == LA_OK) {
+      if (rank == 0)
+        fprintf(stderr, "linattn: stopped at checkpoint %s/ckpt.%lld on a signal; run the same "
+                "command again to resume\n", ck.dir, (long long)ck.seq);
+      exitc = 75;
+      goto cleanup;
+    }
+    st = cs;
   }
   if (st == LA_OK && !in_memory) st = la_dist_reduce_stats(d, &stats);
   if (st == LA_OK) st = la_job_verdict(&job, &stats, "output", err, sizeof err);
@@ -158,18 +328,23 @@ int la_cmd_run(la_dist d, la_cli *o) {
     if (st == LA_OK && cs != LA_OK && rank == 0 && o->report) unlink(o->report);
     if (st == LA_OK) st = cs;
   }
+  /* done: the checkpoints are spent (a failure keeps them, and the partial output, to resume) */
+  if (st == LA_OK && o->checkpoint && rank == 0) la_ckpt_remove_all(&ck);
   if (st != LA_OK) {
     if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));
     exitc = la_status_exit_code(st);
   } else {
     exitc = 0;
   }
+cleanup:
   free(bq);
   free(bk);
   free(bv);
   free(bo);
   free(raw);
   free(lsc);
+  la_ckpt_free_lanes(nmy, lanes, ls);
+  la_ckpt_free(&ck);
   la_state_free(&state);
   la_state_free(&local);
   la_xstate_free(&xs);

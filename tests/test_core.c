@@ -7,6 +7,7 @@
 #include <string.h>
 #include "linattn/linattn.h"
 #include "../core/vexp.h"
+#include "../core/la_crc64.h"
 
 #include "check.h"
 
@@ -310,7 +311,22 @@ static void test_exact(void) {
   free(parts);
 }
 
+/* CRC-64/XZ: the catalogue's check value, incremental = whole, and one flipped bit seen. */
+static void test_crc64(void) {
+  CHECK(la_crc64("123456789", 9) == 0x995dc9bbdf1939faULL, "crc64 check value %016llx",
+        (unsigned long long)la_crc64("123456789", 9));
+  CHECK(la_crc64_update(la_crc64("1234", 4), "56789", 5) == la_crc64("123456789", 9),
+        "crc64 incremental");
+  CHECK(la_crc64("", 0) == 0, "crc64 of nothing");
+  char b[64];
+  for (int i = 0; i < 64; i++) b[i] = (char)(i * 7);
+  uint64_t c = la_crc64(b, sizeof b);
+  b[17] ^= 4;
+  CHECK(la_crc64(b, sizeof b) != c, "crc64 sees a flipped bit");
+}
+
 int main(void) {
+  test_crc64();
   test_vexp();
   test_scan_algebra();
   test_scan_in_place();

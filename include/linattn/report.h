@@ -32,6 +32,11 @@ typedef struct {
   int64_t comm_bytes_per_rank;
   const char *input;             /* "synthetic" or the Q path */
   const char *output;            /* path or NULL */
+  /* --checkpoint (docs/design.md §6 "Checkpoints"); checkpoint_dir NULL: "checkpoint": null */
+  const char *checkpoint_dir;
+  int64_t resumed_from_token;    /* tokens whose outputs a resumed checkpoint held; -1: fresh */
+  int resumed_pass, resumed_ranks; /* the checkpoint's pass (1 keys, 2 outputs) and rank count */
+  int checkpoints_written;       /* by this process's run */
 } la_report;
 
 /* Useful flops of docs/cli.md: N*H*(4*r*dv + 4*r) + map flops (2*N*H*dk*r for each of q, k
