@@ -724,13 +724,17 @@ la_status la_ckpt_load(la_dist d, la_ckpt *c, int *nmy, int64_t *lane0, la_lane 
 }
 
 void la_ckpt_remove_all(la_ckpt *c) {
-  int64_t *seqs = NULL;
-  int n = list_ckpts(c->dir, &seqs);
-  for (int i = 0; i < n; i++) {
-    char p[4200];
-    snprintf(p, sizeof p, "%s/ckpt.%" PRId64, c->dir, seqs[i]);
-    remove_dir(p);
-  }
-  free(seqs);
+  /* no allocation here: the run has succeeded, and its checkpoints must go whatever memory
+   * is left (readdir's own buffer was allocated by opendir; a failed opendir keeps them) */
+  DIR *dd = opendir(c->dir);
+  if (!dd) return;
+  struct dirent *e;
+  char p[4200];
+  while ((e = readdir(dd)))
+    if (strncmp(e->d_name, "ckpt.", 5) == 0 || strncmp(e->d_name, ".ckpt.", 6) == 0) {
+      snprintf(p, sizeof p, "%s/%s", c->dir, e->d_name);
+      remove_dir(p);
+    }
+  closedir(dd);
   rmdir(c->dir); /* only if empty */
 }

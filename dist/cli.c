@@ -326,19 +326,14 @@ static const la_opt rows[] = {
      .help = "a progress line with rate and ETA on stderr (rank 0)"},
     {.name = "--no-progress", .subs = RGE, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(progress),
      .lo = 0, .help = "no progress line"},
-    {.name = "--checkpoint", .meta = "DIR", .subs = RUN, .group = G_OUTPUT, .kind = LA_OPT_STR,
-     F(checkpoint), .def_text = "none",
-     .help = "save the scan state and position here; resume from the newest valid checkpoint"},
-    {.name = "--checkpoint", .meta = "DIR", .subs = GRAD, .group = G_OUTPUT, .kind = LA_OPT_STR,
-     .refuse = GRAD_NO_CKPT, .help = "refused: grad does not checkpoint"},
-    {.name = "--checkpoint-every", .meta = "S", .subs = RUN, .group = G_OUTPUT,
+    {.name = "--checkpoint", .meta = "DIR", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR,
+     F(checkpoint),
+     .help = "save the scan state and position here; resume from the newest valid checkpoint "
+             "(run; grad refuses it)"},
+    {.name = "--checkpoint-every", .meta = "S", .subs = RG, .group = G_OUTPUT,
      .kind = LA_OPT_F64, F(checkpoint_every), .flo = 0, .open_lo = 1, .fhi = INFINITY,
      .range = "a positive number of seconds", .def = "600",
      .help = "seconds between checkpoints (and one on SIGUSR1 or SIGTERM, then exit 75)"},
-    {.name = "--checkpoint-every", .meta = "S", .subs = GRAD, .group = G_OUTPUT,
-     .kind = LA_OPT_F64, .flo = 0, .open_lo = 1, .fhi = INFINITY,
-     .range = "a positive number of seconds", .refuse = GRAD_NO_CKPT,
-     .help = "refused: grad does not checkpoint"},
     {.name = "--reproducible", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_FLAG,
      F(cfg.reproducible), .lo = 1, .def = "off",
      .help = "outputs bitwise identical for every rank and thread count: blocks of 64 chunks "
@@ -412,6 +407,7 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
              "--grad-out needs --q/--k/--v (with the synthetic workload G is drawn from "
              "--data-seed, for every n)");
   }
+  LA_CHECK(!(sub == LA_SUB_GRAD && o->checkpoint), LA_ERR_ARG, "--checkpoint: %s", GRAD_NO_CKPT);
   LA_CHECK(!(sub == LA_SUB_GRAD && o->cfg.reproducible), LA_ERR_ARG,
            "--reproducible: grad does not offer it in this version (the backward's reverse "
            "scan is not yet on the exact grid, docs/design.md §4.7); run does");

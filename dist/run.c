@@ -116,6 +116,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
     if (!lanes || !ls || la_state_init(&ls[0], job.H, r, job.dv) != LA_OK) {
       snprintf(err, sizeof err, "out of memory for the scan state");
       st = LA_ERR_NOMEM;
+      nmy = ls ? 1 : 0; /* for la_ckpt_free_lanes */
     } else {
       lanes[0] = (la_lane){row0, row0 + nloc, row0};
     }
@@ -182,16 +183,20 @@ int la_cmd_run(la_dist d, la_cli *o) {
     }
     st = la_dist_agree(d, st, err, sizeof err);
   }
+  /* the lanes' positions at the start of a pass: the steps are counted from them */
+  la_lane *at = NULL;
+  if (st == LA_OK) {
+    at = la_malloc(sizeof *at * (size_t)(nmy > 0 ? nmy : 1));
+    if (!at) snprintf(err, sizeof err, "out of memory for the lane table");
+    st = la_dist_agree(d, at ? LA_OK : LA_ERR_NOMEM, err, sizeof err);
+  }
   double tp0 = MPI_Wtime(), last = 0;
-  int64_t total = tokens_left(lanes, nmy), done = 0;
+  int64_t total = st == LA_OK ? tokens_left(lanes, nmy) : 0, done = 0;
   /* Pass 1: key summaries (bidirectional, or the lane totals to be exscanned). */
   if (st == LA_OK && pass == 1) {
     int64_t my = steps_of(lanes, nmy, B);
     MPI_Allreduce(&my, &nsteps, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(d));
-    la_lane *at = la_malloc(sizeof *at * (size_t)(nmy > 0 ? nmy : 1)); /* positions at start */
-    if (at) memcpy(at, lanes, sizeof *at * (size_t)nmy);
-    else st = LA_ERR_NOMEM, snprintf(err, sizeof err, "out of memory");
-    st = la_dist_agree(d, st, err, sizeof err);
+    memcpy(at, lanes, sizeof *at * (size_t)nmy);
     for (int64_t s = 0; s < nsteps && st == LA_OK && !stop; s++) {
       step_t w = step_at(at, nmy, B, s);
       if (w.n > 0) st = la_job_read(&job, 1, w.lo, w.n, bk, err, sizeof err);
@@ -211,7 +216,6 @@ int la_cmd_run(la_dist d, la_cli *o) {
         stop = f & LA_CKPT_STOP;
       }
     }
-    free(at);
     /* the rank total (lanes in order), then the collective and each lane's prefix */
     if (st == LA_OK && !stop && !repro) {
       state_copy(&state, &ls[0]);
@@ -241,16 +245,15 @@ int la_cmd_run(la_dist d, la_cli *o) {
   tp0 = MPI_Wtime();
   last = 0;
   done = 0;
-  total = tokens_left(lanes, nmy);
+  total = st == LA_OK ? tokens_left(lanes, nmy) : 0;
   /* Pass 2: outputs. */
   if (st == LA_OK && !stop) {
     int64_t my = steps_of(lanes, nmy, B);
     MPI_Allreduce(&my, &nsteps, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(d));
     if (in_memory && nsteps < 1) nsteps = 1; /* la_dist_forward is collective */
   }
-  la_lane *at = st == LA_OK && !stop ? la_malloc(sizeof *at * (size_t)(nmy > 0 ? nmy : 1)) : NULL;
-  if (at) memcpy(at, lanes, sizeof *at * (size_t)nmy);
-  for (int64_t s = 0; at && s < nsteps && st == LA_OK && !stop; s++) {
+  if (st == LA_OK && !stop) memcpy(at, lanes, sizeof *at * (size_t)nmy);
+  for (int64_t s = 0; s < nsteps && st == LA_OK && !stop; s++) {
     step_t w = step_at(at, nmy, B, s);
     if (w.n > 0) st = la_job_read(&job, 0, w.lo, w.n, bq, err, sizeof err);
     if ((!bidir || in_memory) && w.n > 0 && st == LA_OK) st = la_job_read(&job, 1, w.lo, w.n, bk, err, sizeof err);
@@ -314,6 +317,8 @@ int la_cmd_run(la_dist d, la_cli *o) {
   }
   if (st == LA_OK && !in_memory) st = la_dist_reduce_stats(d, &stats);
   if (st == LA_OK) st = la_job_verdict(&job, &stats, "output", err, sizeof err);
+  /* a failure before any checkpoint existed has nothing to resume: no partial output stays */
+  if (st != LA_OK && o->checkpoint && !ck.found && ck.written == 0) out.keep = 0;
   /* The output is synced and closed, the report written, and only then is the output renamed
    * into place: a failure anywhere leaves nothing under the final names (docs/design.md §6). */
   if (o->out) {
@@ -330,6 +335,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
   }
   /* done: the checkpoints are spent (a failure keeps them, and the partial output, to resume) */
   if (st == LA_OK && o->checkpoint && rank == 0) la_ckpt_remove_all(&ck);
+  if (st != LA_OK && o->checkpoint && ck.dir && rank == 0) rmdir(ck.dir); /* only if empty */
   if (st != LA_OK) {
     if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));
     exitc = la_status_exit_code(st);
