@@ -26,7 +26,7 @@ trap '[ -n "$jid" ] && scancel "$jid" 2>/dev/null; rm -rf "$w"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_orte_execute_quiet=1
 fail=0
 args=(--n 3000000 --heads 2 --dk 16 --dv 16 --seed 11 --block-tokens 8192)
-cd "$w"
+cd "$w" || exit 1
 # 1. the reference
 LINATTN_BIN=$BIN timeout 300 sbatch --wait --quiet --nodes=1 --ntasks-per-node=2 \
   --cpus-per-task=1 -o "$w/ref.out" "$root/jobs/linattn.sbatch" "${args[@]}" --out "$w/ref.npy"
@@ -38,14 +38,15 @@ jid=$(LINATTN_BIN=$BIN LINATTN_CHECKPOINT=$w/ck sbatch --parsable --nodes=1 --nt
   --checkpoint-every 0.5 --out "$w/out.npy" --report "$w/r.json")
 if [ -z "$jid" ]; then echo "FAIL: sbatch of long_run.sbatch"; exit 1; fi
 t0=$(date +%s)
-until ls "$w/ck" 2>/dev/null | grep -q '^ckpt\.'; do
+until compgen -G "$w/ck/ckpt.*" >/dev/null; do
   if [ $(( $(date +%s) - t0 )) -gt 240 ]; then echo "FAIL: no checkpoint after 240 s"; cat "$w/long.out"; exit 1; fi
   if ! squeue -h -j "$jid" 2>/dev/null | grep -q .; then echo "FAIL: the job ended before its first checkpoint"; cat "$w/long.out"; exit 1; fi
   sleep 0.2
 done
 scancel --signal=USR1 "$jid"
 echo "sent SIGUSR1 to job $jid after $(( $(date +%s) - t0 )) s ($(ls "$w/ck" | tr '\n' ' '))"
-state= restarts=
+state=""
+restarts=""
 for _ in $(seq 600); do
   info=$(scontrol show job "$jid" 2>/dev/null)
   state=$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<<"$info")
