@@ -12,14 +12,9 @@ set -uo pipefail
 BIN=$(readlink -f "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-if ! command -v sbatch >/dev/null || ! timeout 10 sinfo -h >/dev/null 2>&1; then
-  if [ "${CI:-}" = true ]; then
-    echo "FAIL: check_requeue.sh: CI=true but no Slurm controller answers"
-    exit 1
-  fi
-  echo "check_requeue.sh: no Slurm controller answers (bash jobs/slurm_local.sh starts one); skipped"
-  exit 77
-fi
+# shellcheck source=tests/slurm/need_slurm.sh
+. "$here/need_slurm.sh"
+need_slurm check_requeue.sh
 w=$(mktemp -d)
 jid=
 trap '[ -n "$jid" ] && scancel "$jid" 2>/dev/null; rm -rf "$w"' EXIT

@@ -11,21 +11,16 @@ BIN=$(readlink -f "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 PY=/usr/bin/python3
-if ! command -v sbatch >/dev/null || ! timeout 10 sinfo -h >/dev/null 2>&1; then
-  if [ "${CI:-}" = true ]; then # CI starts one (jobs/test.sh): not answering is a failure
-    echo "FAIL: check_sbatch.sh: CI=true but no Slurm controller answers"
-    exit 1
-  fi
-  echo "check_sbatch.sh: no Slurm controller answers (bash jobs/slurm_local.sh starts one); skipped"
-  exit 77
-fi
+# shellcheck source=tests/slurm/need_slurm.sh
+. "$here/need_slurm.sh"
+need_slurm check_sbatch.sh
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_orte_execute_quiet=1
 fail=0
 args=(--n 5000 --heads 3 --dk 16 --dv 8 --seed 7)
 # 1. the job as documented in the README
-cd "$w"
+cd "$w" || exit 1
 LINATTN_BIN=$BIN timeout 300 sbatch --wait --quiet --nodes=1 --ntasks-per-node=2 \
   --cpus-per-task=1 -o "$w/job1.out" "$root/jobs/linattn.sbatch" "${args[@]}" \
   --out "$w/out.npy" --report "$w/r.json"

@@ -20,14 +20,9 @@ BIN=$(readlink -f "$1")
 PY=${2:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-if ! command -v sbatch >/dev/null || ! timeout 10 sinfo -h >/dev/null 2>&1; then
-  if [ "${CI:-}" = true ]; then # CI starts one (jobs/test.sh): not answering is a failure
-    echo "FAIL: check_scaling.sh: CI=true but no Slurm controller answers"
-    exit 1
-  fi
-  echo "check_scaling.sh: no Slurm controller answers (bash jobs/slurm_local.sh starts one); skipped"
-  exit 77
-fi
+# shellcheck source=tests/slurm/need_slurm.sh
+. "$here/need_slurm.sh"
+need_slurm check_scaling.sh
 if ! command -v gnuplot >/dev/null; then
   if [ "${CI:-}" = true ]; then echo "FAIL: check_scaling.sh: CI=true but gnuplot is missing"; exit 1; fi
   echo "check_scaling.sh: gnuplot not found (apt-get install gnuplot-nox); skipped"
