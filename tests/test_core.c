@@ -8,6 +8,7 @@
 #include "linattn/linattn.h"
 #include "../core/vexp.h"
 #include "../core/la_crc64.h"
+#include "../core/denominator.h"
 
 #include "check.h"
 
@@ -325,8 +326,27 @@ static void test_crc64(void) {
   CHECK(la_crc64(b, sizeof b) != c, "crc64 sees a flipped bit");
 }
 
+/* den_bin16 (the histogram bin without log2) against floor(16 log2 x) in long double, over
+ * 2e5 normal values spread over the whole exponent range, and at the powers of 2. */
+static void test_den_bin16(void) {
+  int bad = 0;
+  for (int i = 0; i < 200000; i++) {
+    double u = (double)(la_rng_u64(7, 3, 0, (uint64_t)i) >> 11) * 0x1p-53; /* [0, 1) */
+    double x = ldexp(1.0 + u, (int)(i % 2045) - 1022);
+    long want = (long)floorl(16.0L * log2l((long double)x));
+    long got = den_bin16(x);
+    /* within an ulp of a boundary the two may differ by one bin: count only real misses */
+    long double f = 16.0L * log2l((long double)x) - (long double)want;
+    if (got != want && !(f < 1e-12L || f > 1 - 1e-12L)) bad++;
+  }
+  CHECK(bad == 0, "den_bin16: %d of 200000 bins differ from floor(16 log2 x)", bad);
+  for (int e = -1022; e <= 1023; e += 7)
+    CHECK(den_bin16(ldexp(1.0, e)) == 16L * e, "den_bin16(2^%d) = %ld", e, den_bin16(ldexp(1.0, e)));
+}
+
 int main(void) {
   test_crc64();
+  test_den_bin16();
   test_vexp();
   test_scan_algebra();
   test_scan_in_place();
