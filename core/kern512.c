@@ -274,6 +274,24 @@ AI __m512d exp8_nonpos(__m512d x) {
   return _mm512_maskz_mov_pd((__mmask8)~under, _mm512_scalef_pd(p, n));
 }
 
+void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r) {
+  const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i++) {
+    const double *xi = x + i * ld;
+    double *pi = phi + i * r;
+    /* the rows are strided by all heads (ld = H dk): fetch the row 8 ahead, a line a time */
+    if (i + 8 < n)
+      for (int j = 0; j < dk; j += 8) _mm_prefetch((const char *)(xi + 8 * ld + j), _MM_HINT_T0);
+    for (int j = 0; j < dk; j += 8) {
+      const __mmask8 mk = dk - j >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (dk - j)) - 1);
+      const __m512d u = _mm512_maskz_loadu_pd(mk, xi + j);
+      const __mmask8 pos = _mm512_cmp_pd_mask(u, zero, _CMP_GT_OQ);
+      const __m512d e = exp8_nonpos(_mm512_min_pd(zero, u)); /* min(0, u): a NaN u is kept */
+      _mm512_mask_storeu_pd(pi + j, mk, _mm512_mask_add_pd(e, pos, u, one));
+    }
+  }
+}
+
 /* The float64 form of la_k512_favor_post: the same rows and scales, |x|^2 summed in order. */
 void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
                             int r, double s, double *a, int hyp) {
@@ -453,6 +471,9 @@ void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, fl
 void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
                             int r, double s, double *a, int hyp) {
   (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a; (void)hyp;
+}
+void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r) {
+  (void)n; (void)dk; (void)x; (void)ld; (void)phi; (void)r;
 }
 void la_k512_to_f32(size_t n, const double *src, float *dst) { (void)n; (void)src; (void)dst; }
 void la_k512_sum_to_f32(size_t n, const double *a, const double *b, float *dst) {

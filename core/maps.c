@@ -50,7 +50,15 @@ static void favor_hyp_eval_k512(const la_featmap fm, int h, int64_t n, const flo
   la_k512_favor_post(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1);
 }
 
-/* float64: the projection by dgemm (OpenBLAS), the exp on 8 lanes (kern512.c) */
+/* float64: elu1 on 8 lanes; the projection by dgemm (OpenBLAS), the exp on 8 lanes
+ * (kern512.c) */
+static void elu1_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
+                               int64_t ld, double *phi, double *a) {
+  (void)h;
+  la_k512_elu1_f64(n, fm->dk, x, ld, phi, fm->r);
+  for (int64_t i = 0; i < n; i++) a[i] = 0.0;
+}
+
 static void favor_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
                                 int64_t ld, double *phi, double *a) {
   project_f64(fm, h, n, x, ld, phi);
@@ -85,7 +93,8 @@ static void trig_eval_k512(const la_featmap fm, int h, int64_t n, const float *x
  * the random maps (the projection and the exp), 0 for the elementwise maps. */
 static const la_map_info la_maps[LA_MAP_COUNT] = {
     [LA_MAP_ELU1] = {"elu1", 0, LA_SIGN_POSITIVE, LA_DRAW_NONE, 0, 0.0, elu1_eval_f32,
-                     elu1_eval_f64, elu1_eval_k512, 1, elu1_chain_f32, elu1_chain_f64},
+                     elu1_eval_f64, elu1_eval_k512, 1, elu1_chain_f32, elu1_chain_f64,
+                     elu1_eval_k512_f64},
     [LA_MAP_RELU] = {"relu", 0, LA_SIGN_NONNEG, LA_DRAW_NONE, 0, 0.0, relu_eval_f32,
                      relu_eval_f64, NULL, 0, relu_chain_f32, relu_chain_f64},
     [LA_MAP_IDENTITY] = {"identity", 0, LA_SIGN_SIGNED, LA_DRAW_NONE, 0, 0.0, identity_eval_f32,

@@ -243,6 +243,33 @@ static void test_maps_f64(void) {
   free(u), free(x), free(arg), free(av), free(uh), free(u0);
 }
 
+/* The float64 elu1 (la_k512_elu1_f64): e^x within 2 ulp of libm's exp for x <= 0 (down to
+ * -720, past the underflow to 0), x + 1 exact above 0, NaN kept; dk = 13 has a masked tail
+ * and the row stride 16 a gap that must stay untouched. */
+static void test_elu1_f64(void) {
+  const int n = 20000, dk = 13, r = 16;
+  double *x = malloc(sizeof(double) * n * dk), *phi = malloc(sizeof(double) * n * r);
+  for (int i = 0; i < n * dk; i++) x[i] = -720.0 + 730.0 * (double)i / (double)(n * dk);
+  for (int i = 0; i < n * r; i++) phi[i] = -1.0;
+  x[5] = NAN;
+  la_k512_elu1_f64(n, dk, x, dk, phi, r);
+  double worst = 0;
+  int exact_pos = 1, gap_ok = 1, nan_ok = isnan(phi[5]);
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < dk; j++) {
+      const double xv = x[i * dk + j], y = phi[i * r + j];
+      if (isnan(xv)) continue;
+      if (xv > 0) exact_pos &= y == xv + 1.0;
+      else worst = worse(worst, ulps64(y, xv < -708.3964185322641 ? 0.0 : exp(xv)));
+    }
+    for (int j = dk; j < r; j++) gap_ok &= phi[i * r + j] == -1.0;
+  }
+  CHECK(worst <= 2.0 && exact_pos && gap_ok && nan_ok,
+        "elu1 f64: e^x within 2 ulp (worst %.2f), x + 1 exact %d, gap kept %d, NaN kept %d", worst,
+        exact_pos, gap_ok, nan_ok);
+  free(x), free(phi);
+}
+
 static void test_transpose(void) {
   int ok = 1;
   for (int t = 0; t < 60; t++) {
@@ -290,6 +317,7 @@ int main(void) {
   test_causal_chunk();
   test_maps();
   test_maps_f64();
+  test_elu1_f64();
   test_transpose();
   test_moves();
   printf("%d passed, %d failed\n", npass, nfail);
