@@ -15,7 +15,7 @@ bash jobs/setup.sh >/dev/null
 cmake --preset sanitize >/dev/null
 cmake --build --preset sanitize
 if [ $all = 1 ]; then
-  ctest --preset sanitize -L "unit|mpi" -E "knownbug|slurm_batch|bench_peers" "$@"
+  ctest --preset sanitize -L "unit|mpi" -E "knownbug|slurm_|bench_peers" "$@"
 else
   ctest --preset sanitize -j2 -E "knownbug" \
     -R "^(test_|fuzz_replay|no_fast_math|kernels_|api_dist_np[123]$|scan_np[37]$|dist_np3$|masks_np3$|bench_check_f64_np4$)" "$@"
