@@ -243,8 +243,8 @@ static const la_opt rows[] = {
      .help = "how the ranks' summaries are combined in causal mode (docs/design.md §4.5): "
              "exscan (MPI_Exscan), doubling (recursive doubling), chain (LASP's chain of "
              "states), allgather (LASP-2: every rank gathers all states), pipelined (ZeCO's "
-             "All-Scan, the state cut into --scan-pieces pieces); auto is exscan in this "
-             "version"},
+             "All-Scan, the state cut into --scan-pieces pieces); auto: the fastest by a "
+             "latency-bandwidth model fitted to simulations (docs/simulation.md)"},
     {.name = "--scan-pieces", .meta = "K", .subs = RG | BENCH, .group = G_EXEC,
      .kind = LA_OPT_INT, F(scan_pieces), .lo = 1, .hi = 65536, .def = "8",
      .help = "pieces of the pipelined scan's state"},

@@ -113,6 +113,9 @@ static void scan_op(void *in, void *inout, int *len, MPI_Datatype *dt) {
   size_t per = (size_t)bytes / sizeof(double), rsz = per - 2;
   const double *a = in;
   double *b = inout;
+#ifdef LA_SMPI
+  if (la_smpi_combine((size_t)*len * per)) return;
+#endif
   for (int h = 0; h < *len; h++) {
     const double *ah = a + h * per;
     double *bh = b + h * per;
@@ -156,11 +159,11 @@ struct la_dist_req_s {
 };
 
 void la_dist_set_scan_algorithm(la_dist d, la_scan_algorithm a, int pieces) {
-  d->scan = a == LA_SCAN_AUTO ? LA_SCAN_EXSCAN : a;
+  d->scan = d->scan_used = a;
   d->scan_pieces = pieces < 1 ? 8 : pieces;
 }
 
-la_scan_algorithm la_dist_scan_algorithm(const la_dist d) { return d->scan; }
+la_scan_algorithm la_dist_scan_algorithm(const la_dist d) { return d->scan_used; }
 
 /* Start the exscan (causal) or allreduce (bidirectional) of the summaries in s. */
 static la_status combine_begin(la_dist d, MPI_Comm comm, const la_state *s, int exclusive,
@@ -169,7 +172,12 @@ static la_status combine_begin(la_dist d, MPI_Comm comm, const la_state *s, int 
   size_t per = (size_t)s->r * (s->dv + 1) + 2, total = per * s->heads;
   la_dist_req q = la_calloc(1, sizeof *q);
   la_status st = LA_OK;
-  const la_scan_algorithm alg = exclusive ? d->scan : LA_SCAN_EXSCAN;
+  /* auto: the model's choice for this P and state, the same on every rank (scan_model.c) */
+  const la_scan_algorithm alg = !exclusive ? LA_SCAN_EXSCAN
+                                : d->scan == LA_SCAN_AUTO
+                                    ? la_scan_auto_choice(d->size, s->heads, per, d->scan_pieces)
+                                    : d->scan;
+  if (exclusive) d->scan_used = alg;
   const size_t nscratch = alg == LA_SCAN_EXSCAN
                               ? 0 : la_scan_scratch_doubles(alg, d->size, s->heads, per, d->scan_pieces);
   if (q) {

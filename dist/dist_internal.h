@@ -9,7 +9,8 @@ struct la_dist_s {
   int rank, size;
   int64_t bytes;
   double comm_seconds;
-  la_scan_algorithm scan; /* the causal exscans' algorithm (scan.c), never LA_SCAN_AUTO */
+  la_scan_algorithm scan; /* the causal exscans' algorithm as set (scan.c); may be auto */
+  la_scan_algorithm scan_used; /* that of the last causal scan (auto resolved) */
   int scan_pieces;        /* pieces of the pipelined scan */
 };
 
@@ -23,6 +24,15 @@ size_t la_scan_scratch_doubles(la_scan_algorithm a, int P, int count, size_t per
 /* Doubles this rank sends in one scan of count x per doubles (the report's comm bytes). */
 double la_scan_sent_doubles(la_scan_algorithm a, int rank, int P, int count, size_t per,
                             int pieces);
+
+#ifdef LA_SMPI
+/* smpi_model.c (SimGrid builds only, docs/simulation.md): charges the simulated time of
+ * combining `doubles` doubles (the measured seconds per double, 0 by default) and returns
+ * nonzero when the arithmetic itself is to be skipped (buffers shared between ranks). */
+int la_smpi_combine(size_t doubles);
+extern double la_smpi_combine_seconds; /* per double */
+extern int la_smpi_combine_skip;
+#endif
 
 /* forward.c: the window's halo from the earlier ranks (keys). Collective. */
 la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,

@@ -30,6 +30,9 @@ const char *const la_scan_algorithm_names[] = {"auto", "exscan", "doubling", "ch
 /* b <- a (+) b over count heads of per doubles (a from earlier ranks). */
 static void el_op(const double *a, double *b, int count, size_t per) {
   const size_t rsz = per - 2;
+#ifdef LA_SMPI
+  if (la_smpi_combine((size_t)count * per)) return; /* simulated cost (docs/simulation.md) */
+#endif
   for (int h = 0; h < count; h++) {
     const double *ah = a + h * per;
     double *bh = b + h * per;

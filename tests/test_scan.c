@@ -157,7 +157,9 @@ int main(int argc, char **argv) {
           CHECK(same(&s, &e, tol, &w2), "%s %s seed %d: differs from MPI_Exscan by %.3g",
                 algs[ai].name, dir ? "reverse" : "forward", seed, w2);
         }
-        CHECK(la_dist_scan_algorithm(d) == (algs[ai].a == LA_SCAN_AUTO ? LA_SCAN_EXSCAN : algs[ai].a),
+        CHECK(la_dist_scan_algorithm(d) == (algs[ai].a == LA_SCAN_AUTO
+                                                ? la_scan_auto_choice(P, H, RSZ + 2, algs[ai].pieces)
+                                                : algs[ai].a),
               "%s: la_dist_scan_algorithm", algs[ai].name);
       }
     }

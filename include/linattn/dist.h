@@ -55,8 +55,10 @@ la_status la_dist_exscan_reverse(la_dist d, la_state *state);
  * rank summaries (docs/design.md §4.5 "Scan algorithms"): MPI_Exscan, recursive doubling,
  * LASP's chain, LASP-2's all-gather, or ZeCO's pipelined All-Scan in `pieces` pieces (< 1:
  * the default, 8). All give the same prefixes up to float64 rounding of the bracketing.
- * LA_SCAN_AUTO is, in this version, LA_SCAN_EXSCAN. Not Collective, but every rank must
- * set the same. The bidirectional allreduce is always MPI_Allreduce. */
+ * LA_SCAN_AUTO picks, at each scan, the point-to-point algorithm that a latency-bandwidth
+ * model predicts fastest for that scan's P and state size (la_scan_auto_choice; docs/design.md
+ * §4.5 "auto"). Not Collective, but every rank must set the same. The bidirectional
+ * allreduce is always MPI_Allreduce. */
 typedef enum {
   LA_SCAN_AUTO = 0,
   LA_SCAN_EXSCAN,
@@ -67,8 +69,14 @@ typedef enum {
 } la_scan_algorithm;
 extern const char *const la_scan_algorithm_names[]; /* indexed by la_scan_algorithm, NULL-ended */
 void la_dist_set_scan_algorithm(la_dist d, la_scan_algorithm a, int pieces);
-/* The algorithm in use (auto resolved). */
+/* The algorithm of the last causal scan on d (auto resolved); before any, the one set
+ * (LA_SCAN_AUTO when auto). */
 la_scan_algorithm la_dist_scan_algorithm(const la_dist d);
+/* auto's model (dist/scan_model.c, docs/simulation.md): the predicted seconds of one exclusive
+ * scan of heads elements of per doubles over P ranks by algorithm a, and the algorithm auto
+ * takes (never LA_SCAN_AUTO or LA_SCAN_EXSCAN). Pure: the same on every rank. Not Collective. */
+double la_scan_model_seconds(la_scan_algorithm a, int P, int heads, size_t per, int pieces);
+la_scan_algorithm la_scan_auto_choice(int P, int heads, size_t per, int pieces);
 
 /* Collective: the same on exact states (§4.7), whose operator is exactly associative, so
  * the result does not depend on how MPI brackets it. */

@@ -1,0 +1,239 @@
+/* linattn_smpi: the scan algorithms of dist/scan.c and dist/comm.c on SimGrid's simulated
+ * ranks (docs/simulation.md). Run under smpirun (tools/smpi/simulate.sh); rank 0 prints CSV.
+ *
+ *   calibrate [--tokens n] [--heads H] [--dk d] [--dv d] [--reps k]
+ *       the real engine's seconds per token of each forward phase, and the combine's
+ *       seconds per double, measured on this machine (calibrate.c); run with -np 1.
+ *   scan --heads H --r r --dv d [--algs a,b,..] [--pieces K] [--combine-seconds x]
+ *        [--skip-combines] [--check]
+ *       one la_dist_exscan of a state of H heads of r (dv + 1) + 2 doubles per algorithm;
+ *       prints the scan's communication time (la_dist_comm_seconds, max over ranks) beside
+ *       auto's model (la_scan_model_seconds). --check fills the states with random elements
+ *       and compares every rank's prefix with a serial fold of the operator (docs/design.md
+ *       §4.1): exit 1 when any differs by more than 1e-12 relative.
+ *   forward (--tokens-per-rank n | --tokens N) --calib FILE [--heads H --dk d --dv d]
+ *           [--block-tokens B] [--algs ...] [--skip-combines]
+ *       the causal forward of dist/forward.c (forward_causal): keys pass, the scan started,
+ *       local apply, scan completed, correction; each phase charged n x its measured seconds
+ *       per token (smpi_execute_flops at the host's speed), the scan real. One rank: the
+ *       plain apply. With B > 0, linattn run's streaming instead (docs/design.md §4.5): only
+ *       the first B tokens are applied locally and corrected, the rest applied. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <mpi.h>
+#include <simgrid/host.h>
+#include <smpi/smpi.h>
+#include "dist_internal.h"
+#include "linattn/linattn.h"
+#include "simscan.h"
+
+/* No mutable globals: the simulated ranks share them (smpi/privatization:no). */
+#define RANK_P                          \
+  int rank, P;                          \
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank); \
+  MPI_Comm_size(MPI_COMM_WORLD, &P)
+
+static void die(const char *msg) {
+  RANK_P;
+  (void)P;
+  if (rank == 0) fprintf(stderr, "linattn: error: %s\n", msg);
+  MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static const char *opt(int argc, char **argv, const char *name, const char *def) {
+  for (int i = 2; i + 1 < argc; i++)
+    if (!strcmp(argv[i], name)) return argv[i + 1];
+  return def;
+}
+static int flag(int argc, char **argv, const char *name) {
+  for (int i = 2; i < argc; i++)
+    if (!strcmp(argv[i], name)) return 1;
+  return 0;
+}
+
+/* --algs list -> algorithms (names of la_scan_algorithm_names) */
+static int parse_algs(const char *s, la_scan_algorithm *a, int max) {
+  int n = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", s);
+  for (char *t = strtok(buf, ","); t && n < max; t = strtok(NULL, ",")) {
+    int k = 0;
+    while (la_scan_algorithm_names[k] && strcmp(la_scan_algorithm_names[k], t)) k++;
+    if (!la_scan_algorithm_names[k]) die("--algs: unknown scan algorithm");
+    a[n++] = (la_scan_algorithm)k;
+  }
+  return n;
+}
+
+/* A deterministic element for rank p, head h (every rank can make every rank's): log-scales
+ * in +-30, some empty heads, some segment starts, as in tests/test_scan.c. */
+static double urand(uint64_t *rs) {
+  *rs = *rs * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (double)(*rs >> 11) * 0x1.0p-53;
+}
+static void make(int p, la_state *e) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  uint64_t rs = 0x9e3779b97f4a7c15ULL * (uint64_t)(p + 1);
+  for (int h = 0; h < e->heads; h++) {
+    e->m[h] = urand(&rs) < 0.1 ? -INFINITY : 60 * urand(&rs) - 30;
+    e->f[h] = urand(&rs) < 0.1;
+    for (size_t i = 0; i < rsz; i++) e->sz[h * rsz + i] = e->m[h] == -INFINITY ? 0 : 2 * urand(&rs) - 1;
+  }
+}
+
+static int cmd_scan(la_dist d, int argc, char **argv) {
+  RANK_P;
+  const int H = atoi(opt(argc, argv, "--heads", "4")), r = atoi(opt(argc, argv, "--r", "64")),
+            dv = atoi(opt(argc, argv, "--dv", "64")), K = atoi(opt(argc, argv, "--pieces", "8"));
+  const int check = flag(argc, argv, "--check");
+  la_scan_algorithm algs[8];
+  const int na = parse_algs(opt(argc, argv, "--algs", "doubling,chain,allgather,pipelined,exscan"), algs, 8);
+  la_state s, want, tmp;
+  if (la_state_init(&s, H, r, dv) != LA_OK || (check && (la_state_init(&want, H, r, dv) != LA_OK ||
+                                                          la_state_init(&tmp, H, r, dv) != LA_OK)))
+    die("out of memory for the states");
+  const size_t per = (size_t)r * (dv + 1) + 2, rsz = per - 2;
+  if (check) { /* the serial fold of ranks 0..rank-1, from the library's operator */
+    for (int q = 0; q < rank; q++) {
+      make(q, &tmp);
+      la_state_combine(&want, &tmp);
+    }
+  }
+  int bad = 0;
+  if (rank == 0) printf("alg,ranks,heads,r,dv,state_bytes,pieces,seconds,model_seconds,used,check_rel\n");
+  for (int i = 0; i < na; i++) {
+    la_dist_set_scan_algorithm(d, algs[i], K);
+    if (check) make(rank, &s);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double c0 = la_dist_comm_seconds(d);
+    if (la_dist_exscan(d, &s) != LA_OK) die("the scan failed");
+    double t = la_dist_comm_seconds(d) - c0, tmax = 0, rel = 0, relmax = 0;
+    if (check) {
+      for (int h = 0; h < H; h++) {
+        double big = 0, diff = 0;
+        for (size_t j = 0; j < rsz; j++) {
+          big = fmax(big, fabs(want.sz[h * rsz + j]));
+          diff = fmax(diff, fabs(s.sz[h * rsz + j] - want.sz[h * rsz + j]));
+        }
+        if (big > 0) rel = fmax(rel, diff / big);
+        if (!(diff <= 1e-12 * big) || s.m[h] != want.m[h] || !!s.f[h] != !!want.f[h]) {
+          if (getenv("LA_SMPI_DEBUG"))
+            fprintf(stderr, "rank %d %s head %d: diff %g big %g m %g/%g f %d/%d\n", rank,
+                    la_scan_algorithm_names[algs[i]], h, diff, big, s.m[h], want.m[h], s.f[h], want.f[h]);
+          bad++;
+        }
+      }
+    }
+    MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&rel, &relmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    const la_scan_algorithm used = la_dist_scan_algorithm(d);
+    if (rank == 0) {
+      printf("%s,%d,%d,%d,%d,%.0f,%d,%.6g,%.6g,%s,", la_scan_algorithm_names[algs[i]], P, H, r, dv,
+             8.0 * H * per, K, tmax, la_scan_model_seconds(used, P, H, per, K),
+             la_scan_algorithm_names[used]);
+      if (check) printf("%.3g", relmax);
+      printf("\n");
+      fflush(stdout);
+    }
+  }
+  int allbad = 0;
+  MPI_Allreduce(&bad, &allbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (check && rank == 0)
+    printf("# check: %s (%d heads differ from the serial fold)\n", allbad ? "FAILED" : "ok", allbad);
+  la_state_free(&s);
+  if (check) { la_state_free(&want); la_state_free(&tmp); }
+  return allbad ? 1 : 0;
+}
+
+/* seconds of this machine, charged as flops at the simulated host's speed */
+static void charge(double seconds) {
+  if (seconds > 0) smpi_execute_flops(seconds * sg_host_get_speed(sg_host_self()));
+}
+
+static int cmd_forward(la_dist d, int argc, char **argv) {
+  RANK_P;
+  const int H = atoi(opt(argc, argv, "--heads", "4")), dk = atoi(opt(argc, argv, "--dk", "64")),
+            dv = atoi(opt(argc, argv, "--dv", "64")), K = atoi(opt(argc, argv, "--pieces", "8"));
+  const char *calib = opt(argc, argv, "--calib", NULL);
+  const int64_t npr = atoll(opt(argc, argv, "--tokens-per-rank", "0"));
+  const int64_t B = atoll(opt(argc, argv, "--block-tokens", "0"));
+  const int64_t N = npr > 0 ? npr * P : atoll(opt(argc, argv, "--tokens", "0"));
+  if (!calib || N <= 0) die("forward needs --calib FILE and --tokens-per-rank n or --tokens N");
+  double c[5];
+  FILE *f = fopen(calib, "r");
+  char line[1024];
+  if (!f || !fgets(line, sizeof line, f) || !fgets(line, sizeof line, f) ||
+      sscanf(line, "%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%lf,%lf,%lf,%lf,%lf", &c[0], &c[1], &c[2], &c[3], &c[4]) != 5)
+    die("cannot read the calibration CSV (--calib)");
+  fclose(f);
+  la_scan_algorithm algs[8];
+  const int na = parse_algs(opt(argc, argv, "--algs", "doubling,chain,allgather,pipelined,exscan"), algs, 8);
+  int64_t n, row0;
+  la_split_ownership(N, P, rank, &n, &row0);
+  la_state st;
+  if (la_state_init(&st, H, dk, dv) != LA_OK) die("out of memory for the state");
+  if (rank == 0) printf("alg,ranks,tokens,tokens_per_rank,heads,dk,dv,seconds,comm_seconds,compute_seconds,used\n");
+  for (int i = 0; i < na; i++) {
+    la_dist_set_scan_algorithm(d, algs[i], K);
+    la_state_reset(&st);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime(), c0 = la_dist_comm_seconds(d);
+    double comp = 0;
+    if (P == 1) {
+      comp = (double)n * c[0];
+      charge(comp);
+    } else { /* dist/forward.c forward_causal, phase by phase */
+      /* in memory (bench): the whole shard is block 0; streaming (run, --block-tokens B):
+       * block 0 is applied locally and corrected, the rest applied from the prefix */
+      const double b0 = B > 0 && B < n ? (double)B : (double)n, rest = (double)n - b0;
+      la_dist_req req = NULL;
+      charge((double)n * c[1]);
+      if (la_dist_agree(d, LA_OK, NULL, 0) != LA_OK || la_dist_iexscan_begin(d, &st, &req) != LA_OK)
+        die("cannot start the scan");
+      charge(b0 * c[2]);
+      if (la_dist_iexscan_end(d, &req, &st) != LA_OK) die("the scan failed");
+      charge(b0 * c[3] + rest * c[0]);
+      comp = (double)n * c[1] + b0 * (c[2] + c[3]) + rest * c[0];
+    }
+    double t = MPI_Wtime() - t0, cm = la_dist_comm_seconds(d) - c0, v[3] = {t, cm, comp}, vmax[3];
+    MPI_Reduce(v, vmax, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+      printf("%s,%d,%lld,%lld,%d,%d,%d,%.6g,%.6g,%.6g,%s\n", la_scan_algorithm_names[algs[i]], P,
+             (long long)N, (long long)(N / P), H, dk, dv, vmax[0], vmax[1], vmax[2],
+             la_scan_algorithm_names[la_dist_scan_algorithm(d)]);
+      fflush(stdout);
+    }
+  }
+  la_state_free(&st);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  RANK_P;
+  (void)P;
+  const char *cmd = argc > 1 ? argv[1] : "";
+  int rc = 2;
+  if (!strcmp(cmd, "calibrate")) {
+    rc = rank == 0 ? la_smpi_calibrate(atoll(opt(argc, argv, "--tokens", "262144")),
+                                       atoi(opt(argc, argv, "--heads", "4")),
+                                       atoi(opt(argc, argv, "--dk", "64")),
+                                       atoi(opt(argc, argv, "--dv", "64")),
+                                       atoi(opt(argc, argv, "--reps", "2")), stdout)
+                   : 0;
+  } else if (!strcmp(cmd, "scan") || !strcmp(cmd, "forward")) {
+    la_smpi_combine_seconds = atof(opt(argc, argv, "--combine-seconds", "0"));
+    la_smpi_combine_skip = flag(argc, argv, "--skip-combines");
+    la_dist d = NULL;
+    if (la_dist_create(MPI_COMM_WORLD, &d) != LA_OK) die("cannot create the communicators");
+    rc = !strcmp(cmd, "scan") ? cmd_scan(d, argc, argv) : cmd_forward(d, argc, argv);
+    la_dist_destroy(&d);
+  } else if (rank == 0) {
+    fprintf(stderr, "linattn: error: usage: linattn_smpi calibrate|scan|forward [options] "
+                    "(tools/smpi/simscan.c)\n");
+  }
+  MPI_Finalize();
+  return rc;
+}
