@@ -6,7 +6,7 @@
  *
  * with rounds = messages on the critical path, bytes = bytes along it, combined = doubles
  * combined (§4.1 operator) along it; gamma is the combine time per double, the others are
- * least-squares fits to the simulated times (tools/smpi/fit_model.py). Domain: P >= 1,
+ * least-squares fits to the simulated times (tools/smpi/collect.py). Domain: P >= 1,
  * heads >= 1, per >= 3, pieces >= 1 (< 1: the default 8). Pure and deterministic: every rank
  * computes the same choice from the same (P, heads, per, pieces). */
 #include <math.h>

@@ -110,9 +110,11 @@ stop_resume("causal_segments", 3, ["--segments", segs], 12, 2)
 out, ck, ref = f"{W}/term.npy", f"{W}/term_ck", f"{W}/term_ref.npy"
 big = ["--n", "400000", "--heads", "2", "--dk", "16", "--dv", "16", "--block-tokens", "2048",
        "--seed", "9"]
-rc, _ = run(2, big + ["--out", ref])
+# long enough (seconds) that the signal, sent once the first checkpoint exists, comes mid-run
+longer = ["--n", "3000000"] + big[2:]
+rc, _ = run(2, longer + ["--out", ref])
 ok(rc == 0, f"SIGTERM: uninterrupted run exit {rc}")
-args = big + ["--out", out, "--checkpoint", ck, "--checkpoint-every", "0.05"]
+args = longer + ["--out", out, "--checkpoint", ck, "--checkpoint-every", "0.05"]
 p = subprocess.Popen(["mpirun", "-np", "2", "--bind-to", "none", BIN, "run", "--no-progress"] + args,
                      env=ENV, stderr=subprocess.PIPE, text=True)
 t0 = time.time()
@@ -120,7 +122,14 @@ while not ckpts(ck) and p.poll() is None and time.time() - t0 < 120:
     time.sleep(0.02)
 pids = subprocess.run(["pgrep", "-f", f"checkpoint {ck}"], capture_output=True, text=True).stdout.split()
 pids = [int(x) for x in pids if int(x) != p.pid]
-ranks = [q for q in pids if os.path.basename(os.readlink(f"/proc/{q}/exe")) == "linattn"] if pids else []
+def exe(q):
+    try:
+        return os.path.realpath(f"/proc/{q}/exe")
+    except OSError:
+        return ""
+
+
+ranks = [q for q in pids if exe(q) == os.path.realpath(BIN)]
 if ranks:
     os.kill(ranks[-1], signal.SIGTERM)
 err = p.communicate(timeout=300)[1]
