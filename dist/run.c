@@ -217,7 +217,9 @@ int la_cmd_run(la_dist d, la_cli *o) {
       }
     }
     /* the rank total (lanes in order), then the collective and each lane's prefix */
-    if (st == LA_OK && !stop && !repro) {
+    if (st == LA_OK && !stop && !repro && nmy == 0) { /* a rank without lanes: identity */
+      la_state_reset(&state);
+    } else if (st == LA_OK && !stop && !repro) {
       state_copy(&state, &ls[0]);
       for (int i = 1; i < nmy; i++) la_state_combine(&state, &ls[i]);
     }

@@ -139,13 +139,15 @@ if ok(p.returncode == 75 and len(ranks) == 2 and not os.path.exists(out),
     ok(rc == 0 and same(out, ref), f"SIGTERM: resume exit {rc}, bitwise equal")
 
 # 3. other rank counts
-for src, dst in [(4, 1), (4, 2), (4, 3), (2, 4)]:
-    tag = f"ranks_{src}to{dst}"
+# (ranks, resume ranks, poll of the stop): 6000 tokens on src ranks make ceil(6000/src/256)
+# blocks a pass, so poll 8 of 4 ranks and 14 of 2 are in pass 2, poll 3 of 2 in pass 1 (whose
+# resume on 4 ranks leaves ranks 0 and 2 without lanes at the scan)
+for src, dst, after in [(4, 1, 8), (4, 2, 8), (4, 3, 8), (2, 4, 14), (2, 4, 3)]:
+    tag = f"ranks_{src}to{dst}_at{after}"
     ref, out, ck = f"{W}/{tag}_ref.npy", f"{W}/{tag}.npy", f"{W}/{tag}_ck"
     rc, _ = run(src, BASE + ["--out", ref])
     args = BASE + ["--out", out, "--checkpoint", ck]
-    # 6000 tokens on src ranks: ceil(6000 / src / 256) blocks a pass; stop in pass 2
-    rc1, _ = run(src, args, env={"LINATTN_TEST_SIGNAL_AFTER": "8" if src == 4 else "14"})
+    rc1, _ = run(src, args, env={"LINATTN_TEST_SIGNAL_AFTER": str(after)})
     rc2, err = run(dst, args)
     good = rc == 0 and rc1 == 75 and rc2 == 0
     e = rel(out, ref) if good else float("nan")
