@@ -169,8 +169,14 @@ for attempt in range(7):
     try:
         p.wait(timeout=random.uniform(0.2, 3.0) if attempt < 6 else 300)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
+        # Open MPI puts each rank in its own process group, so kill the whole session (mpirun
+        # leads it) and wait until no process of it is left, as when a node dies
+        subprocess.run(["pkill", "-KILL", "-s", str(p.pid)])
         p.wait()
+        for _ in range(200):
+            if subprocess.run(["pkill", "-KILL", "-s", str(p.pid)]).returncode != 0:
+                break
+            time.sleep(0.05)
         kills += 1
         visible |= os.path.exists(out)
         for c in ckpts(ck):
