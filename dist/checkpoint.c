@@ -68,6 +68,16 @@ static void remove_dir(const char *path) {
   rmdir(path);
 }
 
+/* Remove DIR/ckpt.<seq> atomically for a reader: first renamed to DIR/.ckpt.<seq>.del (the
+ * name a later run sweeps, list_ckpts), then emptied; a kill midway never leaves a ckpt.<seq>
+ * with missing pieces. */
+static void drop_ckpt(const char *dir, int64_t seq) {
+  char from[4200], to[4200];
+  snprintf(from, sizeof from, "%s/ckpt.%" PRId64, dir, seq);
+  snprintf(to, sizeof to, "%s/.ckpt.%" PRId64 ".del", dir, seq);
+  remove_dir(rename(from, to) == 0 ? to : from);
+}
+
 la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, int r,
                        char *err, size_t errlen) {
   memset(c, 0, sizeof *c);
@@ -378,7 +388,7 @@ la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, i
         snprintf(op, sizeof op, "%s/ckpt.%" PRId64, c->dir, old);
         struct stat s;
         if (stat(op, &s) != 0) break;
-        remove_dir(op);
+        drop_ckpt(c->dir, old);
       }
     if (st != LA_OK) remove_dir(tmp);
   }
@@ -731,7 +741,11 @@ void la_ckpt_remove_all(la_ckpt *c) {
   struct dirent *e;
   char p[4200];
   while ((e = readdir(dd)))
-    if (strncmp(e->d_name, "ckpt.", 5) == 0 || strncmp(e->d_name, ".ckpt.", 6) == 0) {
+    if (strncmp(e->d_name, "ckpt.", 5) == 0) {
+      char *endp;
+      long long v = strtoll(e->d_name + 5, &endp, 10);
+      if (!*endp) drop_ckpt(c->dir, v);
+    } else if (strncmp(e->d_name, ".ckpt.", 6) == 0) {
       snprintf(p, sizeof p, "%s/%s", c->dir, e->d_name);
       remove_dir(p);
     }
