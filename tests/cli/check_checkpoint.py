@@ -10,7 +10,7 @@ shared. Cases:
      uninterrupted run; the report's "checkpoint" says where it resumed; the folder is emptied.
   2. an external SIGTERM to one rank of a running job: the ranks agree, exit 75, resume bitwise.
   3. resume on other rank counts (4 -> 1, 2, 3; 2 -> 4): equal within 2e-6 relative.
-  4. SIGKILL of every rank at random moments, resumed until done: never a file under the final
+  4. SIGKILL of every rank (the whole session) at random moments, resumed until done: never a file under the final
      name before the end, every ckpt.N a whole checkpoint, the output bitwise equal.
   5. damage: a flipped byte in the newest checkpoint -> a warning and the one before it, bitwise;
      both damaged -> exit 2 naming both; other options -> exit 2 naming the option; the partial
@@ -154,7 +154,7 @@ for src, dst, after in [(4, 1, 8), (4, 2, 8), (4, 3, 8), (2, 4, 14), (2, 4, 3)]:
     ok(good and e < 2e-6, f"{tag}: exits {rc}/{rc1}/{rc2}, max rel diff {e:.2e} (< 2e-6) "
        f"{err.strip()[-200:] if not good else ''}")
 
-# 4. SIGKILL at random moments: six kills (the first moments of a start included), then a
+# 4. SIGKILL at random moments: up to six kills (the first moments of a start included), then a
 # start left to finish
 random.seed(1)
 out, ck, ref = f"{W}/kill.npy", f"{W}/kill_ck", f"{W}/kill_ref.npy"
