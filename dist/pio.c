@@ -342,21 +342,21 @@ la_status la_pout_open_partial(la_dist d, const char *path, const char *partial,
   return pout_open(d, path, partial, resume, dt, ndim, shape, force, out, err, errlen);
 }
 
+/* MPI_File_sync of the open output; a failure is "path: cannot write: <reason>". */
+static la_status sync_out(la_pout *out, char *err, size_t errlen) {
+  char why[MPI_MAX_ERROR_STRING + 64];
+  int e, q = quiet_begin();
+  errno = 0;
+  int rc = MPI_File_sync(out->fh);
+  int se = errno;
+  quiet_end(q);
+  if (rc == MPI_SUCCESS) return LA_OK;
+  snprintf(err, errlen, "%s: cannot write: %s", out->path, io_reason(rc, se, why, sizeof why, &e));
+  return e ? la_write_status(e) : LA_ERR_WRITE;
+}
+
 la_status la_pout_sync(la_dist d, la_pout *out, char *err, size_t errlen) {
-  la_status st = LA_OK;
-  if (out->open) {
-    char why[MPI_MAX_ERROR_STRING + 64];
-    int e, q = quiet_begin();
-    errno = 0;
-    int rc = MPI_File_sync(out->fh);
-    int se = errno;
-    quiet_end(q);
-    if (rc != MPI_SUCCESS) {
-      snprintf(err, errlen, "%s: cannot write: %s", out->tmp, io_reason(rc, se, why, sizeof why, &e));
-      st = e ? la_write_status(e) : LA_ERR_WRITE;
-    }
-  }
-  return la_dist_agree(d, st, err, errlen);
+  return la_dist_agree(d, out->open ? sync_out(out, err, errlen) : LA_OK, err, errlen);
 }
 
 la_status la_pout_write(la_pout *out, int64_t row0, int64_t n, const void *src, char *err,
@@ -376,17 +376,7 @@ la_status la_pout_finish(la_dist d, la_pout *out, int ok, char *err, size_t errl
   la_status st = LA_OK;
   char why[MPI_MAX_ERROR_STRING + 64];
   int e;
-  if (ok) {
-    int q = quiet_begin();
-    errno = 0;
-    int rc = MPI_File_sync(out->fh);
-    int se = errno;
-    quiet_end(q);
-    if (rc != MPI_SUCCESS) {
-      snprintf(err, errlen, "%s: cannot write: %s", out->path, io_reason(rc, se, why, sizeof why, &e));
-      st = e ? la_write_status(e) : LA_ERR_WRITE;
-    }
-  }
+  if (ok) st = sync_out(out, err, errlen);
   int q = quiet_begin();
   errno = 0;
   int rc = MPI_File_close(&out->fh);
