@@ -8,17 +8,7 @@
 #include <stdio.h>
 #include "linattn/dist.h"
 
-static int fails = 0, checks = 0;
-#define CHECK(c, ...)                 \
-  do {                                \
-    checks++;                         \
-    if (!(c)) {                       \
-      fails++;                        \
-      fprintf(stderr, "FAIL: ");      \
-      fprintf(stderr, __VA_ARGS__);   \
-      fputc('\n', stderr);            \
-    }                                 \
-  } while (0)
+#include "check.h"
 
 static size_t per_of(int r, int dv) { return (size_t)r * (dv + 1) + 2; }
 
@@ -66,6 +56,6 @@ int main(void) {
           pts[i].P, pts[i].H, pts[i].r, la_scan_algorithm_names[a],
           la_scan_algorithm_names[pts[i].want]);
   }
-  printf("test_scan_model: %d checks, %d failed\n", checks, fails);
-  return fails ? 1 : 0;
+  printf("%d passed, %d failed\n", npass, nfail);
+  return nfail != 0;
 }
