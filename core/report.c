@@ -86,6 +86,7 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
           p->heads, p->dk, p->dv);
   fprintf(f, "  \"scale\": %.17g,\n  \"seed\": %llu,\n  \"chunk\": %d,\n", p->scale,
           (unsigned long long)c->seed, p->chunk);
+  fprintf(f, "  \"block_tokens\": %lld,\n", (long long)p->block_tokens);
   fprintf(f, "  \"kernels\": ");
   opt_str(f, p->kernels); /* never guessed: null when the caller did not say */
   fprintf(f, ",\n  \"cpu\": {\"model\": ");

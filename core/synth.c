@@ -6,6 +6,9 @@
 #include "synth_kernel.h"
 
 #include "kern512.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define LA_SYNTH_SUFFIX generic
 #include "synth_kernel.h"
@@ -25,16 +28,24 @@ int la_synth_avx512_available(void) {
 /* Threads take blocks of LA_SYNTH_BLOCK tokens; which thread made a row changes nothing. */
 enum { LA_SYNTH_BLOCK = 16 };
 
-void la_synth_rows(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads, int d,
-                   double scale, la_dtype dt, void *dst) {
+void la_synth_rows_threads(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads,
+                           int d, double scale, la_dtype dt, void *dst, int threads) {
   void (*rows)(uint64_t, int, int64_t, int64_t, int, int, double, la_dtype, void *) =
       la_synth_avx512_available() ? la_synth_rows_avx512 : la_synth_rows_generic;
   const size_t esz = dt == LA_F32 ? sizeof(float) : sizeof(double);
   const int64_t nb = (n + LA_SYNTH_BLOCK - 1) / LA_SYNTH_BLOCK;
-#pragma omp parallel for schedule(static)
+#ifdef _OPENMP
+  if (threads <= 0) threads = omp_get_max_threads();
+#endif
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : 1)
   for (int64_t b = 0; b < nb; b++) {
     const int64_t i0 = b * LA_SYNTH_BLOCK, m = n - i0 < LA_SYNTH_BLOCK ? n - i0 : LA_SYNTH_BLOCK;
     rows(seed, tensor, token0 + i0, m, heads, d, scale, dt,
          (char *)dst + (size_t)i0 * (size_t)heads * (size_t)d * esz);
   }
+}
+
+void la_synth_rows(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads, int d,
+                   double scale, la_dtype dt, void *dst) {
+  la_synth_rows_threads(seed, tensor, token0, n, heads, d, scale, dt, dst, 0);
 }

@@ -2,20 +2,26 @@
  * core/synth.c includes it with the project's default flags (la_synth_rows_generic) and
  * core/synth_avx512.c with -mavx512f -mavx512dq -mavx512vl (la_synth_rows_avx512); synth.c
  * picks one at run time. Both files are compiled with -ffp-contract=off and the kernel uses
- * only IEEE basic operations (+ - * /, sqrt, double -> float) and integer operations, each
+ * only IEEE basic operations (+ - * /, sqrt, the conversions) and integer operations, each
  * correctly rounded per lane, so every lane of every build gives the same bits as the
  * scalar code: the value is a pure function of (seed, tensor, token, head, column). (This
- * needs double arithmetic without excess precision: SSE2 or AArch64, not x87.)
+ * needs arithmetic without excess precision: SSE2 or AArch64, not x87.)
  *
- * Definition. Row (token, head) of tensor t has the key
+ * Definition (version 2, since 2026-12; docs/design.md §2.1 "Synthetic inputs"). Row
+ * (token, head) of tensor t has the key
  *   rowkey = mix64(mix64(mix64(seed + C0) ^ (token + C1)) ^ ((2^60 | t << 32 | head) + C2)),
  * (the first three links of la_rng_u64's chain, once per row); pair c (columns 2c, 2c+1) is
- *   x = mix64(rowkey ^ (c + C3)), y = mix64(x ^ C4),
- *   u1 = ((x >> 11) + 1) 2^-53 in (0, 1], u2 = (y >> 11) 2^-53 in [0, 1),
- *   column 2c = scale sqrt(-2 log u1) cos(2 pi u2), column 2c+1 = ... sin(2 pi u2)
- * (Box-Muller), with this file's log (fdlibm's, < 1 ulp) and sin/cos (the angle reduced
- * exactly from the bits of u2, then fdlibm's kernels, < 1 ulp). The uniforms are those of
- * the earlier definition (la_rng_u64(seed, token, key, c)); only log/sin/cos changed. */
+ * one draw x = mix64(rowkey ^ (c + C3)) = la_rng_u64(seed, token, key, c), split into
+ *   u1 = float((x >> 24) + 1) 2^-40 in [2^-40, 1] (40 bits, rounded once to float),
+ *   u2 = (x mod 2^24) 2^-24 in [0, 1) (24 bits),
+ *   z = sqrt(-2 log u1) (cos, sin)(2 pi u2) in float (Box-Muller), with this file's log
+ *   (fdlibm's logf, < 1 ulp) and sin/cos (the angle reduced exactly from the bits of u2,
+ *   then fdlibm's float kernels, < 2 ulp), and the columns are scale z, computed in double
+ *   and rounded to the output type (z itself when scale = 1). So a value is a normal
+ *   truncated at |z| <= sqrt(80 ln 2) = 7.45 (probability of more: 1e-13), a float32 row is
+ *   the float64 row rounded, and a float64 row at scale 1 holds float32 values.
+ * Version 1 computed log, sin and cos in double from two draws per pair; it was 2.8 times
+ * slower and its values differ. */
 #ifndef LINATTN_SYNTH_KERNEL_H
 #define LINATTN_SYNTH_KERNEL_H
 #include <stddef.h>
@@ -31,12 +37,12 @@ void la_synth_rows_avx512(uint64_t seed, int tensor, int64_t token0, int64_t n, 
                           int d, double scale, la_dtype dt, void *dst);
 /* 1 if this build has the AVX-512 kernel and the CPU reports AVX-512F, DQ and VL. */
 int la_synth_avx512_available(void);
-/* The kernel's math on its own, for the tests: out[i] = log(m[i] 2^-53), m[i] in [1, 2^53];
- * s[i], c[i] = sin, cos(2 pi m[i] 2^-53), m[i] in [0, 2^53). */
-void la_synth_log_generic(size_t n, const uint64_t *m, double *out);
-void la_synth_log_avx512(size_t n, const uint64_t *m, double *out);
-void la_synth_sincos_generic(size_t n, const uint64_t *m, double *s, double *c);
-void la_synth_sincos_avx512(size_t n, const uint64_t *m, double *s, double *c);
+/* The kernel's math on its own, for the tests: out[i] = log(u[i]), u[i] a positive normal
+ * float; s[i], c[i] = sin, cos(2 pi m[i] 2^-24), m[i] in [0, 2^24). */
+void la_synth_log_generic(size_t n, const float *u, float *out);
+void la_synth_log_avx512(size_t n, const float *u, float *out);
+void la_synth_sincos_generic(size_t n, const uint32_t *m, float *s, float *c);
+void la_synth_sincos_avx512(size_t n, const uint32_t *m, float *s, float *c);
 #endif
 
 /* ---- the kernel template: define LA_SYNTH_SUFFIX (generic or avx512) before including ---- */
@@ -71,86 +77,80 @@ SK_AI double sk_exact_u53(uint64_t m) {
          sk_d((0 - (m & 1)) & 0x3ff0000000000000ULL); /* + 0.0 or 1.0 */
 #endif
 }
-/* (double)r, exact for r in [-2^51, 2^51) */
-SK_AI double sk_exact_i51(int64_t r) {
-#if defined(__AVX512DQ__) || defined(__aarch64__)
-  return (double)r;
-#else
-  return sk_d(0x4338000000000000ULL + (uint64_t)r) - 0x1.8p52;
-#endif
+SK_AI float sk_fu(uint32_t i) {
+  float f;
+  memcpy(&f, &i, sizeof f);
+  return f;
+}
+SK_AI uint32_t sk_uf(float f) {
+  uint32_t i;
+  memcpy(&i, &f, sizeof i);
+  return i;
 }
 
-/* log(m 2^-53) for m in [1, 2^53], after fdlibm's e_log.c: m 2^-53 = 2^k (1 + f) with
- * 1 + f in [sqrt(2)/2, sqrt(2)) (from the bits), s = f / (2 + f), log(1 + f) =
- * f - f^2/2 + s (f^2/2 + R(s^2)) with its minimax R (|error| < 2^-58.45), and k ln 2 in two
- * parts (ln2_hi k exact for |k| < 2^11). Error < 1 ulp (0.84 measured, tests/test_synth.c). */
-SK_AI double sk_log_m53(uint64_t m) {
-  uint64_t ix = sk_u(sk_exact_u53(m)); /* m = u1 2^53: its exponent is k + 53 */
-  ix += (uint64_t)(0x3ff00000 - 0x3fe6a09e) << 32;
-  const uint64_t e = ix >> 52; /* k + 1023 + 53 */
-  ix = (ix & 0x000fffffffffffffULL) + (0x3fe6a09eULL << 32);
-  const double dk = sk_d(0x4330000000000000ULL + e) - (0x1p52 + 1076.0);
-  const double f = sk_d(ix) - 1.0;
-  const double hfsq = 0.5 * f * f, s = f / (2.0 + f), z = s * s, w = z * z;
-  const double t1 = w * (3.999999999940941908e-01 +
-                         w * (2.222219843214978396e-01 + w * 1.531383769920937332e-01));
-  const double t2 = z * (6.666666666666735130e-01 +
-                         w * (2.857142874366239149e-01 +
-                              w * (1.818357216161805012e-01 + w * 1.479819860511658591e-01)));
-  const double R = t2 + t1;
-  return s * (hfsq + R) + dk * 1.90821492927058770002e-10 - hfsq + f +
-         dk * 6.93147180369123816490e-01;
+/* log(u) for a positive normal float u (here u1 in [2^-40, 1]), after fdlibm's e_logf.c,
+ * branch-free: u = 2^k (1 + f) with 1 + f in [sqrt(2)/2, sqrt(2)) (from the bits),
+ * s = f / (2 + f), log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2)) with fdlibm's minimax R, and
+ * k ln 2 in two parts (ln2_hi k exact for |k| < 2^8). Error < 1 ulp (tests/test_synth.c). */
+SK_AI float sk_logf(float u) {
+  uint32_t ix = sk_uf(u);
+  int32_t k = (int32_t)(ix >> 23) - 127;
+  ix &= 0x007fffffu;
+  const uint32_t i = (ix + 0x4afb20u) & 0x800000u; /* 0x95f64 << 3: mantissa >= sqrt(2)/2 */
+  const float x = sk_fu(ix | (i ^ 0x3f800000u));     /* 1 + f, or (1 + f) / 2 */
+  k += (int32_t)(i >> 23);
+  const float f = x - 1.0f, dk = (float)k;
+  const float s = f / (2.0f + f), z = s * s, w = z * z;
+  const float t1 = w * (4.0000972152e-01f + w * 2.4279078841e-01f);
+  const float t2 = z * (6.6666662693e-01f + w * 2.8498786688e-01f);
+  const float R = t2 + t1, hfsq = 0.5f * f * f;
+  return dk * 6.9313812256e-01f - ((hfsq - (s * (hfsq + R) + dk * 9.0580006145e-06f)) - f);
 }
 
-/* sin and cos of 2 pi m 2^-53, m in [0, 2^53). Reduction, all exact: q = nearest integer of
- * 4 m 2^-53 (0..4, from the bits), r = m - q 2^51 in [-2^50, 2^50), g = r 2^-51 in
- * [-1/2, 1/2), so the angle is q pi/2 + (pi/2) g. (pi/2) g as a double-double (xh, xl):
- * g = gh + gl with gh its top 26 bits, P1 = pi/2 to 27 bits (gh P1 exact), P2 = pi/2 - P1;
- * xh + xl = gh P1 + (gl P1 + g P2) by Fast2Sum, relative error < 2^-80. Then fdlibm's
- * __kernel_sin / __kernel_cos on |xh| <= pi/4 (polynomial errors < 2^-58), and the quadrant
- * swaps and negates them. Error < 1 ulp (0.79 measured); the zeros of sin and cos are exact. */
-SK_AI void sk_sincos_m53(uint64_t m, double *sn, double *cs) {
-  const uint64_t q = (m + (1ULL << 50)) >> 51;
-  /* g 2^51 = r, and the 2^-51 is in the constants (the same bits: a power of 2) */
-  const double g = sk_exact_i51((int64_t)(m - (q << 51)));
-  const double gh = sk_d(sk_u(g) & 0xfffffffff8000000ULL), gl = g - gh;
-  const double a = gh * 0x1.921fb54p-51, b = gl * 0x1.921fb54p-51 + g * 0x1.10b4611a62633p-81;
-  const double x = a + b, y = b - (x - a);
-  const double z = x * x, w = z * z;
-  /* __kernel_sin(x, y, 1) */
-  const double r = 8.33333333332248946124e-03 +
-                   z * (-1.98412698298579493134e-04 + z * 2.75573137070700676789e-06) +
-                   z * w * (-2.50507602534068634195e-08 + z * 1.58969099521155010221e-10);
-  const double v = z * x;
-  const double S = x - ((z * (0.5 * y - v * r) - y) - v * -1.66666666666666324348e-01);
-  /* __kernel_cos(x, y) */
-  const double rc = z * (4.16666666666666019037e-02 +
-                         z * (-1.38888888888741095749e-03 + z * 2.48015872894767294178e-05)) +
-                    w * w * (-2.75573143513906633035e-07 +
-                             z * (2.08757232129817482790e-09 + z * -1.13596475577881948265e-11));
-  const double hz = 0.5 * z, wc = 1.0 - hz;
-  const double C = wc + (((1.0 - wc) - hz) + (z * rc - x * y));
+/* sin and cos of 2 pi m 2^-24, m in [0, 2^24). Reduction, exact: q = nearest integer of
+ * 4 m 2^-24 (0..4, from the bits), r = m - q 2^22 in [-2^21, 2^21), so the angle is
+ * q pi/2 + (pi/2) r 2^-22; x = r (pi/2 2^-22) in float, |x| <= pi/4 (two roundings: of the
+ * constant and of the product). Then fdlibm's float kernels (k_sinf.c, k_cosf.c, the terms
+ * that matter in float; cos with the compensated 1 - z/2 of the newer kernels), and the
+ * quadrant swaps and negates them. The zeros of sin and cos are exact. Error < 2 ulp
+ * against the exact sin, cos(2 pi m 2^-24) (measured over the whole domain,
+ * tests/test_synth.c). */
+SK_AI void sk_sincosf_m24(uint32_t m, float *sn, float *cs) {
+  const uint32_t q = (m + (1u << 21)) >> 22;
+  const float x = (float)(int32_t)(m - (q << 22)) * 0x1.921fb6p-22f; /* fl(pi/2) 2^-22 */
+  const float z = x * x;
+  const float S = x + x * z * (-1.6666667163e-01f +
+                               z * (8.3333337680e-03f +
+                                    z * (-1.9841270114e-04f + z * 2.7557314297e-06f)));
+  const float rc = z * (4.1666667908e-02f +
+                        z * (-1.3888889225e-03f +
+                             z * (2.4801587642e-05f + z * -2.7557314297e-07f)));
+  const float hz = 0.5f * z, wc = 1.0f - hz;
+  const float C = wc + (((1.0f - wc) - hz) + z * rc);
   /* quadrant q mod 4: (sin, cos) = (S, C), (C, -S), (-S, -C), (-C, S) */
-  const uint64_t sw = 0 - (q & 1), sb = sk_u(S), cb = sk_u(C), qs = q << 62;
-  *sn = sk_d(((sb & ~sw) | (cb & sw)) ^ (qs & 0x8000000000000000ULL));
-  *cs = sk_d(((cb & ~sw) | (sb & sw)) ^ ((qs + (1ULL << 62)) & 0x8000000000000000ULL));
+  const uint32_t sw = 0u - (q & 1u), sb = sk_uf(S), cb = sk_uf(C), qs = q << 30;
+  *sn = sk_fu(((sb & ~sw) | (cb & sw)) ^ (qs & 0x80000000u));
+  *cs = sk_fu(((cb & ~sw) | (sb & sw)) ^ ((qs + (1u << 30)) & 0x80000000u));
 }
 
 enum { LA_SK_TILE = 256 };
 
 /* The output of tile pairs [0, m) (global pairs J0 + j of the block, J = row np + c) in the
- * columns of dst: for an even d the pairs are contiguous (J -> columns 2J, 2J + 1); for an
+ * columns of dst: z = rad (cos, sin) in float, then scale z in double (skipped when scale is
+ * 1) rounded to T. For an even d the pairs are contiguous (J -> columns 2J, 2J + 1); for an
  * odd d row by row, the last pair of a row keeping only its cos. */
-#define LA_SK_OUT(T)                                                                     \
+#define LA_SK_UNIT(T, zf) ((T)(zf))
+#define LA_SK_SCALED(T, zf) ((T)(scale * (double)(zf)))
+#define LA_SK_OUT(T, VAL)                                                                  \
   do {                                                                                   \
     T *o_ = (T *)dst;                                                                    \
     if (!(d & 1)) {                                                                      \
       T *p_ = o_ + 2 * J0;                                                               \
       _Pragma("omp simd") for (int j = 0; j < m; j++) {                                  \
-        double sn, cs;                                                                   \
-        sk_sincos_m53(m2[j], &sn, &cs);                                                  \
-        p_[2 * j] = (T)(rad[j] * cs);                                                    \
-        p_[2 * j + 1] = (T)(rad[j] * sn);                                                \
+        float sn, cs;                                                                    \
+        sk_sincosf_m24(m2[j], &sn, &cs);                                                 \
+        p_[2 * j] = VAL(T, rad[j] * cs);                                           \
+        p_[2 * j + 1] = VAL(T, rad[j] * sn);                                       \
       }                                                                                  \
     } else {                                                                             \
       for (int64_t J = J0; J < J0 + m;) {                                                \
@@ -159,15 +159,15 @@ enum { LA_SK_TILE = 256 };
         const int j0 = (int)(J - J0), full = c + cn == np ? cn - 1 : cn;                 \
         T *p_ = o_ + r * d + 2 * c;                                                      \
         _Pragma("omp simd") for (int j = 0; j < full; j++) {                             \
-          double sn, cs;                                                                 \
-          sk_sincos_m53(m2[j0 + j], &sn, &cs);                                           \
-          p_[2 * j] = (T)(rad[j0 + j] * cs);                                             \
-          p_[2 * j + 1] = (T)(rad[j0 + j] * sn);                                         \
+          float sn, cs;                                                                  \
+          sk_sincosf_m24(m2[j0 + j], &sn, &cs);                                          \
+          p_[2 * j] = VAL(T, rad[j0 + j] * cs);                                    \
+          p_[2 * j + 1] = VAL(T, rad[j0 + j] * sn);                                \
         }                                                                                \
         if (full < cn) {                                                                 \
-          double sn, cs;                                                                 \
-          sk_sincos_m53(m2[j0 + full], &sn, &cs);                                        \
-          p_[2 * full] = (T)(rad[j0 + full] * cs);                                       \
+          float sn, cs;                                                                  \
+          sk_sincosf_m24(m2[j0 + full], &sn, &cs);                                       \
+          p_[2 * full] = VAL(T, rad[j0 + full] * cs);                              \
         }                                                                                \
         J += cn;                                                                         \
       }                                                                                  \
@@ -176,48 +176,68 @@ enum { LA_SK_TILE = 256 };
 
 /* Tiles of LA_SK_TILE pairs of the block's rows (row r = token i, head h, r = i heads + h),
  * in three passes with short loop bodies (the out-of-order core overlaps their iterations):
- * the hash, then log and sqrt, then sin, cos and the stores. */
+ * the hash and the uniforms (64-bit lanes), then log and sqrt, then sin, cos and the stores
+ * (32-bit lanes). */
 void LA_SK(la_synth_rows_)(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads,
                            int d, double scale, la_dtype dt, void *dst) {
   const int64_t np = (d + 1) / 2, P = n * heads * np;
-  uint64_t m1[LA_SK_TILE], m2[LA_SK_TILE];
-  double rad[LA_SK_TILE];
-  const uint64_t k0 = la_mix64(seed + LA_RNG_C0);
+  const int unit = scale == 1.0;
+  float u1[LA_SK_TILE], rad[LA_SK_TILE];
+  uint32_t m2[LA_SK_TILE];
+  /* the row and pair at the tile's cursor, advanced without divisions: pair c of row
+   * (token i, head h), whose key rk is recomputed once per row (k1 once per token) */
+  const uint64_t k0 = la_mix64(seed + LA_RNG_C0), tkey = (1ULL << 60) | ((uint64_t)tensor << 32);
+  int64_t i = 0, c = 0;
+  int h = 0;
+  uint64_t k1 = la_mix64(k0 ^ ((uint64_t)token0 + LA_RNG_C1));
+  uint64_t rk = la_mix64(k1 ^ (tkey + LA_RNG_C2));
   for (int64_t J0 = 0; J0 < P; J0 += LA_SK_TILE) {
     const int m = P - J0 < LA_SK_TILE ? (int)(P - J0) : LA_SK_TILE;
-    for (int64_t J = J0; J < J0 + m;) {
-      const int64_t r = J / np, c = J - r * np, i = r / heads, h = r - i * heads;
-      const int cn = (int)(np - c < J0 + m - J ? np - c : J0 + m - J), j0 = (int)(J - J0);
-      const uint64_t key = (1ULL << 60) | ((uint64_t)tensor << 32) | (uint64_t)h;
-      const uint64_t k1 = la_mix64(k0 ^ ((uint64_t)(token0 + i) + LA_RNG_C1));
-      const uint64_t rk = la_mix64(k1 ^ (key + LA_RNG_C2));
+    for (int j0 = 0; j0 < m;) {
+      const int cn = (int)(np - c < m - j0 ? np - c : m - j0);
 #pragma omp simd
       for (int j = 0; j < cn; j++) {
         const uint64_t x = la_mix64(rk ^ ((uint64_t)(c + j) + LA_RNG_C3));
-        m1[j0 + j] = (x >> 11) + 1;
-        m2[j0 + j] = la_mix64(x ^ LA_RNG_C4) >> 11;
+        /* u1 = float((x >> 24) + 1) 2^-40: an exact double, one rounding to float */
+        u1[j0 + j] = (float)sk_exact_u53((x >> 24) + 1) * 0x1p-40f;
+        m2[j0 + j] = (uint32_t)(x & 0xffffffu);
       }
-      J += cn;
+      j0 += cn;
+      c += cn;
+      if (c == np) { /* the next row (one past the last is computed and not used) */
+        c = 0;
+        if (++h == heads) {
+          h = 0;
+          ++i;
+          k1 = la_mix64(k0 ^ ((uint64_t)(token0 + i) + LA_RNG_C1));
+        }
+        rk = la_mix64(k1 ^ ((tkey | (uint64_t)h) + LA_RNG_C2));
+      }
     }
 #pragma omp simd
-    for (int j = 0; j < m; j++) rad[j] = scale * sqrt(-2.0 * sk_log_m53(m1[j]));
-    if (dt == LA_F32)
-      LA_SK_OUT(float);
+    for (int j = 0; j < m; j++) rad[j] = sqrtf(-2.0f * sk_logf(u1[j]));
+    /* four loops, so that no loop evaluates both forms and blends them */
+    if (dt == LA_F32 && unit)
+      LA_SK_OUT(float, LA_SK_UNIT);
+    else if (dt == LA_F32)
+      LA_SK_OUT(float, LA_SK_SCALED);
+    else if (unit)
+      LA_SK_OUT(double, LA_SK_UNIT);
     else
-      LA_SK_OUT(double);
+      LA_SK_OUT(double, LA_SK_SCALED);
   }
 }
 
-void LA_SK(la_synth_log_)(size_t n, const uint64_t *m, double *out) {
+void LA_SK(la_synth_log_)(size_t n, const float *u, float *out) {
 #pragma omp simd
-  for (size_t i = 0; i < n; i++) out[i] = sk_log_m53(m[i]);
+  for (size_t i = 0; i < n; i++) out[i] = sk_logf(u[i]);
 }
 
-void LA_SK(la_synth_sincos_)(size_t n, const uint64_t *m, double *s, double *c) {
+void LA_SK(la_synth_sincos_)(size_t n, const uint32_t *m, float *s, float *c) {
 #pragma omp simd
   for (size_t i = 0; i < n; i++) {
-    double a, b;
-    sk_sincos_m53(m[i], &a, &b);
+    float a, b;
+    sk_sincosf_m24(m[i], &a, &b);
     s[i] = a;
     c[i] = b;
   }

@@ -236,7 +236,9 @@ static const la_opt rows[] = {
      .def_text = "tuned: 32 if r, dv <= 32, 48 if r <= 128, else 64",
      .help = "causal chunk length"},
     {.name = "--block-tokens", .meta = "B", .subs = RG, .group = G_EXEC, .kind = LA_OPT_INT,
-     F(block), .lo = 1, .hi = (int64_t)1 << 30, .def = "16384",
+     F(block), .lo = 1, .hi = (int64_t)1 << 30,
+     .def_text = "auto: the largest power of 2 from 256 to 16384 whose block of the widest "
+                 "tensor fits in 2 MiB",
      .help = "streaming block per rank"},
     {.name = "--scan-algorithm", .meta = "A", .subs = RG | BENCH, .group = G_EXEC,
      .kind = LA_OPT_ENUM, F(scan_algorithm), .names = scan_names, .def = "auto",

@@ -344,7 +344,52 @@ static void test_den_bin16(void) {
     CHECK(den_bin16(ldexp(1.0, e)) == 16L * e, "den_bin16(2^%d) = %ld", e, den_bin16(ldexp(1.0, e)));
 }
 
+/* la_check_finite (core/finite.c): the first non-finite value by (token, head, column), at
+ * every position of small blocks, in both dtypes, for NaN, +inf and -inf; and the extremes
+ * that are finite (largest, smallest subnormal, -0) pass. */
+static void test_finite(void) {
+  const int n = 5, H = 3, d = 7, tot = n * H * d;
+  float xf[5 * 3 * 7];
+  double xd[5 * 3 * 7];
+  const double bads[3] = {NAN, INFINITY, -INFINITY};
+  int wrong = 0;
+  for (int dt = 0; dt < 2; dt++)
+    for (int b = 0; b < 3; b++)
+      for (int at = 0; at < tot; at++) {
+        for (int i = 0; i < tot; i++) { /* finite extremes everywhere else */
+          const double ok[4] = {dt ? 1.7976931348623157e308 : 3.4028234663852886e38, -0.0,
+                                dt ? 4.9406564584124654e-324 : 1.401298464324817e-45, -1.5};
+          xd[i] = ok[i % 4];
+          xf[i] = (float)ok[i % 4];
+        }
+        xd[at] = bads[b];
+        xf[at] = (float)bads[b];
+        if (at + 3 < tot) xd[at + 3] = xf[at + 3] = NAN; /* a later one is not reported */
+        int64_t bt = -1;
+        int bh = -1, bc = -1;
+        la_status st = la_check_finite(dt ? LA_F64 : LA_F32, dt ? (void *)xd : (void *)xf, n, H,
+                                       d, 100, &bt, &bh, &bc);
+        wrong += st != LA_ERR_NONFINITE || bt != 100 + at / (H * d) || bh != at / d % H ||
+                 bc != at % d;
+      }
+  CHECK(wrong == 0, "la_check_finite: %d of %d bad values misplaced or missed", wrong, 6 * tot);
+  for (int dt = 0; dt < 2; dt++) {
+    for (int i = 0; i < tot; i++) {
+      const double ok[4] = {dt ? 1.7976931348623157e308 : 3.4028234663852886e38, -0.0,
+                            dt ? 4.9406564584124654e-324 : 1.401298464324817e-45, -1.5};
+      xd[i] = ok[i % 4];
+      xf[i] = (float)ok[i % 4];
+    }
+    int64_t bt;
+    int bh, bc;
+    CHECK(la_check_finite(dt ? LA_F64 : LA_F32, dt ? (void *)xd : (void *)xf, n, H, d, 0, &bt,
+                          &bh, &bc) == LA_OK,
+          "la_check_finite refuses finite extremes (%s)", dt ? "f64" : "f32");
+  }
+}
+
 int main(void) {
+  test_finite();
   test_crc64();
   test_den_bin16();
   test_vexp();

@@ -1,7 +1,7 @@
 /* The synthetic generator (core/synth.c, core/synth_kernel.h; docs/design.md §2 "Generator"):
  * (a) the AVX-512 and the generic builds, and the vector and scalar lanes, give the same bits;
  * (b) rows do not depend on how [token0, n) is split, nor on d beyond their own columns;
- * (c) the kernel's log and sin/cos against long double libm, in ulps of the double result;
+ * (c) the kernel's float log and sin/cos against long double libm, in ulps of the float result;
  * (d) the values follow the definition (the uniforms of la_rng_u64) and are N(0, 1): moments
  *     within 6 sigma and the Kolmogorov-Smirnov distance under its 0.001 critical value.
  * Prints ns/element of both builds (information only: no timing is checked). */
@@ -88,50 +88,61 @@ static void test_bits(int avx) {
          avx ? " = AVX-512" : " (no AVX-512 on this CPU)");
 }
 
-/* (d) the definition: column 2c, 2c+1 = scale sqrt(-2 log u1) (cos, sin)(2 pi u2) with the
- * uniforms of la_rng_u64(seed, token, 2^60 | t << 32 | h, c), against long double math. */
+/* (d) the definition (synth_kernel.h, version 2): pair c of row (token, head) is the draw
+ * x = la_rng_u64(seed, token, 2^60 | t << 32 | h, c), u1 = float((x >> 24) + 1) 2^-40,
+ * u2 = (x mod 2^24) 2^-24, z = sqrt(-2 log u1) (cos, sin)(2 pi u2), column = scale z; here
+ * against long double math on the same u1 and u2. The kernel computes z in float: log within
+ * 1 ulp (relative 2^-23), so sqrt(-2 log u1) within 2^-24 + the sqrt's 2^-24; sin and cos
+ * within 2 ulp, at most 2^-23 absolute; the product's rounding 2^-24: in all 2.5 2^-23 of
+ * rad, and scale's product in double adds 2^-53. */
 static void test_definition(void) {
-  const int H = 3, d = 11, n = 200;
+  const int H = 3, d = 11, n = 400;
   const double scale = 1.3;
   double *g = gen(la_synth_rows_generic, 99, 2, 4242, n, H, d, scale, LA_F64);
   float *f = gen(la_synth_rows_generic, 99, 2, 4242, n, H, d, scale, LA_F32);
+  double *g1 = gen(la_synth_rows_generic, 99, 2, 4242, n, H, d, 1.0, LA_F64);
   double worst = 0;
-  int f32ok = 1;
+  int f32ok = 1, unitok = 1;
   for (int i = 0; i < n; i++)
     for (int h = 0; h < H; h++)
       for (int j = 0; j < d; j++) {
         const uint64_t key = (1ULL << 60) | (2ULL << 32) | (uint64_t)h;
-        double u1, u2; /* from la_rng_u64(99, token, key, c), as before the fast kernel */
-        la_rng_uniform2(99, 4242 + (uint64_t)i, key, (uint64_t)(j / 2), &u1, &u2);
+        const uint64_t x = la_rng_u64(99, 4242 + (uint64_t)i, key, (uint64_t)(j / 2));
+        const float u1 = (float)(double)((x >> 24) + 1) * 0x1p-40f;
+        const long double u2 = ldexpl((long double)(x & 0xffffff), -24);
         const long double pi = 3.141592653589793238462643383279502884L;
-        const long double rad = scale * sqrtl(-2.0L * logl((long double)u1));
-        const long double ref = rad * (j % 2 ? sinl(2 * pi * u2) : cosl(2 * pi * u2));
-        const double got = g[((size_t)i * H + h) * d + j];
-        /* absolute error against rad: the angle's own rounding in long double is ~1e-18 */
-        worst = worse(worst, fabs((double)(got - ref)) / (double)(rad > 1e-300L ? rad : 1));
-        f32ok &= f[((size_t)i * H + h) * d + j] == (float)got;
+        const long double rad = sqrtl(-2.0L * logl((long double)u1));
+        const long double ref = scale * rad * (j % 2 ? sinl(2 * pi * u2) : cosl(2 * pi * u2));
+        const size_t at = ((size_t)i * H + h) * d + j;
+        worst = worse(worst, (double)(fabsl(g[at] - ref) / (scale * (rad > 0 ? rad : 1))));
+        f32ok &= f[at] == (float)g[at];
+        unitok &= g1[at] == (double)(float)g1[at] && g[at] == scale * g1[at];
       }
-  CHECK(worst < 1e-15, "values differ from scale sqrt(-2 log u1) cos/sin(2 pi u2): %.3g", worst);
+  CHECK(worst < 2.5 * 0x1p-23, "values differ from scale sqrt(-2 log u1) cos/sin(2 pi u2): "
+        "%.3g of rad (bound %.3g)", worst, 2.5 * 0x1p-23);
   CHECK(f32ok, "float32 rows are not the float64 rows rounded");
-  printf("definition: max |x - ref| / rad = %.3g (%d values), f32 = (float) f64\n", worst,
-         n * H * d);
+  CHECK(unitok, "float64 rows at scale 1 are not float values, or scale z is not computed "
+        "from them");
+  printf("definition: max |x - ref| / (scale rad) = %.3g (%d values; bound %.3g), "
+         "f32 = (float) f64, f64 at scale 1 = float z\n", worst, n * H * d, 2.5 * 0x1p-23);
   free(g);
   free(f);
+  free(g1);
 }
 
-/* ulps of the double nearest ref between got and ref; an exact 0 must be hit exactly */
-static double ulps(double got, long double ref) {
+/* ulps of the float nearest ref between got and ref; an exact 0 must be hit exactly */
+static double ulpsf(float got, long double ref) {
   if (ref == 0) return got == 0 ? 0 : INFINITY;
   int e;
   frexpl(ref, &e);
-  return (double)(fabsl((long double)got - ref) / ldexpl(1.0L, e - 53));
+  return (double)(fabsl((long double)got - ref) / ldexpl(1.0L, e - 24));
 }
 
-/* sin, cos(2 pi m 2^-53) in long double: the quadrant split exactly (4 m 2^-53 = q + r), then
+/* sin, cos(2 pi m 2^-24) in long double: the quadrant split exactly (4 m 2^-24 = q + r), then
  * sinl/cosl of (pi/2) r, |r| <= 1/2, so the reference keeps its relative accuracy at the
- * zeros (~2^-62) where sinl(2 pi u) would lose it to the rounding of 2 pi u. */
-static void ref_sincos(uint64_t m, long double *s, long double *c) {
-  const long double v = ldexpl((long double)m, -51), q = nearbyintl(v), r = v - q;
+ * zeros where sinl(2 pi u) would lose it to the rounding of 2 pi u. */
+static void ref_sincos(uint32_t m, long double *s, long double *c) {
+  const long double v = ldexpl((long double)m, -22), q = nearbyintl(v), r = v - q;
   const long double a = r * 1.570796326794896619231321691639751442L;
   const long double S = sinl(a), C = cosl(a);
   switch ((int)q & 3) {
@@ -142,98 +153,81 @@ static void ref_sincos(uint64_t m, long double *s, long double *c) {
   }
 }
 
-/* (c) */
+/* (c) log over every float of [1/2, 1] and 2^20 others of [2^-40, 1/2) (both ends, powers of
+ * two and their neighbours, the reduction's switch at sqrt(2)/2 2^k, random floats of every
+ * binade); sin and cos over all 2^24 arguments. */
 static void test_math(int avx) {
-  enum { N = 1 << 21 };
-  uint64_t *m1 = malloc(N * sizeof *m1), *m2 = malloc(N * sizeof *m2);
-  double *lg = malloc(N * sizeof *lg), *la = malloc(N * sizeof *la);
-  double *sg = malloc(N * sizeof *sg), *cg = malloc(N * sizeof *cg);
-  double *sa = malloc(N * sizeof *sa), *ca = malloc(N * sizeof *ca);
+  enum { NL = (1 << 23) + 1 + (1 << 20), NS = 1 << 24 };
+  float *u = malloc(NL * sizeof *u), *lg = malloc(NL * sizeof *lg), *la = malloc(NL * sizeof *la);
+  uint32_t *m2 = malloc(NS * sizeof *m2);
+  float *sg = malloc(NS * sizeof *sg), *cg = malloc(NS * sizeof *cg);
+  float *sa = malloc(NS * sizeof *sa), *ca = malloc(NS * sizeof *ca);
   size_t k = 0;
-  /* log: u1 = m1 2^-53, m1 in [1, 2^53]: both ends, powers of two and their neighbours, the
-   * reduction's switch at sqrt(2)/2 2^k, then uniform m1, then m1 of every binade */
-  for (uint64_t j = 1; j <= 1000; j++) m1[k++] = j, m1[k++] = (1ULL << 53) + 1 - j;
-  for (int e = 0; e <= 53; e++)
+  for (float x = 0.5f; x <= 1.0f; x = nextafterf(x, 2.0f)) u[k++] = x;
+  for (int e = -40; e < 0; e++)
     for (int j = -3; j <= 3; j++) {
-      const int64_t v = (int64_t)(1ULL << e) + j;
-      if (v >= 1 && v <= (int64_t)(1ULL << 53)) m1[k++] = (uint64_t)v;
-      const int64_t w = (int64_t)ldexp(0.70710678118654752440, e) + j;
-      if (e > 3 && w >= 1 && w <= (int64_t)(1ULL << 53)) m1[k++] = (uint64_t)w;
+      u[k++] = nextafterf(ldexpf(1.0f, e), j < 0 ? 0.0f : 2.0f); /* 2^e and a neighbour */
+      const float w = ldexpf(0.70710678f, e);
+      u[k++] = j < 0 ? nextafterf(w, 0.0f) : j > 0 ? nextafterf(w, 1.0f) : w;
     }
-  const size_t k1 = k;
-  for (; k < N / 2; k++) m1[k] = (xrand() >> 11) + 1;
-  for (; k < N; k++) m1[k] = ((xrand() >> 11) >> (xrand() % 53)) + 1;
-  /* sin/cos: u2 = m2 2^-53, m2 in [0, 2^53): around every eighth of the circle (the quadrant
-   * centres and the ends of the reduced range), then uniform */
-  k = 0;
-  for (uint64_t o = 0; o <= 8; o++)
-    for (int64_t j = -400; j <= 400; j++) {
-      const int64_t v = (int64_t)(o << 50) + j;
-      if (v >= 0 && v < (int64_t)(1ULL << 53)) m2[k++] = (uint64_t)v;
-    }
-  for (uint64_t o = 0; o < 8; o++) /* the exact eighths and their last bits */
-    for (int b = 0; b < 50; b++) {
-      m2[k++] = (o << 50) | (1ULL << b);
-      if (o > 0) m2[k++] = (o << 50) - (1ULL << b);
-    }
-  for (; k < N; k++) m2[k] = xrand() >> 11;
+  for (; k < NL; k++) {
+    const int e = -40 + (int)(xrand() % 39); /* [2^e, 2^(e+1)) within [2^-40, 1/2) */
+    u[k] = ldexpf(1.0f + (float)(xrand() >> 41) * 0x1p-23f, e);
+  }
+  for (uint32_t i = 0; i < NS; i++) m2[i] = i;
 
-  la_synth_log_generic(N, m1, lg);
-  la_synth_sincos_generic(N, m2, sg, cg);
-  la_synth_log_avx512(N, m1, la);
-  la_synth_sincos_avx512(N, m2, sa, ca);
-  int same = 1, scalar = 1;
+  la_synth_log_generic(NL, u, lg);
+  la_synth_sincos_generic(NS, m2, sg, cg);
+  la_synth_log_avx512(NL, u, la);
+  la_synth_sincos_avx512(NS, m2, sa, ca);
   if (avx) {
-    same &= !memcmp(lg, la, N * sizeof *lg);
-    same &= !memcmp(sg, sa, N * sizeof *sg) && !memcmp(cg, ca, N * sizeof *cg);
+    int same = !memcmp(lg, la, NL * sizeof *lg);
+    same &= !memcmp(sg, sa, NS * sizeof *sg) && !memcmp(cg, ca, NS * sizeof *cg);
     CHECK(same, "the AVX-512 log/sincos differ from the generic ones");
   }
   /* one value at a time: the scalar (non-vector) code */
-  for (size_t i = 0; i < N; i += 997) {
-    double l1, s1, c1;
-    la_synth_log_generic(1, m1 + i, &l1);
+  int scalar = 1;
+  for (size_t i = 0; i < NL; i += 997) {
+    float l1, s1, c1;
+    la_synth_log_generic(1, u + i, &l1);
     la_synth_sincos_generic(1, m2 + i, &s1, &c1);
-    scalar &= !memcmp(&l1, lg + i, 8) && !memcmp(&s1, sg + i, 8) && !memcmp(&c1, cg + i, 8);
+    scalar &= l1 == lg[i] && !memcmp(&s1, sg + i, 4) && !memcmp(&c1, cg + i, 4);
     if (!avx) continue;
-    la_synth_log_avx512(1, m1 + i, &l1);
+    la_synth_log_avx512(1, u + i, &l1);
     la_synth_sincos_avx512(1, m2 + i, &s1, &c1);
-    scalar &= !memcmp(&l1, lg + i, 8) && !memcmp(&s1, sg + i, 8) && !memcmp(&c1, cg + i, 8);
+    scalar &= l1 == lg[i] && !memcmp(&s1, sg + i, 4) && !memcmp(&c1, cg + i, 4);
   }
   CHECK(scalar, "the scalar log/sincos differ from the vector lanes");
-  double elog = 0, elibm = 0, esin = 0, ecos = 0, elibs = 0;
+  double elog = 0, esin = 0, ecos = 0;
   size_t wl = 0, ws = 0, wc = 0;
-  for (size_t i = 0; i < N; i++) {
-    const long double u1 = ldexpl((long double)m1[i], -53), r = logl(u1);
-    const double e = ulps(lg[i], r);
+  for (size_t i = 0; i < NL; i++) {
+    const double e = ulpsf(lg[i], logl((long double)u[i]));
     if (!(e <= elog)) elog = e, wl = i;
-    elibm = worse(elibm, ulps(log((double)u1), r));
+  }
+  for (size_t i = 0; i < NS; i++) {
     long double s, c;
     ref_sincos(m2[i], &s, &c);
-    const double es = ulps(sg[i], s), ec = ulps(cg[i], c);
+    const double es = ulpsf(sg[i], s), ec = ulpsf(cg[i], c);
     if (!(es <= esin)) esin = es, ws = i;
     if (!(ec <= ecos)) ecos = ec, wc = i;
-    const double ang = 6.283185307179586476925 * ldexp((double)m2[i], -53);
-    if (fabsl(s) > 0.01L) elibs = worse(elibs, ulps(sin(ang), s));
   }
-  printf("log(u1), %d args (%zu edge ones): max %.3f ulp at u1 = %a (libm log: %.3f ulp)\n", N,
-         k1, elog, ldexp((double)m1[wl], -53), elibm);
-  printf("sin(2 pi u2), %d args: max %.3f ulp at u2 = %a; cos: max %.3f ulp at u2 = %a\n", N,
-         esin, ldexp((double)m2[ws], -53), ecos, ldexp((double)m2[wc], -53));
-  printf("  (libm sin(2 pi u2) in double, |sin| > 0.01: max %.3f ulp; it rounds 2 pi u2 first)\n",
-         elibs);
-  CHECK(elog <= 1.0, "log: %.3f ulp", elog);
-  CHECK(esin <= 1.0 && ecos <= 1.0, "sin %.3f ulp, cos %.3f ulp", esin, ecos);
-  /* the ends: u1 = 1 gives 0 exactly, u2 = 0 gives (0, 1), u2 = 1/4 gives (1, 0) exactly */
+  printf("log(u), %d floats (all of [1/2, 1]): max %.3f ulp at u = %a\n", NL, elog, u[wl]);
+  printf("sin(2 pi m 2^-24), all %d m: max %.3f ulp at m = %zu; cos: max %.3f ulp at m = %zu\n",
+         NS, esin, ws, ecos, wc);
+  CHECK(elog < 1.0, "log: %.3f ulp", elog);
+  CHECK(esin < 2.0 && ecos < 2.0, "sin %.3f ulp, cos %.3f ulp", esin, ecos);
+  /* the ends: log(1) = 0 exactly; u2 = 0, 1/4, 1/2 give (0, 1), (1, 0), (0, -1) exactly */
   {
-    const uint64_t e1[2] = {1ULL << 53, 1}, e2[3] = {0, 1ULL << 51, 1ULL << 52};
-    double l[2], s[3], c[3];
+    const float e1[2] = {1.0f, 0x1p-40f};
+    const uint32_t e2[3] = {0, 1u << 22, 1u << 23};
+    float l[2], s[3], c[3];
     la_synth_log_generic(2, e1, l);
     la_synth_sincos_generic(3, e2, s, c);
-    CHECK(l[0] == 0 && l[1] == (double)logl(0x1p-53L), "log(1) = %a, log(2^-53) = %a", l[0], l[1]);
+    CHECK(l[0] == 0 && l[1] == (float)logl(0x1p-40L), "log(1) = %a, log(2^-40) = %a", l[0], l[1]);
     CHECK(s[0] == 0 && c[0] == 1 && s[1] == 1 && c[1] == 0 && s[2] == 0 && c[2] == -1,
           "sincos at 0, 1/4, 1/2: (%a %a) (%a %a) (%a %a)", s[0], c[0], s[1], c[1], s[2], c[2]);
   }
-  free(m1), free(m2), free(lg), free(la), free(sg), free(cg), free(sa), free(ca);
+  free(u), free(lg), free(la), free(m2), free(sg), free(cg), free(sa), free(ca);
 }
 
 static int cmpd(const void *a, const void *b) {

@@ -311,9 +311,13 @@ double la_rng_normal(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
 void la_rng_uniform2(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, double *u1, double *u2);
 uint64_t la_rng_u64(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
 
-/* Synthetic rows [n, H, d] for tensor 0 (Q), 1 (K), 2 (V), starting at token0. */
+/* Synthetic rows [n, H, d] for tensor 0 (Q), 1 (K), 2 (V), starting at token0, on OpenMP's
+ * default team; la_synth_rows_threads on `threads` threads (<= 0: the default). The rows do
+ * not depend on the thread count. */
 void la_synth_rows(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads, int d,
                    double scale, la_dtype dt, void *dst);
+void la_synth_rows_threads(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads,
+                           int d, double scale, la_dtype dt, void *dst, int threads);
 
 /* ---- Reproducible drivers (§4.7): blocks of R tokens on the global grid ----
  * token0 must be a multiple of R (ranks own whole R-blocks; streaming blocks are multiples

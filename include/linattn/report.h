@@ -14,6 +14,7 @@ typedef struct {
   la_dtype dtype;
   int64_t n;
   int heads, dk, dv, r, chunk;
+  int64_t block_tokens; /* run's streaming block (rows per rank); 0: not streamed (grad) */
   const char *kernels;           /* la_engine_kernels */
   const char *cpu_model;         /* e.g. /proc/cpuinfo "model name"; NULL: null */
   const char *cpu_isa;           /* the CPU's widest vector ISA (avx512f, avx2, ...); NULL: null */

@@ -145,6 +145,24 @@ def rule_chunk(sub, printed, ctx):
     return probs
 
 
+def auto_block(heads, dk, dv, dtype):
+    row = heads * max(dk, dv) * (4 if dtype == "f32" else 8)
+    b = 256
+    while b < 16384 and 2 * b * row <= 1 << 21:
+        b *= 2
+    return b
+
+
+def rule_block(sub, printed, ctx):
+    probs = [] if printed == "0" else [f"--print-options says {printed!r}, want 0"]
+    rep = ctx["report"]
+    want = auto_block(rep["heads"], rep["dk"], rep["dv"], rep["dtype"]) if sub == "run" else 0
+    if rep.get("block_tokens") != want:
+        probs.append(f"report block_tokens {rep.get('block_tokens')} at H = {rep['heads']}, "
+                     f"dk = {rep['dk']}, dv = {rep['dv']}, {rep['dtype']}, want {want}")
+    return probs
+
+
 def rule_dtype(sub, printed, ctx):
     probs = [] if printed == "f32" else [f"--print-options says {printed!r}, want f32"]
     if ctx["report"]["dtype"] != "f32":
@@ -184,6 +202,8 @@ RULES = {
     "1/sqrt(dk)": rule_scale,
     "tuned: 32 if r, dv <= 32, 48 if r <= 128, else 64": rule_chunk,
     "the dtype of --q, f32 if synthetic": rule_dtype,
+    "auto: the largest power of 2 from 256 to 16384 whose block of the widest tensor fits in 2 MiB":
+        rule_block,
     "on if stderr is a terminal": rule_progress,
     "the node's available memory": rule_mem_limit,
 }
