@@ -1,34 +1,33 @@
-/* Input validation: every value must be finite (docs/design.md §1). One pass over the block
- * takes the largest magnitude's bit pattern (a max reduction that vectorizes); a value is
- * non-finite exactly when its exponent field is all ones, i.e. when |bits| >= the bits of
- * infinity. Only a block that fails is scanned again, to name the first bad value. */
+/* Input validation: every value must be finite (docs/design.md §1). A value is non-finite
+ * exactly when its exponent field is all ones, and then (bits & E) + the exponent's lowest
+ * bit carries into the sign bit, which no finite value reaches. One pass ORs that over the
+ * block: and, add and or only, which vectorize on every x86-64 (SSE2) without a dependency
+ * longer than the OR. Only a block that fails is scanned again, to name the first bad value. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include "linattn/core.h"
 
 static int any_nonfinite_f32(const float *x, size_t n) {
-  uint32_t mx = 0;
-#pragma omp simd reduction(max : mx)
+  uint32_t acc = 0;
+#pragma omp simd reduction(| : acc)
   for (size_t i = 0; i < n; i++) {
     uint32_t b;
     memcpy(&b, x + i, sizeof b);
-    b &= 0x7fffffffu;
-    mx = b > mx ? b : mx;
+    acc |= (b & 0x7f800000u) + 0x00800000u;
   }
-  return mx >= 0x7f800000u;
+  return (int)(acc >> 31);
 }
 
 static int any_nonfinite_f64(const double *x, size_t n) {
-  uint64_t mx = 0;
-#pragma omp simd reduction(max : mx)
+  uint64_t acc = 0;
+#pragma omp simd reduction(| : acc)
   for (size_t i = 0; i < n; i++) {
     uint64_t b;
     memcpy(&b, x + i, sizeof b);
-    b &= 0x7fffffffffffffffULL;
-    mx = b > mx ? b : mx;
+    acc |= (b & 0x7ff0000000000000ULL) + 0x0010000000000000ULL;
   }
-  return mx >= 0x7ff0000000000000ULL;
+  return (int)(acc >> 63);
 }
 
 la_status la_check_finite(la_dtype dt, const void *x, int64_t n, int heads, int d,
