@@ -20,7 +20,7 @@
  *   and rounded to the output type (z itself when scale = 1). So a value is a normal
  *   truncated at |z| <= sqrt(80 ln 2) = 7.45 (probability of more: 1e-13), a float32 row is
  *   the float64 row rounded, and a float64 row at scale 1 holds float32 values.
- * Version 1 computed log, sin and cos in double from two draws per pair; it was 2.8 times
+ * Version 1 computed log, sin and cos in double from two draws per pair; it was 2.4 times
  * slower and its values differ. */
 #ifndef LINATTN_SYNTH_KERNEL_H
 #define LINATTN_SYNTH_KERNEL_H
