@@ -61,11 +61,6 @@ SK_AI double sk_d(uint64_t i) {
   memcpy(&d, &i, sizeof d);
   return d;
 }
-SK_AI uint64_t sk_u(double d) {
-  uint64_t i;
-  memcpy(&i, &d, sizeof i);
-  return i;
-}
 
 /* (double)m, exact for m in [0, 2^53]: one instruction with AVX-512DQ; without it (SSE2, AVX2
  * have no int64 -> double conversion) 2 (m >> 1) from the bits, + (m & 1). Same value. */
