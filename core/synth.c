@@ -36,6 +36,8 @@ void la_synth_rows_threads(uint64_t seed, int tensor, int64_t token0, int64_t n,
   const int64_t nb = (n + LA_SYNTH_BLOCK - 1) / LA_SYNTH_BLOCK;
 #ifdef _OPENMP
   if (threads <= 0) threads = omp_get_max_threads();
+#else
+  (void)threads; /* one thread without OpenMP (the smpi preset) */
 #endif
 #pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : 1)
   for (int64_t b = 0; b < nb; b++) {
