@@ -54,6 +54,10 @@ tables() {
           (($c["features"] != "") ? " m=" $c["features"] : "")
       k = k (kind == "strong" ? sprintf(" n=%d", n) : sprintf(" n/rank=%d", n / p))
       k = k sprintf(" H=%s dk=%s dv=%s %s %sthr", $c["heads"], $c["dk"], $c["dv"], $c["dtype"], $c["threads"])
+      # the scan algorithm as requested (the scan_algorithm column; older CSVs have none):
+      # a series per algorithm, its one-rank row included
+      if ("scan_algorithm" in c && $c["scan_algorithm"] != "" && $c["scan_algorithm"] != "allreduce")
+        k = k " scan=" $c["scan_algorithm"]
       if (!((k, p) in T) || t < T[k, p]) { T[k, p] = t; N[k, p] = n }
       if (!(k in base) || p < base[k]) base[k] = p
       ser[k] = 1; pts[k, p] = 1

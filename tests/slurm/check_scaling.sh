@@ -13,7 +13,9 @@
 #   4. --ntasks=2 --cpus-per-task=2: bench ran 2 ranks x 2 OpenMP threads;
 #   5. bad usage: --ranks beyond the allocation fails the job with exit 2, one
 #      `scaling_strong: error:` line and no CSV; plot_scaling.sh without a CSV exits 2, on a
-#      CSV that is not bench's exits 1 and writes nothing.
+#      CSV that is not bench's exits 1 and writes nothing;
+#   6. the scan columns (auto as given, "none" on one rank), and plot_scaling.sh draws one
+#      series per scan_algorithm.
 # Usage: check_scaling.sh LINATTN_BINARY [PYTHON]
 set -uo pipefail
 BIN=$(readlink -f "$1")
@@ -81,7 +83,7 @@ def check(cond, what):
     print(("ok: " if cond else "FAIL: ") + what)
     if not cond: bad.append(what)
 cols = ("impl,mode,map,features,r,n,heads,dk,dv,dtype,ranks,threads,chunk,repeat,seconds,gflops,"
-        "tokens_per_s,useful_flops,check_err,efficiency,isa,blas_core").split(",")
+        "tokens_per_s,useful_flops,check_err,efficiency,isa,blas_core,scan_algorithm,scan_used").split(",")
 def rows(path):
     with open(path) as f:
         lines = f.read().splitlines()
@@ -102,6 +104,9 @@ for kind, npr in (("strong", None), ("weak", 2048)):
               and rel(float(r["gflops"]), float(r["useful_flops"]) / s / 1e9) < 2e-3
               and rel(float(r["tokens_per_s"]), n / s) < 2e-3
               and rel(float(r["useful_flops"]), n * 2 * (4 * 8 * 8 + 4 * 8)) < 1e-5)
+        # the scan columns: as given (auto), and what ran ("none" on one rank)
+        ok = ok and r["scan_algorithm"] == "auto" and (r["scan_used"] == "none") == (p == 1) \
+            and r["scan_used"] in ("none", "exscan", "doubling", "chain", "allgather", "pipelined")
         if kind == "strong":   # with --gemm-probe: efficiency filled, probe rows in every step
             ok = ok and r["efficiency"] != "" and float(r["efficiency"]) > 0
         check(ok, f"{kind}: row at {p} ranks: n {n}, {s:.3g} s, {r['gflops']} GFLOP/s, efficiency '{r['efficiency']}'")
@@ -128,6 +133,17 @@ for kind, npr in (("strong", None), ("weak", 2048)):
                   + ", ".join(f"P={r['ranks']}: S={r['speedup']} E={r['efficiency']}" for r in tab))
 sys.exit(1 if bad else 0)
 PYEOF
+
+# 6. one series per scan algorithm: strong.csv's linear rows once more, as `chain`
+{ cat "$w/strong.csv"; grep '^linear,' "$w/strong.csv" | awk -F, -v OFS=, '{ $23 = "chain"; print }'; } > "$w/two.csv"
+bash "$root/jobs/plot_scaling.sh" --out "$w/p4" --strong "$w/two.csv" > /dev/null 2>&1
+na=$(grep -c ' scan=auto,' "$w/p4/scaling_strong.csv" 2>/dev/null)
+nc=$(grep -c ' scan=chain,' "$w/p4/scaling_strong.csv" 2>/dev/null)
+if [ "$na" = 3 ] && [ "$nc" = 3 ]; then
+  echo "ok: plot_scaling.sh keeps the scan algorithms apart (3 points each of auto and chain)"
+else
+  echo "FAIL: plot_scaling.sh with two scan algorithms: $na auto and $nc chain points (want 3 and 3)"; fail=1
+fi
 
 # 4. threads
 wait $p_thr; rc=$?
