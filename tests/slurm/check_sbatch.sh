@@ -4,7 +4,12 @@
 #   1. a 2-rank job (srun, PMIx) writes the output and the report; the output equals a
 #      1-rank `linattn run` of the same synthetic workload (NumPy, 1e-6 relative in f32);
 #   2. a job with a bad option exits 2 with one `linattn: error:` line, no MPI abort trace,
-#      and no output file.
+#      and no output file;
+#   3. affinity as the script documents it, seen by each rank (a stand-in binary prints its
+#      CPU list and environment): 2 tasks x 1 CPU get two different single CPUs, 1 task x 2
+#      CPUs gets two, with OMP_NUM_THREADS, OMP_PLACES=cores, OMP_PROC_BIND=close and
+#      OPENBLAS_NUM_THREADS=1. The CPU lists are checked only when Slurm's TaskPlugin binds
+#      (task/affinity or task/cgroup; jobs/slurm_local.sh sets task/affinity).
 # Usage: check_sbatch.sh LINATTN_BINARY
 set -uo pipefail
 BIN=$(readlink -f "$1")
@@ -53,4 +58,39 @@ if [ $rc -ne 2 ] || [ "$nerr" -ne 1 ] || grep -qi 'abort\|MPI_ERRORS' "$w/job2.o
 else
   echo "ok: bad option in a Slurm job: exit 2, '$(grep -m1 '^linattn: error:' "$w/job2.out")'"
 fi
+# 3. affinity: a stand-in for the binary prints what each rank was given
+cat > "$w/show_affinity" <<'SH'
+#!/bin/sh
+echo "affinity rank=$SLURM_PROCID cpus=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status) omp=$OMP_NUM_THREADS places=$OMP_PLACES bind=$OMP_PROC_BIND blas=$OPENBLAS_NUM_THREADS"
+SH
+chmod +x "$w/show_affinity"
+binds=0
+scontrol show config 2>/dev/null | grep -Eq '^TaskPlugin *=.*(affinity|cgroup)' && binds=1
+for shape in "2 1" "1 2"; do
+  set -- $shape
+  LINATTN_BIN=$w/show_affinity LINATTN_BLAS_PROBE=0 timeout 120 sbatch --wait --quiet --nodes=1 \
+    --ntasks-per-node="$1" --cpus-per-task="$2" -o "$w/aff-$1x$2.out" "$root/jobs/linattn.sbatch"
+  rc=$?
+  lines=$(grep '^affinity ' "$w/aff-$1x$2.out" | sort)
+  want_env="omp=$2 places=cores bind=close blas=1"
+  nenv=$(printf '%s\n' "$lines" | grep -c " $want_env\$")
+  cpus=$(printf '%s\n' "$lines" | sed -n 's/.* cpus=\([^ ]*\) .*/\1/p' | tr '\n' ' ')
+  ok=1
+  [ $rc -eq 0 ] && [ "$nenv" -eq "$1" ] || ok=0
+  if [ $binds = 1 ]; then
+    if [ "$1" = 2 ]; then # two single CPUs, different
+      set -- $cpus
+      case "$1$2" in *-*|*,*) ok=0 ;; esac
+      [ "$#" -eq 2 ] && [ "$1" != "$2" ] || ok=0
+      set -- 2 1
+    else                  # one rank on 2 CPUs: a range of two
+      case "$cpus" in *[0-9]-[0-9]*" "|*[0-9],[0-9]*" ") ;; *) ok=0 ;; esac
+    fi
+  fi
+  if [ $ok = 1 ]; then
+    echo "ok: affinity of $1 task(s) x $2 CPU(s): CPUs $cpus($([ $binds = 1 ] && echo bound || echo "not checked: TaskPlugin does not bind")), $want_env"
+  else
+    echo "FAIL: affinity of $1 task(s) x $2 CPU(s): exit $rc, ranks saw:"; printf '%s\n' "$lines"; cat "$w/aff-$1x$2.out"; fail=1
+  fi
+done
 exit $fail
