@@ -15,11 +15,11 @@
 /* Fitted coefficients [alpha s/message, beta s/byte] per algorithm (docs/simulation.md,
  * "The fitted model"); gamma s/double. */
 static const double coef[][2] = {
-    [LA_SCAN_EXSCAN] = {5e-06, 1e-10},
-    [LA_SCAN_DOUBLING] = {1.317e-05, 1.474e-10},
-    [LA_SCAN_CHAIN] = {6.801e-06, 6.925e-11},
-    [LA_SCAN_ALLGATHER] = {2.076e-05, 2.146e-10},
-    [LA_SCAN_PIPELINED] = {2.096e-06, 9.917e-11},
+    [LA_SCAN_EXSCAN] = {7.154e-07, 1.629e-10},
+    [LA_SCAN_DOUBLING] = {1.404e-05, 1.41e-10},
+    [LA_SCAN_CHAIN] = {6.864e-06, 6.879e-11},
+    [LA_SCAN_ALLGATHER] = {1.387e-05, 1.781e-10},
+    [LA_SCAN_PIPELINED] = {2.402e-06, 8.759e-11},
 };
 static const double gamma_combine = 1.733e-10;
 
