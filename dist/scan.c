@@ -77,7 +77,7 @@ double la_scan_sent_doubles(la_scan_algorithm a, int rank, int P, int count, siz
 /* The scan's local copies. In a simulation with shared buffers (la_smpi_combine_skip) the
  * contents mean nothing and the copy is skipped: the simulator charges no time for it either
  * way (computation timing is off), but on the host it was most of a large state's run time
- * (docs/simulation.md "What is modelled"). */
+ * (docs/simulation.md "What is simulated, what is modelled"). */
 static void copy_d(double *dst, const double *src, size_t n) {
 #ifdef LA_SMPI
   if (la_smpi_combine_skip) return;
