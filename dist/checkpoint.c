@@ -6,8 +6,6 @@
 #include "checkpoint_internal.h"
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "la_alloc.h"
-#include "la_crc64.h"
-
 
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }

@@ -7,15 +7,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
-#include "la_alloc.h"
-#include "la_crc64.h"
-
 
 enum { NSTAT = 11 };
 
@@ -60,8 +55,6 @@ void la_ck_drop(const char *dir, int64_t seq) {
   snprintf(to, sizeof to, "%s/.ckpt.%" PRId64 ".del", dir, seq);
   la_ck_remove_dir(rename(from, to) == 0 ? to : from);
 }
-
-
 
 void la_ck_pack(const la_ckpt *c, const la_lane *l, const la_state *s, double *rec) {
   const size_t hsz = (size_t)c->r * (c->dv + 1) * c->H;

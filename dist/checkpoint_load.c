@@ -6,15 +6,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include "la_alloc.h"
 #include "la_crc64.h"
-
 
 /* Sequence numbers of DIR/ckpt.<n>, newest first; removes stale DIR/.ckpt.<n>.tmp. Rank 0. */
 static int list_ckpts(const char *dir, int64_t **seqs) {

@@ -3,11 +3,9 @@
  * manifest, each file fsynced, then the folder is renamed into place and the oldest beyond
  * two removed. */
 #include "checkpoint_internal.h"
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +13,6 @@
 #include <unistd.h>
 #include "la_alloc.h"
 #include "la_crc64.h"
-
 
 la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, int nmy,
                         const la_lane *lanes, const la_state *states, const la_den_stats *stats,
