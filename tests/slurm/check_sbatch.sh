@@ -67,30 +67,28 @@ chmod +x "$w/show_affinity"
 binds=0
 scontrol show config 2>/dev/null | grep -Eq '^TaskPlugin *=.*(affinity|cgroup)' && binds=1
 for shape in "2 1" "1 2"; do
-  set -- $shape
+  read -r nt nc <<< "$shape" # tasks, CPUs per task
   LINATTN_BIN=$w/show_affinity LINATTN_BLAS_PROBE=0 timeout 120 sbatch --wait --quiet --nodes=1 \
-    --ntasks-per-node="$1" --cpus-per-task="$2" -o "$w/aff-$1x$2.out" "$root/jobs/linattn.sbatch"
+    --ntasks-per-node="$nt" --cpus-per-task="$nc" -o "$w/aff-${nt}x$nc.out" "$root/jobs/linattn.sbatch"
   rc=$?
-  lines=$(grep '^affinity ' "$w/aff-$1x$2.out" | sort)
-  want_env="omp=$2 places=cores bind=close blas=1"
+  lines=$(grep '^affinity ' "$w/aff-${nt}x$nc.out" | sort)
+  want_env="omp=$nc places=cores bind=close blas=1"
   nenv=$(printf '%s\n' "$lines" | grep -c " $want_env\$")
-  cpus=$(printf '%s\n' "$lines" | sed -n 's/.* cpus=\([^ ]*\) .*/\1/p' | tr '\n' ' ')
+  read -r -a cpus <<< "$(printf '%s\n' "$lines" | sed -n 's/.* cpus=\([^ ]*\) .*/\1/p' | tr '\n' ' ')"
   ok=1
-  [ $rc -eq 0 ] && [ "$nenv" -eq "$1" ] || ok=0
+  [ $rc -eq 0 ] && [ "$nenv" -eq "$nt" ] || ok=0
   if [ $binds = 1 ]; then
-    if [ "$1" = 2 ]; then # two single CPUs, different
-      set -- $cpus
-      case "$1$2" in *-*|*,*) ok=0 ;; esac
-      [ "$#" -eq 2 ] && [ "$1" != "$2" ] || ok=0
-      set -- 2 1
-    else                  # one rank on 2 CPUs: a range of two
-      case "$cpus" in *[0-9]-[0-9]*" "|*[0-9],[0-9]*" ") ;; *) ok=0 ;; esac
+    if [ "$nt" = 2 ]; then # two single CPUs, different
+      [ "${#cpus[@]}" -eq 2 ] && [ "${cpus[0]}" != "${cpus[1]}" ] || ok=0
+      case "${cpus[*]}" in *-*|*,*) ok=0 ;; esac
+    else                   # one rank on 2 CPUs: a range or a list of two
+      case "${cpus[*]}" in [0-9]*-[0-9]*|[0-9]*,[0-9]*) ;; *) ok=0 ;; esac
     fi
   fi
   if [ $ok = 1 ]; then
-    echo "ok: affinity of $1 task(s) x $2 CPU(s): CPUs $cpus($([ $binds = 1 ] && echo bound || echo "not checked: TaskPlugin does not bind")), $want_env"
+    echo "ok: affinity of $nt task(s) x $nc CPU(s): CPUs ${cpus[*]} ($([ $binds = 1 ] && echo bound || echo "not checked: TaskPlugin does not bind")), $want_env"
   else
-    echo "FAIL: affinity of $1 task(s) x $2 CPU(s): exit $rc, ranks saw:"; printf '%s\n' "$lines"; cat "$w/aff-$1x$2.out"; fail=1
+    echo "FAIL: affinity of $nt task(s) x $nc CPU(s): exit $rc, ranks saw:"; printf '%s\n' "$lines"; cat "$w/aff-${nt}x$nc.out"; fail=1
   fi
 done
 exit $fail
