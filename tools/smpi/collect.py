@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Merge the simulation parts (tools/smpi/simulate.sh) into docs/sim_*.csv, fit auto's
-latency-bandwidth model (dist/scan_model.c) and check auto against the best variant.
+latency-bandwidth model (dist/scan_model.c, with SMPI's per-message-size factors) and check
+auto against the best variant.
 
 usage: collect.py PARTS_DIR OUTDIR
 writes OUTDIR/sim_scan.csv      alg,ranks,heads,r,dv,state_bytes,seconds (the scan's comm time)
@@ -29,16 +30,36 @@ with open(os.path.join(out, "sim_scan.csv"), "w") as f:
     for x in sorted(scan, key=lambda x: (int(x["heads"]) * int(x["r"]) * int(x["dv"]), x["alg"], int(x["ranks"]))):
         f.write(f'{x["alg"]},{x["ranks"]},{x["heads"]},{x["r"]},{x["dv"]},{x["state_bytes"]},{x["seconds"]}\n')
 
+# SMPI's network model (SimGrid 3.32 network/model:SMPI, not overridden by simulate.sh): a
+# message of m bytes pays the route's latency times lat_factor(m) and moves at the bandwidth
+# times bw_factor(m), the factor of the largest threshold below m (FactorSet: m <= t takes the
+# previous one). Defaults of smpi/lat-factor and smpi/bw-factor, docs/simulation.md.
+SMPI_FACTORS = [  # threshold bytes, latency factor, bandwidth factor
+    (0, 2.01467, 0.812084), (257, 1.95341, 0.338112), (732, 1.9503, 0.341987),
+    (1426, 1.61075, 0.608902), (3484, 1.88101, 0.77493), (5776, 2.18796, 1.08739),
+    (9376, 2.59299, 0.58729), (15424, 3.48845, 0.697866), (65472, 11.6436, 0.940694)]
+
+def smpi_factors(m):
+    lat, bw = 1.0, 1.0
+    for t, fl, fb in SMPI_FACTORS:
+        if m > t: lat, bw = fl, fb
+    return lat, bw
+
 def terms(alg, P, H, per):
-    """rounds, bytes, combined doubles on the critical path (dist/scan_model.c)."""
+    """messages on the critical path, bytes per message, combined doubles (dist/scan_model.c)."""
     n = H * per; s = 8.0 * n; L = math.ceil(math.log2(P)) if P > 1 else 0
     k = min(K, per - 2)
-    if alg == "doubling": return L, L * s, 2 * L * n
-    if alg == "allgather": return P - 1, (P - 1) * s, (P - 2) * n
+    if alg == "doubling": return L, s, 2 * L * n
+    if alg == "allgather": return P - 1, s, (P - 2) * n
     if alg == "pipelined":
         rd = P - 1 + k - 1
-        return rd, rd * (s / k + 16.0 * H), rd * n / k
-    return P - 1, (P - 1) * s, max(P - 2, 0) * n  # chain, exscan
+        return rd, s / k + 16.0 * H, rd * n / k
+    return P - 1, s, max(P - 2, 0) * n  # chain, exscan
+
+def net_terms(rd, m):
+    """the factors of alpha (latency) and beta (seconds per byte): rd messages of m bytes."""
+    lat, bw = smpi_factors(m)
+    return rd * lat, rd * m / bw
 
 ALGS = ["exscan", "doubling", "chain", "allgather", "pipelined"]
 coef = {}
@@ -50,9 +71,9 @@ for a in ALGS:
     for x in d:
         P, H, r, dv = int(x["ranks"]), int(x["heads"]), int(x["r"]), int(x["dv"])
         per = r * (dv + 1) + 2
-        rd, by, cb = terms(a, P, H, per)
+        rd, m, cb = terms(a, P, H, per)
         T = float(x["seconds"])
-        A.append([rd, by]); y.append(T - cb * GAMMA); w.append(1.0 / T)
+        A.append(list(net_terms(rd, m))); y.append(T - cb * GAMMA); w.append(1.0 / T)
     A, y, w = np.array(A), np.array(y), np.array(w)
     c = np.linalg.lstsq(A * w[:, None], y * w, rcond=None)[0]
     if c[0] < 0 or c[1] < 0:  # non-negative: refit the other alone
@@ -63,8 +84,9 @@ for a in ALGS:
 
 def model(a, P, H, per):
     if P <= 1: return 0.0
-    rd, by, cb = terms(a, P, H, per)
-    return rd * coef[a][0] + by * coef[a][1] + cb * GAMMA
+    rd, m, cb = terms(a, P, H, per)
+    lt, bt = net_terms(rd, m)
+    return lt * coef[a][0] + bt * coef[a][1] + cb * GAMMA
 
 CAND = ["doubling", "pipelined", "chain", "allgather"]
 AG_MAX = 1024.0 ** 3
@@ -99,6 +121,9 @@ with open(os.path.join(out, "sim_model.csv"), "w") as f:
         print(f"P={P:5d} H={H:2d} r=dv={r:3d}: auto {ch:9s} best {best:9s} auto/best {ratio:.3f}  "
               + " ".join(f"{a}={m[a]:.3g}" for a in sorted(m)))
 print(f"worst auto/best: {worst:.4f}")
+for a in ALGS:  # each fit's spread
+    q = [m[a] / model(a, P, H, r * (dv + 1) + 2) for (P, H, r, dv), m in meas.items() if a in m]
+    if q: print(f"measured/predicted {a:9s} {min(q):.3f} .. {max(q):.3f} ({len(q)} points)")
 with open(os.path.join(out, "sim_model_coef.txt"), "w") as f:
     f.write(f"gamma_combine = {GAMMA:.4g} s/double\n")
     for a in ALGS:
@@ -154,11 +179,15 @@ def md_tables():
                      f'{float(x["comm_seconds"]):.3g} | {float(x["speedup"]):.4g} | '
                      f'{float(x["efficiency"]):.4f} | {float(x["efficiency_vs_compute"]):.4f} |')
     t.append("\nTABLE_COEF\n")
-    t.append("| algorithm | alpha (s per round) | beta (s per byte) | 1/beta (GB/s) |")
-    t.append("|---|---|---|---|")
+    lat64, bw64 = smpi_factors(65473)
+    t.append("| algorithm | alpha (s per message) | beta (s per byte) | 1/beta (GB/s) "
+             f"| above 65472 B: alpha x {lat64:.4g} (us) | 1/beta x {bw64:.4g} (GB/s) |")
+    t.append("|---|---|---|---|---|---|")
     for a in ALGS:
         bw = f"{1e-9 / coef[a][1]:.3g}" if coef[a][1] > 0 else "inf"
-        t.append(f"| {a} | {coef[a][0]:.3g} | {coef[a][1]:.3g} | {bw} |")
+        bwe = f"{1e-9 * bw64 / coef[a][1]:.3g}" if coef[a][1] > 0 else "inf"
+        t.append(f"| {a} | {coef[a][0]:.3g} | {coef[a][1]:.3g} | {bw} | "
+                 f"{1e6 * lat64 * coef[a][0]:.3g} | {bwe} |")
     t.append("\nTABLE_AUTO\n")
     m = list(csv.DictReader(open(os.path.join(out, "sim_model.csv"))))
     t.append("| P | H | r = dv | auto | best | auto / best | worst model error (candidates) |")
