@@ -143,28 +143,48 @@ static void features_pf(la_engine e, int h, int64_t c0, int len, int64_t hi,
   features_at(e, h, c0, len, c0 + e->C, hi, x, phi, a, y, dy);
 }
 
+/* One chunk [c0, c0+len) of accum_range; hi ends the range (the prefetch stops there). */
+static void accum_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0, int len,
+                        int64_t hi, const LA_REAL *k, const LA_REAL *v, double *sz, double *m,
+                        int *f) {
+  int reset;
+  int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
+  if (reset || nseg > 1) *f = 1;
+  features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
+  rescale_keys(e, w, len, nseg, reset, sz, m);
+#ifdef LA_K512
+  if (e->k512 && nseg == 1) {
+    const int64_t ldv = (int64_t)e->H * e->dv;
+    la_k512_key_summary(len, e->r, e->dv, w->phik, v + c0 * ldv + (int64_t)h * e->dv, ldv,
+                        w->tmp, w->kT, e->C);
+    state_add_tmp(e, w, sz, m);
+    return;
+  }
+#endif
+  chunk_values(e, h, c0, len, v, w->vp);
+  state_add(e, w, len, nseg, sz, m);
+}
+
 /* Tail summary of tokens [lo, hi) (global token0 + lo ...), combined onto (sz, m, f). */
 static void accum_range(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
-                        const void *k_, const void *v_, double *sz, double *m, int *f) {
-  const LA_REAL *k = k_;
-  const LA_REAL *v = v_;
+                        const void *k, const void *v, double *sz, double *m, int *f) {
   for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
-    int len = (int)(hi - c0 < e->C ? hi - c0 : e->C), reset;
-    int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
-    if (reset || nseg > 1) *f = 1;
-    features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
-    rescale_keys(e, w, len, nseg, reset, sz, m);
-#ifdef LA_K512
-    if (e->k512 && nseg == 1) {
-      const int64_t ldv = (int64_t)e->H * e->dv;
-      la_k512_key_summary(len, e->r, e->dv, w->phik, v + c0 * ldv + (int64_t)h * e->dv, ldv,
-                          w->tmp, w->kT, e->C);
-      state_add_tmp(e, w, sz, m);
-      continue;
-    }
-#endif
-    chunk_values(e, h, c0, len, v, w->vp);
-    state_add(e, w, len, nseg, sz, m);
+    const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+    accum_chunk(e, w, h, token0, c0, len, hi, k, v, sz, m, f);
+  }
+}
+
+/* accum_range for heads [h0, h1) together, chunk by chunk (§4.2 "Head groups"); head h's
+ * summary is sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0]. */
+static void accum_heads(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t lo,
+                        int64_t hi, const void *k, const void *v, double *sz, double *m,
+                        int *f) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
+    const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+    for (int h = h0; h < h1; h++)
+      accum_chunk(e, w, h, token0, c0, len, hi, k, v, sz + (size_t)(h - h0) * rsz,
+                  m + (h - h0), f + (h - h0));
   }
 }
 
@@ -228,89 +248,134 @@ static void base_plus(size_t rsz, const double *base, const double *sz, LA_REAL 
   for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)(base[i] + sz[i]);
 }
 
-static void apply_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
-                         const void *q_, const void *k_, const void *v_, double *sz, double *m,
-                         int *f, void *out_, void *raw_, double *lsc, const double *base) {
-  const LA_REAL *q = q_;
-  const LA_REAL *k = k_;
-  const LA_REAL *v = v_;
-  LA_REAL *out = out_;
-  LA_REAL *raw = raw_;
+/* One chunk [c0, c0+len) of head h of apply_causal; hi ends the range (the prefetch stops
+ * there). *base (may be NULL) is dropped when a segment starts in the chunk. */
+static void causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0, int len,
+                         int64_t hi, const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
+                         double *sz, double *m, int *f, LA_REAL *out, LA_REAL *raw, double *lsc,
+                         const double **basep) {
   const int r = e->r, dv1 = e->dv + 1, C = e->C;
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *A = w->A, *o = w->o;
-  for (int64_t c0 = lo; c0 < hi; c0 += C) {
-    int len = (int)(hi - c0 < C ? hi - c0 : C), reset;
-    int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
-    if (reset) base = NULL; /* a segment starts here: what came before the range is gone */
-    if (reset || nseg > 1) *f = 1;
-    const int *segi = w->segi;
-    features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
-    rescale_keys(e, w, len, nseg, reset, sz, m);
-    features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
+  const double *base = *basep;
+  int reset;
+  int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
+  if (reset) base = *basep = NULL; /* a segment starts here: what came before the range is gone */
+  if (reset || nseg > 1) *f = 1;
+  const int *segi = w->segi;
+  features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
+  rescale_keys(e, w, len, nseg, reset, sz, m);
+  features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
 #ifdef LA_K512
-    if (e->k512 && nseg == 1) { /* the same products on the AVX-512 kernels */
-      const int64_t ldv = (int64_t)e->H * e->dv;
-      const int live = *m != -INFINITY || base;
-      if (base) la_k512_sum_to_f32(rsz, base, sz, sf); /* base_plus, vectorized */
-      else if (live) la_k512_to_f32(rsz, sz, sf);
-      la_k512_causal_chunk(len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
-                           ldv, live ? sf : NULL, o, w->tmp, w->kT, A, w->zf, C);
-      for (int i = 0; i < len; i++) w->aq[i] += w->mseg[0];
-      if (raw) store_raw(e, w, h, c0, len, raw, lsc);
-      else finalize_rows(e, w, h, token0, c0, len, out);
-      state_add_tmp(e, w, sz, m);
-      continue;
-    }
-#endif
-    chunk_values(e, h, c0, len, v, w->vp);
-    /* inter-chunk: O' = Phi_q (S|z) for the rows still in the state's segment */
-    int n0 = 0;
-    while (n0 < len && segi[n0] == 0) n0++;
-    if (*m != -INFINITY || base) {
-      if (base) base_plus(rsz, base, sz, sf);
-      else for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, r, (LA_REAL)1, w->phiq, r,
-              sf, dv1, (LA_REAL)0, o, dv1);
-      if (n0 < len) memset(o + (size_t)n0 * dv1, 0, sizeof(LA_REAL) * (size_t)(len - n0) * dv1);
-    } else {
-      memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
-    }
-    /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1] */
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
-            w->phik, r, (LA_REAL)0, A, len);
-    for (int i = 0; i < len; i++)
-      for (int j = 0; j < len; j++)
-        if (j > i || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len, w->vp,
-            dv1, (LA_REAL)1, o, dv1);
-    for (int i = 0; i < len; i++) w->aq[i] += w->mseg[segi[i]];
+  if (e->k512 && nseg == 1) { /* the same products on the AVX-512 kernels */
+    const int64_t ldv = (int64_t)e->H * e->dv;
+    const int live = *m != -INFINITY || base;
+    if (base) la_k512_sum_to_f32(rsz, base, sz, sf); /* base_plus, vectorized */
+    else if (live) la_k512_to_f32(rsz, sz, sf);
+    la_k512_causal_chunk(len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
+                         ldv, live ? sf : NULL, o, w->tmp, w->kT, A, w->zf, C);
+    for (int i = 0; i < len; i++) w->aq[i] += w->mseg[0];
     if (raw) store_raw(e, w, h, c0, len, raw, lsc);
     else finalize_rows(e, w, h, token0, c0, len, out);
-    state_add(e, w, len, nseg, sz, m);
-    if (nseg > 1) base = NULL;
+    state_add_tmp(e, w, sz, m);
+    return;
+  }
+#else
+  (void)C;
+#endif
+  chunk_values(e, h, c0, len, v, w->vp);
+  /* inter-chunk: O' = Phi_q (S|z) for the rows still in the state's segment */
+  int n0 = 0;
+  while (n0 < len && segi[n0] == 0) n0++;
+  if (*m != -INFINITY || base) {
+    if (base) base_plus(rsz, base, sz, sf);
+    else for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, r, (LA_REAL)1, w->phiq, r,
+            sf, dv1, (LA_REAL)0, o, dv1);
+    if (n0 < len) memset(o + (size_t)n0 * dv1, 0, sizeof(LA_REAL) * (size_t)(len - n0) * dv1);
+  } else {
+    memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
+  }
+  /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1] */
+  LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
+          w->phik, r, (LA_REAL)0, A, len);
+  for (int i = 0; i < len; i++)
+    for (int j = 0; j < len; j++)
+      if (j > i || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
+  LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len, w->vp,
+          dv1, (LA_REAL)1, o, dv1);
+  for (int i = 0; i < len; i++) w->aq[i] += w->mseg[segi[i]];
+  if (raw) store_raw(e, w, h, c0, len, raw, lsc);
+  else finalize_rows(e, w, h, token0, c0, len, out);
+  state_add(e, w, len, nseg, sz, m);
+  if (nseg > 1) *basep = NULL;
+}
+
+static void apply_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                         const void *q, const void *k, const void *v, double *sz, double *m,
+                         int *f, void *out, void *raw, double *lsc, const double *base) {
+  for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
+    const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+    causal_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz, m, f, out, raw, lsc, &base);
   }
 }
 
+/* apply_causal for heads [h0, h1) at once, chunk by chunk: head h's prefix is sz[(h - h0)
+ * rsz], m[h - h0], f[h - h0]. A thread then reads (h1 - h0) adjacent head slices of every
+ * token row instead of one strided slice (§4.2 "Head groups"). No base. */
+static void apply_causal_heads(la_engine e, la_work *w, int h0, int h1, int64_t token0,
+                               int64_t lo, int64_t hi, const void *q, const void *k,
+                               const void *v, double *sz, double *m, int *f, void *out,
+                               void *raw, double *lsc) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
+    const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+    for (int h = h0; h < h1; h++) {
+      const double *base = NULL;
+      causal_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz + (size_t)(h - h0) * rsz,
+                   m + (h - h0), f + (h - h0), out, raw, lsc, &base);
+    }
+  }
+}
+
+/* Rows [c0, c0+len) of head h from its complete summary sf (working precision) and m. */
+static void bidir_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0, int len,
+                        int64_t hi, const LA_REAL *q, const LA_REAL *sf, double m,
+                        LA_REAL *out) {
+  const int r = e->r, dv1 = e->dv + 1;
+  features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
+#ifdef LA_K512
+  if (e->k512) la_k512_query_apply(len, r, e->dv, w->phiq, sf, w->o, w->zf);
+  else
+#endif
+  LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,
+          dv1, (LA_REAL)0, w->o, dv1);
+  for (int i = 0; i < len; i++) w->aq[i] += m;
+  finalize_rows(e, w, h, token0, c0, len, out);
+}
+
 static void apply_bidir(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
-                        const void *q_, const double *sz, double m, void *out_) {
-  const LA_REAL *q = q_;
-  LA_REAL *out = out_;
-  const int r = e->r, dv1 = e->dv + 1, C = e->C;
-  const size_t rsz = (size_t)r * dv1;
+                        const void *q, const double *sz, double m, void *out) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
   LA_REAL *sf = w->sf;
   for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
-  for (int64_t c0 = lo; c0 < hi; c0 += C) {
-    int len = (int)(hi - c0 < C ? hi - c0 : C);
-    features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
-#ifdef LA_K512
-    if (e->k512) la_k512_query_apply(len, r, e->dv, w->phiq, sf, w->o, w->zf);
-    else
-#endif
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,
-            dv1, (LA_REAL)0, w->o, dv1);
-    for (int i = 0; i < len; i++) w->aq[i] += m;
-    finalize_rows(e, w, h, token0, c0, len, out);
+  for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
+    const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+    bidir_chunk(e, w, h, token0, c0, len, hi, q, sf, m, out);
+  }
+}
+
+/* apply_bidir for heads [h0, h1) together, chunk by chunk (§4.2 "Head groups"); head h's
+ * summary is sf[h r (dv+1)] in the working precision, and m[h]. */
+static void apply_bidir_heads(la_engine e, la_work *w, int h0, int h1, int64_t token0,
+                              int64_t lo, int64_t hi, const void *q, const void *sf,
+                              const double *m, void *out) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
+    const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+    for (int h = h0; h < h1; h++)
+      bidir_chunk(e, w, h, token0, c0, len, hi, q, (const LA_REAL *)sf + (size_t)h * rsz, m[h],
+                  out);
   }
 }
 

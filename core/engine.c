@@ -48,7 +48,8 @@ int la_plan_threads(const la_config *cfg) {
  * in doubles: aq, ak, mseg C; af, ak2 2C; wsz, wsz2 r (dv+1); segi C ints; float32 only:
  * tb max(r, dv+1) max(2C, r) floats (counted whether or not the AVX-512 kernels run); the
  * denominator histogram LA_DEN_HIST_BINS uint64; 64 bytes of alignment per allocation.
- * Once: the partial states (H Bmax heads) and the scratch state. */
+ * Once: the partial states (H Bmax heads), the scratch state, and every head's summary in the
+ * working precision (H r (dv+1) elements, the bidirectional apply). */
 size_t la_engine_plan_bytes(const la_config *cfg, int heads, int r, int dv, la_dtype dt,
                             int64_t reach) {
   const size_t T = (size_t)la_plan_threads(cfg), es = la_dtype_size(dt), R = (size_t)r;
@@ -65,7 +66,8 @@ size_t la_engine_plan_bytes(const la_config *cfg, int heads, int r, int dv, la_d
   }
   const size_t Bmax = (size_t)heads >= T ? 1 : (T + (size_t)heads - 1) / (size_t)heads;
   const size_t part = Bmax * (size_t)heads * (sizeof(double) * (R * dv1 + 1) + sizeof(int));
-  return T * per + part + sizeof(double) * R * dv1 + sizeof(struct la_engine_s);
+  return T * per + part + sizeof(double) * R * dv1 + es * (size_t)heads * R * dv1 +
+         sizeof(struct la_engine_s);
 }
 
 static void work_free(la_work *w) {
@@ -145,7 +147,8 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
   e->Bmax = e->H >= e->T ? 1 : (e->T + e->H - 1) / e->H;
   if (la_state_init(&e->part, e->H * e->Bmax, e->r, dv) != LA_OK) goto nomem;
   e->scratch = la_malloc(sizeof(double) * r * dv1);
-  if (!e->scratch) goto nomem;
+  e->sfall = la_malloc(es * (size_t)e->H * r * dv1);
+  if (!e->scratch || !e->sfall) goto nomem;
   *out = e;
   return LA_OK;
 nomem:;
@@ -163,6 +166,7 @@ void la_engine_destroy(la_engine *pe) {
   free(e->work);
   la_state_free(&e->part);
   free(e->scratch);
+  free(e->sfall);
   free(e);
   *pe = NULL;
 }

@@ -1,7 +1,8 @@
 /* The forward entry points on one rank, docs/design.md §4.2: heads and superblocks of chunks
  * spread over OpenMP threads, each running a kernel of the engine's table (e->kern). Causal is
  * two passes when heads alone cannot occupy the threads (superblock totals, then outputs from
- * their prefixes). */
+ * their prefixes); otherwise each thread takes a group of adjacent heads and walks their
+ * chunks together ("Head groups"). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,21 @@
 #include <omp.h>
 #endif
 #include "engine_internal.h"
+
+/* First head of group g of G (g = G: H): H heads in G groups of adjacent heads, sizes
+ * differing by at most one. */
+static int head_group(int H, int G, int g) { return (int)((int64_t)H * g / G); }
+
+/* e->sfall <- every head's summary sz, rounded once to the working precision. */
+static void la_summaries_to_work(la_engine e, const double *sz) {
+  const size_t n = (size_t)e->H * e->r * (e->dv + 1);
+  if (e->dt == LA_F32) {
+    float *d = e->sfall;
+    for (size_t i = 0; i < n; i++) d[i] = (float)sz[i];
+  } else {
+    memcpy(e->sfall, sz, sizeof(double) * n);
+  }
+}
 
 la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const void *k,
                                const void *v, la_state *state) {
@@ -18,13 +34,23 @@ la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const voi
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   la_state_reset(&e->part);
+  if (B == 1) { /* one group of adjacent heads per thread (§4.2 "Head groups") */
+    const int G = H < e->T ? H : e->T;
+#pragma omp parallel for schedule(static, 1) num_threads(e->T)
+    for (int g = 0; g < G; g++) {
+      const int h0 = head_group(H, G, g), h1 = head_group(H, G, g + 1);
+      e->kern->accum_heads(e, &e->work[la_thread_id()], h0, h1, token0, 0, n, k, v,
+                           e->part.sz + (size_t)h0 * rsz, e->part.m + h0, e->part.f + h0);
+    }
+  } else {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
-  for (int it = 0; it < H * B; it++) {
-    int h = it / B, b = it % B;
-    int64_t lo, hi;
-    la_superblock(n, e->C, B, b, &lo, &hi);
-    e->kern->accum_range(e, &e->work[la_thread_id()], h, token0, lo, hi, k, v, e->part.sz + (size_t)it * rsz,
-                e->part.m + it, e->part.f + it);
+    for (int it = 0; it < H * B; it++) {
+      int h = it / B, b = it % B;
+      int64_t lo, hi;
+      la_superblock(n, e->C, B, b, &lo, &hi);
+      e->kern->accum_range(e, &e->work[la_thread_id()], h, token0, lo, hi, k, v,
+                           e->part.sz + (size_t)it * rsz, e->part.m + it, e->part.f + it);
+    }
   }
   for (int h = 0; h < H; h++)
     for (int b = 0; b < B; b++)
@@ -44,16 +70,19 @@ la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q,
   LA_TRY(la_engine_state_ok(e, state, "la_engine_apply", "state"));
   if (n == 0) return LA_OK;
   const int H = e->H;
-  const size_t rsz = (size_t)e->r * (e->dv + 1);
   if (e->cfg.mode == LA_BIDIRECTIONAL) {
-    int B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
-    for (int it = 0; it < H * B; it++) {
-      int h = it / B, b = it % B;
+    /* Rows are independent: superblocks of all heads when there are chunks enough for the
+     * threads, so that a thread reads whole token rows; else groups of adjacent heads. */
+    const int B = n / e->C >= e->T ? e->T : 1, G = B > 1 ? 1 : (H < e->T ? H : e->T);
+    la_summaries_to_work(e, state->sz);
+#pragma omp parallel for schedule(static, 1) num_threads(e->T)
+    for (int it = 0; it < G * B; it++) {
+      const int g = it / B;
       int64_t lo, hi;
-      la_superblock(n, e->C, B, b, &lo, &hi);
-      la_work *w = &e->work[la_thread_id()];
-      e->kern->apply_bidir(e, w, h, token0, lo, hi, q, state->sz + h * rsz, state->m[h], out);
+      la_superblock(n, e->C, B, it % B, &lo, &hi);
+      e->kern->apply_bidir_heads(e, &e->work[la_thread_id()], head_group(H, G, g),
+                                 head_group(H, G, g + 1), token0, lo, hi, q, e->sfall,
+                                 state->m, out);
     }
     la_engine_merge_stats(e, stats);
     return LA_OK;
@@ -127,14 +156,25 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
         la_state_combine_head(run, state->m + h, state->f + h, e->scratch, &tot_m, &tot_f, rsz);
     }
   }
+  if (B == 1) { /* heads alone occupy the threads: one group of adjacent heads per thread */
+    const int G = H < e->T ? H : e->T;
+#pragma omp parallel for schedule(static, 1) num_threads(e->T)
+    for (int g = 0; g < G; g++) {
+      const int h0 = head_group(H, G, g), h1 = head_group(H, G, g + 1);
+      e->kern->apply_causal_heads(e, &e->work[la_thread_id()], h0, h1, token0, 0, n, q, k, v,
+                                  e->part.sz + (size_t)h0 * rsz, e->part.m + h0,
+                                  e->part.f + h0, out, raw, lsc);
+    }
+  } else {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
-  for (int it = 0; it < H * B; it++) {
-    int h = it / B, b = it % B;
-    int64_t lo, hi;
-    la_superblock(n, e->C, B, b, &lo, &hi);
-    la_work *w = &e->work[la_thread_id()];
-    e->kern->apply_causal(e, w, h, token0, lo, hi, q, k, v, e->part.sz + (size_t)it * rsz,
-                       e->part.m + it, e->part.f + it, out, raw, lsc, NULL);
+    for (int it = 0; it < H * B; it++) {
+      int h = it / B, b = it % B;
+      int64_t lo, hi;
+      la_superblock(n, e->C, B, b, &lo, &hi);
+      la_work *w = &e->work[la_thread_id()];
+      e->kern->apply_causal(e, w, h, token0, lo, hi, q, k, v, e->part.sz + (size_t)it * rsz,
+                            e->part.m + it, e->part.f + it, out, raw, lsc, NULL);
+    }
   }
   /* The last superblock's state now covers the whole block. */
   for (int h = 0; h < H; h++) {

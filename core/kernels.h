@@ -19,6 +19,10 @@ typedef struct {
   /* (sz, m, f) <- (sz, m, f) (+) the summary of keys [lo, hi) (§4.1, §4.2) */
   void (*accum_range)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                       const void *k, const void *v, double *sz, double *m, int *f);
+  /* accum_range on heads [h0, h1) together, chunk by chunk; the summaries are
+   * sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0] (§4.2 "Head groups") */
+  void (*accum_heads)(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t lo,
+                      int64_t hi, const void *k, const void *v, double *sz, double *m, int *f);
   /* causal outputs of rows [lo, hi) from the prefix (sz, m, f), which advances; with raw, the
    * unfinalized rows and log-scales for the overlap correction (§4.5); with base (unstabilized
    * maps only, m = 0), the rows read base + (sz) until a segment starts, while (sz) sums the
@@ -26,9 +30,20 @@ typedef struct {
   void (*apply_causal)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                        const void *q, const void *k, const void *v, double *sz, double *m,
                        int *f, void *out, void *raw, double *lsc, const double *base);
+  /* apply_causal on heads [h0, h1) together, chunk by chunk, without base; the prefixes are
+   * sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0] (§4.2 "Head groups") */
+  void (*apply_causal_heads)(la_engine e, la_work *w, int h0, int h1, int64_t token0,
+                             int64_t lo, int64_t hi, const void *q, const void *k,
+                             const void *v, double *sz, double *m, int *f, void *out,
+                             void *raw, double *lsc);
   /* rows [lo, hi) from a complete summary (bidirectional) */
   void (*apply_bidir)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                       const void *q, const double *sz, double m, void *out);
+  /* apply_bidir on heads [h0, h1), chunk by chunk; summaries sf[h r (dv+1)] in the working
+   * precision, m[h] */
+  void (*apply_bidir_heads)(la_engine e, la_work *w, int h0, int h1, int64_t token0,
+                            int64_t lo, int64_t hi, const void *q, const void *sf,
+                            const double *m, void *out);
   /* raw rows [lo, hi) plus the prefix (psz, pm) that arrived meanwhile (§4.5) */
   void (*correct_rows)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                        const void *q, const double *psz, double pm, const void *raw,

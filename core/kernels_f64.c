@@ -20,8 +20,11 @@
 const la_kernels la_kernels_f64 = {
     .dtype = "f64",
     .accum_range = accum_range,
+    .accum_heads = accum_heads,
     .apply_causal = apply_causal,
+    .apply_causal_heads = apply_causal_heads,
     .apply_bidir = apply_bidir,
+    .apply_bidir_heads = apply_bidir_heads,
     .correct_rows = correct_rows,
     .apply_segmented = apply_segmented,
     .apply_window = apply_window,
