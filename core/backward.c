@@ -1,5 +1,6 @@
-/* Backward pass drivers (docs/design.md §4.4): heads over OpenMP threads, each head's
- * pieces in order (replay) and in reverse order (dk, dv). Memory: the per-thread chunk
+/* Backward pass drivers (docs/design.md §4.4): heads over OpenMP threads (the replay and the
+ * reverse pass in groups of adjacent heads, §4.2 "Head groups"), each head's pieces in order
+ * (replay) and in reverse order (dk, dv). Memory: the per-thread chunk
  * workspaces of the forward plus 3 doubles per (token, head) of side storage; no per-token
  * state is kept (the suffix state is recomputed chunk by chunk). */
 #include <math.h>
@@ -147,11 +148,23 @@ la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void 
   /* queries before the first segment start at or after token0 feed the reverse element */
   const int64_t cut = e->cfg.mode == LA_BIDIRECTIONAL ? INT64_MAX
                                                       : la_engine_segment_at_or_after(e, token0);
+  if (e->cfg.mode == LA_CAUSAL) { /* one group of adjacent heads per thread (§4.2) */
+    const int G = e->H < e->T ? e->H : e->T;
+#pragma omp parallel for schedule(static, 1) num_threads(e->T)
+    for (int g_ = 0; g_ < G; g_++) {
+      const int h0 = la_head_group(e->H, G, g_), h1 = la_head_group(e->H, G, g_ + 1);
+      e->kern->bwd_replay_heads(e, &e->work[la_thread_id()], h0, h1, token0, n, q, k, v, g,
+                                state->sz + h0 * rsz, state->m + h0, state->f + h0, dq,
+                                side_of(e, (void *)side), rev->sz + h0 * rsz, rev->m + h0, cut);
+    }
+  } else {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
-  for (int h = 0; h < e->H; h++) {
-    la_work *w = &e->work[la_thread_id()];
-    e->kern->bwd_replay(e, w, h, token0, n, q, k, v, g, state->sz + h * rsz, state->m + h,
-                     state->f + h, dq, side_of(e, (void *)side), rev->sz + h * rsz, rev->m + h, cut);
+    for (int h = 0; h < e->H; h++) {
+      la_work *w = &e->work[la_thread_id()];
+      e->kern->bwd_replay(e, w, h, token0, n, q, k, v, g, state->sz + h * rsz, state->m + h,
+                          state->f + h, dq, side_of(e, (void *)side), rev->sz + h * rsz,
+                          rev->m + h, cut);
+    }
   }
   if (e->cfg.mode == LA_CAUSAL && cut < token0 + n)
     for (int h = 0; h < e->H; h++) rev->f[h] = 1;
@@ -165,11 +178,13 @@ la_status la_backward_reverse(la_engine e, int64_t token0, int64_t n, const void
   LA_TRY(la_engine_state_ok(e, suffix, "la_backward_reverse", "suffix"));
   if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
-  for (int h = 0; h < e->H; h++) {
-    la_work *w = &e->work[la_thread_id()];
-    e->kern->bwd_reverse(e, w, h, token0, n, q, k, v, g, side_of(e, (void *)side), suffix->sz + h * rsz, suffix->m + h,
-                      dk, dv);
+  const int G = e->H < e->T ? e->H : e->T; /* one group of adjacent heads per thread (§4.2) */
+#pragma omp parallel for schedule(static, 1) num_threads(e->T)
+  for (int g_ = 0; g_ < G; g_++) {
+    const int h0 = la_head_group(e->H, G, g_), h1 = la_head_group(e->H, G, g_ + 1);
+    e->kern->bwd_reverse_heads(e, &e->work[la_thread_id()], h0, h1, token0, n, q, k, v, g,
+                               side_of(e, (void *)side), suffix->sz + h0 * rsz, suffix->m + h0,
+                               dk, dv);
   }
   return LA_OK;
 }

@@ -72,24 +72,17 @@ static void grad_coeffs(la_engine e, la_work *w, int h, int64_t tok0, int len,
  * dq written, (fa, b, M) stored in side, and the rank's reverse-scan element (the queries
  * before the block's first segment start) accumulated into (rsz, rm). Causal, or
  * bidirectional from the complete summary (sz, m). */
-static void bwd_replay(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                       const void *q_, const void *k_, const void *v_, const void *g_,
-                       double *sz, double *m, int *f, void *dq_, la_side side, double *rsz_,
-                       double *rm, int64_t cut) {
-  const LA_REAL *q = q_;
-  const LA_REAL *k = k_;
-  const LA_REAL *v = v_;
-  const LA_REAL *g = g_;
-  LA_REAL *dq = dq_;
+/* One piece [p0, p0+len) of bwd_replay; bidirectional: w->sf already holds the summary. */
+static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t p0, int len,
+                         int64_t n, const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
+                         const LA_REAL *g, double *sz, double *m, int *f, LA_REAL *dq,
+                         la_side side, double *rsz_, double *rm, int64_t cut) {
   const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H, bidir = e->cfg.mode == LA_BIDIRECTIONAL;
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *A = w->A, *o = w->o, *AB = w->ab, *tmp = w->tmp;
   LA_REAL *dphi = w->dphi;
   const int64_t ldk = (int64_t)H * e->dk;
-  if (bidir)
-    for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
-  for (int64_t p0 = 0; p0 < n;) {
-    const int len = piece_len(e, token0, p0, n);
+  {
     double M = bidir ? *m : 0.0, mprev = *m;
     features_at(e, h, p0, len, p0 + len, n, q, w->phiq, w->aq, g, dv);
     chunk_values(e, h, p0, len, v, w->vp);
@@ -148,6 +141,38 @@ static void bwd_replay(la_engine e, la_work *w, int h, int64_t token0, int64_t n
       la_state_combine_head(rsz_, rm, &f0, wsz, &wm, &f1, rsz);
     }
     if (!bidir) state_add(e, w, len, 1, sz, m);
+  }
+}
+
+static void bwd_replay(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                       const void *q, const void *k, const void *v, const void *g, double *sz,
+                       double *m, int *f, void *dq, la_side side, double *rsz_, double *rm,
+                       int64_t cut) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  if (e->cfg.mode == LA_BIDIRECTIONAL)
+    for (size_t i = 0; i < rsz; i++) ((LA_REAL *)w->sf)[i] = (LA_REAL)sz[i];
+  for (int64_t p0 = 0; p0 < n;) {
+    const int len = piece_len(e, token0, p0, n);
+    replay_piece(e, w, h, token0, p0, len, n, q, k, v, g, sz, m, f, dq, side, rsz_, rm, cut);
+    p0 += len;
+  }
+}
+
+/* bwd_replay of heads [h0, h1) together, piece by piece (causal only: each piece rounds its
+ * head's state afresh; §4.2 "Head groups"); head h's arrays start at (h - h0) rsz, its
+ * scalars at (h - h0). */
+static void bwd_replay_heads(la_engine e, la_work *w, int h0, int h1, int64_t token0,
+                             int64_t n, const void *q, const void *k, const void *v,
+                             const void *g, double *sz, double *m, int *f, void *dq,
+                             la_side side, double *rsz_, double *rm, int64_t cut) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  for (int64_t p0 = 0; p0 < n;) {
+    const int len = piece_len(e, token0, p0, n);
+    for (int h = h0; h < h1; h++) {
+      const size_t j = (size_t)(h - h0);
+      replay_piece(e, w, h, token0, p0, len, n, q, k, v, g, sz + j * rsz, m + j, f + j, dq,
+                   side, rsz_ + j * rsz, rm + j, cut);
+    }
     p0 += len;
   }
 }
@@ -155,27 +180,24 @@ static void bwd_replay(la_engine e, la_work *w, int h, int64_t token0, int64_t n
 /* Reverse pass of one head, from the suffix state (dsz, mu) of the queries after the block:
  * dk and dv from the stored (fa, b, M). Causal (suffix sums with a causal intra-piece mask) or
  * bidirectional (dsz is the complete sum of the segment, no intra term). */
-static void bwd_reverse(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                        const void *q_, const void *k_, const void *v_, const void *g_,
-                        la_side side, double *dsz, double *mu, void *dk_, void *dvo_) {
-  const LA_REAL *q = q_;
-  const LA_REAL *k = k_;
-  const LA_REAL *v = v_;
-  const LA_REAL *g = g_;
-  LA_REAL *dk = dk_;
-  LA_REAL *dvo = dvo_;
+/* The start of the piece that ends at p_end (> 0), walking backwards: the later of the chunk
+ * grid point and the segment start. */
+static int64_t piece_before(la_engine e, int64_t token0, int64_t p_end) {
+  int64_t p0 = ((p_end - 1) / e->C) * e->C;
+  int64_t ss = la_segment_start(e, token0 + p_end - 1) - token0;
+  return ss > p0 ? ss : p0;
+}
+
+/* One piece [p0, p0+len) of bwd_reverse. */
+static void reverse_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t p0, int len,
+                          const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
+                          const LA_REAL *g, la_side side, double *dsz, double *mu, LA_REAL *dk,
+                          LA_REAL *dvo) {
   const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H, bidir = e->cfg.mode == LA_BIDIRECTIONAL;
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *A = w->A, *AB = w->ab, *tmp = w->tmp, *dphi = w->dphi;
   const int64_t ldk = (int64_t)H * e->dk, ldv = (int64_t)H * dv;
-  /* piece starts, walked backwards: recompute them forwards into a small stack per chunk */
-  int64_t p_end = n;
-  while (p_end > 0) {
-    /* the piece ending at p_end starts at the later of the chunk grid point and the segment start */
-    int64_t p0 = ((p_end - 1) / e->C) * e->C;
-    int64_t ss = la_segment_start(e, token0 + p_end - 1) - token0;
-    if (ss > p0) p0 = ss;
-    const int len = (int)(p_end - p0);
+  {
     double sd0[3];
     la_side_get(side, p0 * (int64_t)H + h, sd0);
     const double M = sd0[2];
@@ -250,6 +272,31 @@ static void bwd_reverse(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     }
     LA_MAP_CHAIN(e->fm, h, len, k + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
                                      w->phik, dk + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
+  }
+}
+
+static void bwd_reverse(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                        const void *q, const void *k, const void *v, const void *g,
+                        la_side side, double *dsz, double *mu, void *dk, void *dvo) {
+  for (int64_t p_end = n; p_end > 0;) {
+    const int64_t p0 = piece_before(e, token0, p_end);
+    reverse_piece(e, w, h, token0, p0, (int)(p_end - p0), q, k, v, g, side, dsz, mu, dk, dvo);
+    p_end = p0;
+  }
+}
+
+/* bwd_reverse of heads [h0, h1) together, piece by piece (§4.2 "Head groups"); head h's
+ * suffix state is dsz[(h - h0) rsz], mu[h - h0]. */
+static void bwd_reverse_heads(la_engine e, la_work *w, int h0, int h1, int64_t token0,
+                              int64_t n, const void *q, const void *k, const void *v,
+                              const void *g, la_side side, double *dsz, double *mu, void *dk,
+                              void *dvo) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  for (int64_t p_end = n; p_end > 0;) {
+    const int64_t p0 = piece_before(e, token0, p_end);
+    for (int h = h0; h < h1; h++)
+      reverse_piece(e, w, h, token0, p0, (int)(p_end - p0), q, k, v, g, side,
+                    dsz + (size_t)(h - h0) * rsz, mu + (h - h0), dk, dvo);
     p_end = p0;
   }
 }

@@ -115,4 +115,8 @@ la_status la_window_heads(la_engine e, int64_t token0, int64_t n, const void *q,
                           const void *hv, const la_state *mid, void *out, const void *g,
                           void *dq, double *side, la_den_stats *stats);
 
+/* First head of group g of G (g = G: H): H heads in G groups of adjacent heads, sizes
+ * differing by at most one (docs/design.md §4.2 "Head groups"). */
+static inline int la_head_group(int H, int G, int g) { return (int)((int64_t)H * g / G); }
+
 #endif

@@ -11,10 +11,6 @@
 #endif
 #include "engine_internal.h"
 
-/* First head of group g of G (g = G: H): H heads in G groups of adjacent heads, sizes
- * differing by at most one. */
-static int head_group(int H, int G, int g) { return (int)((int64_t)H * g / G); }
-
 /* e->sfall <- every head's summary sz, rounded once to the working precision. */
 static void la_summaries_to_work(la_engine e, const double *sz) {
   const size_t n = (size_t)e->H * e->r * (e->dv + 1);
@@ -38,7 +34,7 @@ la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const voi
     const int G = H < e->T ? H : e->T;
 #pragma omp parallel for schedule(static, 1) num_threads(e->T)
     for (int g = 0; g < G; g++) {
-      const int h0 = head_group(H, G, g), h1 = head_group(H, G, g + 1);
+      const int h0 = la_head_group(H, G, g), h1 = la_head_group(H, G, g + 1);
       e->kern->accum_heads(e, &e->work[la_thread_id()], h0, h1, token0, 0, n, k, v,
                            e->part.sz + (size_t)h0 * rsz, e->part.m + h0, e->part.f + h0);
     }
@@ -80,8 +76,8 @@ la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q,
       const int g = it / B;
       int64_t lo, hi;
       la_superblock(n, e->C, B, it % B, &lo, &hi);
-      e->kern->apply_bidir_heads(e, &e->work[la_thread_id()], head_group(H, G, g),
-                                 head_group(H, G, g + 1), token0, lo, hi, q, e->sfall,
+      e->kern->apply_bidir_heads(e, &e->work[la_thread_id()], la_head_group(H, G, g),
+                                 la_head_group(H, G, g + 1), token0, lo, hi, q, e->sfall,
                                  state->m, out);
     }
     la_engine_merge_stats(e, stats);
@@ -160,7 +156,7 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
     const int G = H < e->T ? H : e->T;
 #pragma omp parallel for schedule(static, 1) num_threads(e->T)
     for (int g = 0; g < G; g++) {
-      const int h0 = head_group(H, G, g), h1 = head_group(H, G, g + 1);
+      const int h0 = la_head_group(H, G, g), h1 = la_head_group(H, G, g + 1);
       e->kern->apply_causal_heads(e, &e->work[la_thread_id()], h0, h1, token0, 0, n, q, k, v,
                                   e->part.sz + (size_t)h0 * rsz, e->part.m + h0,
                                   e->part.f + h0, out, raw, lsc);
