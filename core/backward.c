@@ -149,7 +149,7 @@ la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void 
   const int64_t cut = e->cfg.mode == LA_BIDIRECTIONAL ? INT64_MAX
                                                       : la_engine_segment_at_or_after(e, token0);
   if (e->cfg.mode == LA_CAUSAL) { /* one group of adjacent heads per thread (§4.2) */
-    const int G = e->H < e->T ? e->H : e->T;
+    const int G = la_head_groups(e);
 #pragma omp parallel for schedule(static, 1) num_threads(e->T)
     for (int g_ = 0; g_ < G; g_++) {
       const int h0 = la_head_group(e->H, G, g_), h1 = la_head_group(e->H, G, g_ + 1);
@@ -178,7 +178,7 @@ la_status la_backward_reverse(la_engine e, int64_t token0, int64_t n, const void
   LA_TRY(la_engine_state_ok(e, suffix, "la_backward_reverse", "suffix"));
   if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
-  const int G = e->H < e->T ? e->H : e->T; /* one group of adjacent heads per thread (§4.2) */
+  const int G = la_head_groups(e); /* one group of adjacent heads per thread (§4.2) */
 #pragma omp parallel for schedule(static, 1) num_threads(e->T)
   for (int g_ = 0; g_ < G; g_++) {
     const int h0 = la_head_group(e->H, G, g_), h1 = la_head_group(e->H, G, g_ + 1);

@@ -68,11 +68,10 @@ static void grad_coeffs(la_engine e, la_work *w, int h, int64_t tok0, int len,
   }
 }
 
-/* Forward replay of one head: outputs are recomputed, the gradient coefficients a, b formed,
- * dq written, (fa, b, M) stored in side, and the rank's reverse-scan element (the queries
- * before the block's first segment start) accumulated into (rsz, rm). Causal, or
- * bidirectional from the complete summary (sz, m). */
-/* One piece [p0, p0+len) of bwd_replay; bidirectional: w->sf already holds the summary. */
+/* Forward replay of one piece [p0, p0+len) of head h: outputs are recomputed, the gradient
+ * coefficients a, b formed, dq written, (fa, b, M) stored in side, and the rank's reverse-scan
+ * element (the queries before the block's first segment start) accumulated into (rsz, rm).
+ * Causal, or bidirectional from the complete summary (sz, m), which w->sf already holds. */
 static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t p0, int len,
                          int64_t n, const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
                          const LA_REAL *g, double *sz, double *m, int *f, LA_REAL *dq,
@@ -82,85 +81,69 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
   LA_REAL *sf = w->sf, *A = w->A, *o = w->o, *AB = w->ab, *tmp = w->tmp;
   LA_REAL *dphi = w->dphi;
   const int64_t ldk = (int64_t)H * e->dk;
-  {
-    double M = bidir ? *m : 0.0, mprev = *m;
-    features_at(e, h, p0, len, p0 + len, n, q, w->phiq, w->aq, g, dv);
-    chunk_values(e, h, p0, len, v, w->vp);
-    if (!bidir) {
-      if (la_is_segment_start(e, token0 + p0)) {
-        memset(sz, 0, sizeof(double) * rsz);
-        *m = mprev = -INFINITY;
-        *f = 1;
-      }
-      features_at(e, h, p0, len, p0 + len, n, k, w->phik, w->ak, v, dv);
-      for (int i = 0; i < len; i++) w->segi[i] = 0;
-      rescale_keys(e, w, len, 1, 0, sz, m);
-      M = w->mseg[0];
-      for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
+  double M = bidir ? *m : 0.0, mprev = *m;
+  features_at(e, h, p0, len, p0 + len, n, q, w->phiq, w->aq, g, dv);
+  chunk_values(e, h, p0, len, v, w->vp);
+  if (!bidir) {
+    if (la_is_segment_start(e, token0 + p0)) {
+      memset(sz, 0, sizeof(double) * rsz);
+      *m = mprev = -INFINITY;
+      *f = 1;
     }
-    /* [num | den] of the piece */
-    if (mprev != -INFINITY)
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,
-              dv1, (LA_REAL)0, o, dv1);
-    else
-      memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
-    if (!bidir) {
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
-              w->phik, r, (LA_REAL)0, A, len);
-      for (int i = 0; i < len; i++)
-        for (int j = i + 1; j < len; j++) A[(size_t)i * len + j] = 0;
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len,
-              w->vp, dv1, (LA_REAL)1, o, dv1);
-    }
-    for (int i = 0; i < len; i++) w->ak2[i] = M;
-    grad_coeffs(e, w, h, token0 + p0, len, g + p0 * (int64_t)H * dv, o, w->ak2, AB,
-                       la_side_rows(side, p0, H));
-    /* dphi_s(q) = AB (S|z)^T (+ intra: tril(AB [V|1]^T) Phi_k) */
-    if (mprev != -INFINITY)
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, r, dv1, (LA_REAL)1, AB, dv1, sf, dv1,
-              (LA_REAL)0, dphi, r);
-    else
-      memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
-    if (!bidir) {
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, dv1, (LA_REAL)1, AB, dv1, w->vp,
-              dv1, (LA_REAL)0, A, len);
-      for (int i = 0; i < len; i++)
-        for (int j = i + 1; j < len; j++) A[(size_t)i * len + j] = 0;
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, (LA_REAL)1, A, len, w->phik,
-              r, (LA_REAL)1, dphi, r);
-    }
-    LA_MAP_CHAIN(e->fm, h, len, q + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
-                                     w->phiq, dq + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
-    /* reverse-scan element: queries before the block's first segment start */
-    if (token0 + p0 < cut) {
-      LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, AB,
-              dv1, (LA_REAL)0, tmp, dv1);
-      double *wsz = w->wsz, wm = -M;
-      for (size_t i = 0; i < rsz; i++) wsz[i] = (double)tmp[i];
-      int f0 = 0, f1 = 0;
-      la_state_combine_head(rsz_, rm, &f0, wsz, &wm, &f1, rsz);
-    }
-    if (!bidir) state_add(e, w, len, 1, sz, m);
+    features_at(e, h, p0, len, p0 + len, n, k, w->phik, w->ak, v, dv);
+    for (int i = 0; i < len; i++) w->segi[i] = 0;
+    rescale_keys(e, w, len, 1, 0, sz, m);
+    M = w->mseg[0];
+    for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
   }
+  /* [num | den] of the piece */
+  if (mprev != -INFINITY)
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,
+            dv1, (LA_REAL)0, o, dv1);
+  else
+    memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
+  if (!bidir) {
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
+            w->phik, r, (LA_REAL)0, A, len);
+    for (int i = 0; i < len; i++)
+      for (int j = i + 1; j < len; j++) A[(size_t)i * len + j] = 0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len,
+            w->vp, dv1, (LA_REAL)1, o, dv1);
+  }
+  for (int i = 0; i < len; i++) w->ak2[i] = M;
+  grad_coeffs(e, w, h, token0 + p0, len, g + p0 * (int64_t)H * dv, o, w->ak2, AB,
+                     la_side_rows(side, p0, H));
+  /* dphi_s(q) = AB (S|z)^T (+ intra: tril(AB [V|1]^T) Phi_k) */
+  if (mprev != -INFINITY)
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, r, dv1, (LA_REAL)1, AB, dv1, sf, dv1,
+            (LA_REAL)0, dphi, r);
+  else
+    memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
+  if (!bidir) {
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, dv1, (LA_REAL)1, AB, dv1, w->vp,
+            dv1, (LA_REAL)0, A, len);
+    for (int i = 0; i < len; i++)
+      for (int j = i + 1; j < len; j++) A[(size_t)i * len + j] = 0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, (LA_REAL)1, A, len, w->phik,
+            r, (LA_REAL)1, dphi, r);
+  }
+  LA_MAP_CHAIN(e->fm, h, len, q + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
+                                   w->phiq, dq + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
+  /* reverse-scan element: queries before the block's first segment start */
+  if (token0 + p0 < cut) {
+    LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, AB,
+            dv1, (LA_REAL)0, tmp, dv1);
+    double *wsz = w->wsz, wm = -M;
+    for (size_t i = 0; i < rsz; i++) wsz[i] = (double)tmp[i];
+    int f0 = 0, f1 = 0;
+    la_state_combine_head(rsz_, rm, &f0, wsz, &wm, &f1, rsz);
+  }
+  if (!bidir) state_add(e, w, len, 1, sz, m);
 }
 
-static void bwd_replay(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                       const void *q, const void *k, const void *v, const void *g, double *sz,
-                       double *m, int *f, void *dq, la_side side, double *rsz_, double *rm,
-                       int64_t cut) {
-  const size_t rsz = (size_t)e->r * (e->dv + 1);
-  if (e->cfg.mode == LA_BIDIRECTIONAL)
-    for (size_t i = 0; i < rsz; i++) ((LA_REAL *)w->sf)[i] = (LA_REAL)sz[i];
-  for (int64_t p0 = 0; p0 < n;) {
-    const int len = piece_len(e, token0, p0, n);
-    replay_piece(e, w, h, token0, p0, len, n, q, k, v, g, sz, m, f, dq, side, rsz_, rm, cut);
-    p0 += len;
-  }
-}
-
-/* bwd_replay of heads [h0, h1) together, piece by piece (causal only: each piece rounds its
- * head's state afresh; §4.2 "Head groups"); head h's arrays start at (h - h0) rsz, its
- * scalars at (h - h0). */
+/* bwd_replay of heads [h0, h1) together, piece by piece (causal only, or a single head: a
+ * bidirectional piece reads w->sf; §4.2 "Head groups"); head h's arrays start at (h - h0) rsz,
+ * its scalars at (h - h0). */
 static void bwd_replay_heads(la_engine e, la_work *w, int h0, int h1, int64_t token0,
                              int64_t n, const void *q, const void *k, const void *v,
                              const void *g, double *sz, double *m, int *f, void *dq,
@@ -177,9 +160,16 @@ static void bwd_replay_heads(la_engine e, la_work *w, int h0, int h1, int64_t to
   }
 }
 
-/* Reverse pass of one head, from the suffix state (dsz, mu) of the queries after the block:
- * dk and dv from the stored (fa, b, M). Causal (suffix sums with a causal intra-piece mask) or
- * bidirectional (dsz is the complete sum of the segment, no intra term). */
+static void bwd_replay(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                       const void *q, const void *k, const void *v, const void *g, double *sz,
+                       double *m, int *f, void *dq, la_side side, double *rsz_, double *rm,
+                       int64_t cut) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  if (e->cfg.mode == LA_BIDIRECTIONAL)
+    for (size_t i = 0; i < rsz; i++) ((LA_REAL *)w->sf)[i] = (LA_REAL)sz[i];
+  bwd_replay_heads(e, w, h, h + 1, token0, n, q, k, v, g, sz, m, f, dq, side, rsz_, rm, cut);
+}
+
 /* The start of the piece that ends at p_end (> 0), walking backwards: the later of the chunk
  * grid point and the segment start. */
 static int64_t piece_before(la_engine e, int64_t token0, int64_t p_end) {
@@ -188,7 +178,9 @@ static int64_t piece_before(la_engine e, int64_t token0, int64_t p_end) {
   return ss > p0 ? ss : p0;
 }
 
-/* One piece [p0, p0+len) of bwd_reverse. */
+/* Reverse pass over one piece [p0, p0+len) of head h, from the suffix state (dsz, mu) of the
+ * queries after it: dk and dv from the stored (fa, b, M). Causal (suffix sums with a causal
+ * intra-piece mask) or bidirectional (dsz is the complete sum of the segment, no intra term). */
 static void reverse_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t p0, int len,
                           const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
                           const LA_REAL *g, la_side side, double *dsz, double *mu, LA_REAL *dk,
@@ -197,92 +189,80 @@ static void reverse_piece(la_engine e, la_work *w, int h, int64_t token0, int64_
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *A = w->A, *AB = w->ab, *tmp = w->tmp, *dphi = w->dphi;
   const int64_t ldk = (int64_t)H * e->dk, ldv = (int64_t)H * dv;
-  {
-    double sd0[3];
-    la_side_get(side, p0 * (int64_t)H + h, sd0);
-    const double M = sd0[2];
-    /* the previous piece's rows are prefetched: this pass walks backwards */
-    const int64_t c1 = p0 >= e->C ? p0 - e->C : (p0 > 0 ? 0 : -1);
-    features_at(e, h, p0, len, c1, p0, k, w->phik, w->ak, v, dv);
-    features_at(e, h, p0, len, c1, p0, q, w->phiq, w->aq, g, dv);
-    chunk_values(e, h, p0, len, v, w->vp);
-    for (int i = 0; i < len; i++) {
-      double sd[3];
-      la_side_get(side, (p0 + i) * (int64_t)H + h, sd);
-      const LA_REAL *gi = g + (p0 + i) * ldv + (int64_t)h * dv;
-      LA_REAL *abi = AB + (size_t)i * dv1;
+  double sd0[3];
+  la_side_get(side, p0 * (int64_t)H + h, sd0);
+  const double M = sd0[2];
+  /* the previous piece's rows are prefetched: this pass walks backwards */
+  const int64_t c1 = p0 >= e->C ? p0 - e->C : (p0 > 0 ? 0 : -1);
+  features_at(e, h, p0, len, c1, p0, k, w->phik, w->ak, v, dv);
+  features_at(e, h, p0, len, c1, p0, q, w->phiq, w->aq, g, dv);
+  chunk_values(e, h, p0, len, v, w->vp);
+  for (int i = 0; i < len; i++) {
+    double sd[3];
+    la_side_get(side, (p0 + i) * (int64_t)H + h, sd);
+    const LA_REAL *gi = g + (p0 + i) * ldv + (int64_t)h * dv;
+    LA_REAL *abi = AB + (size_t)i * dv1;
 #ifdef LA_K512
-      if (e->k512) la_k512_scale_row(dv, gi, sd[0], abi);
-      else
+    if (e->k512) la_k512_scale_row(dv, gi, sd[0], abi);
+    else
 #endif
-      for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(sd[0] * gi[j]);
-      abi[dv] = (LA_REAL)sd[1];
-    }
-    /* common scale: mu_new = max(mu, -M); queries get e^{-M - mu_new}, keys e^{a_k + mu_new} */
-    const double mu_new = (bidir || *mu == -INFINITY || -M > *mu) ? -M : *mu;
-    if (!bidir && *mu != -INFINITY && *mu != mu_new) {
-      double fct = exp(*mu - mu_new);
-      for (size_t i = 0; i < rsz; i++) dsz[i] *= fct;
-    }
-    if (!bidir) *mu = mu_new;
-    const LA_REAL fq = (LA_REAL)exp(-M - mu_new);
-    if (fq != (LA_REAL)1)
-      for (size_t i = 0; i < (size_t)len * r; i++) ((LA_REAL *)w->phiq)[i] *= fq;
-    for (int i = 0; i < len; i++) {
-      LA_REAL fk = (LA_REAL)(e->stabilized ? exp(w->ak[i] + mu_new) : 1.0);
-      if (fk != (LA_REAL)1)
-        for (int j = 0; j < r; j++) ((LA_REAL *)w->phik)[(size_t)i * r + j] *= fk;
-    }
-    /* inter: dphi_k = [V|1] dS'^T, dv = Keff dS ; intra: masked by i >= j */
-    const int have = *mu != -INFINITY || bidir;
-    LA_REAL *dvp = dvo + p0 * ldv + (int64_t)h * dv;
-    if (have) {
-      for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)dsz[i];
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, r, dv1, (LA_REAL)1, w->vp, dv1, sf,
-              dv1, (LA_REAL)0, dphi, r);
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv, r, (LA_REAL)1, w->phik, r, sf,
-              dv1, (LA_REAL)0, dvp, (int)ldv);
-    } else {
-      memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
-      for (int i = 0; i < len; i++) memset(dvp + i * ldv, 0, sizeof(LA_REAL) * dv);
-    }
-    if (!bidir) {
-      /* Sc[j][i] = [v_j;1].[a_i;b_i], i >= j */
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, dv1, (LA_REAL)1, w->vp, dv1, AB,
-              dv1, (LA_REAL)0, A, len);
-      for (int j = 0; j < len; j++)
-        for (int i = 0; i < j; i++) A[(size_t)j * len + i] = 0;
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, (LA_REAL)1, A, len, w->phiq,
-              r, (LA_REAL)1, dphi, r);
-      /* Km[j][i] = Keff_j . Qs_i, i >= j */
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phik, r,
-              w->phiq, r, (LA_REAL)0, A, len);
-      for (int j = 0; j < len; j++)
-        for (int i = 0; i < j; i++) A[(size_t)j * len + i] = 0;
-      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv, len, (LA_REAL)1, A, len, AB, dv1,
-              (LA_REAL)1, dvp, (int)ldv);
-      /* dS' += Qs^T AB, then drop it at a segment start */
-      LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, AB, dv1,
-              (LA_REAL)0, tmp, dv1);
-      for (size_t i = 0; i < rsz; i++) dsz[i] += (double)tmp[i];
-      if (la_is_segment_start(e, token0 + p0)) {
-        memset(dsz, 0, sizeof(double) * rsz);
-        *mu = -INFINITY;
-      }
-    }
-    LA_MAP_CHAIN(e->fm, h, len, k + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
-                                     w->phik, dk + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
+    for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(sd[0] * gi[j]);
+    abi[dv] = (LA_REAL)sd[1];
   }
-}
-
-static void bwd_reverse(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                        const void *q, const void *k, const void *v, const void *g,
-                        la_side side, double *dsz, double *mu, void *dk, void *dvo) {
-  for (int64_t p_end = n; p_end > 0;) {
-    const int64_t p0 = piece_before(e, token0, p_end);
-    reverse_piece(e, w, h, token0, p0, (int)(p_end - p0), q, k, v, g, side, dsz, mu, dk, dvo);
-    p_end = p0;
+  /* common scale: mu_new = max(mu, -M); queries get e^{-M - mu_new}, keys e^{a_k + mu_new} */
+  const double mu_new = (bidir || *mu == -INFINITY || -M > *mu) ? -M : *mu;
+  if (!bidir && *mu != -INFINITY && *mu != mu_new) {
+    double fct = exp(*mu - mu_new);
+    for (size_t i = 0; i < rsz; i++) dsz[i] *= fct;
   }
+  if (!bidir) *mu = mu_new;
+  const LA_REAL fq = (LA_REAL)exp(-M - mu_new);
+  if (fq != (LA_REAL)1)
+    for (size_t i = 0; i < (size_t)len * r; i++) ((LA_REAL *)w->phiq)[i] *= fq;
+  for (int i = 0; i < len; i++) {
+    LA_REAL fk = (LA_REAL)(e->stabilized ? exp(w->ak[i] + mu_new) : 1.0);
+    if (fk != (LA_REAL)1)
+      for (int j = 0; j < r; j++) ((LA_REAL *)w->phik)[(size_t)i * r + j] *= fk;
+  }
+  /* inter: dphi_k = [V|1] dS'^T, dv = Keff dS ; intra: masked by i >= j */
+  const int have = *mu != -INFINITY || bidir;
+  LA_REAL *dvp = dvo + p0 * ldv + (int64_t)h * dv;
+  if (have) {
+    for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)dsz[i];
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, r, dv1, (LA_REAL)1, w->vp, dv1, sf,
+            dv1, (LA_REAL)0, dphi, r);
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv, r, (LA_REAL)1, w->phik, r, sf,
+            dv1, (LA_REAL)0, dvp, (int)ldv);
+  } else {
+    memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
+    for (int i = 0; i < len; i++) memset(dvp + i * ldv, 0, sizeof(LA_REAL) * dv);
+  }
+  if (!bidir) {
+    /* Sc[j][i] = [v_j;1].[a_i;b_i], i >= j */
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, dv1, (LA_REAL)1, w->vp, dv1, AB,
+            dv1, (LA_REAL)0, A, len);
+    for (int j = 0; j < len; j++)
+      for (int i = 0; i < j; i++) A[(size_t)j * len + i] = 0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, (LA_REAL)1, A, len, w->phiq,
+            r, (LA_REAL)1, dphi, r);
+    /* Km[j][i] = Keff_j . Qs_i, i >= j */
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phik, r,
+            w->phiq, r, (LA_REAL)0, A, len);
+    for (int j = 0; j < len; j++)
+      for (int i = 0; i < j; i++) A[(size_t)j * len + i] = 0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv, len, (LA_REAL)1, A, len, AB, dv1,
+            (LA_REAL)1, dvp, (int)ldv);
+    /* dS' += Qs^T AB, then drop it at a segment start */
+    LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, AB, dv1,
+            (LA_REAL)0, tmp, dv1);
+    for (size_t i = 0; i < rsz; i++) dsz[i] += (double)tmp[i];
+    if (la_is_segment_start(e, token0 + p0)) {
+      memset(dsz, 0, sizeof(double) * rsz);
+      *mu = -INFINITY;
+    }
+  }
+  LA_MAP_CHAIN(e->fm, h, len, k + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
+                                   w->phik, dk + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
 }
 
 /* bwd_reverse of heads [h0, h1) together, piece by piece (§4.2 "Head groups"); head h's
@@ -299,6 +279,13 @@ static void bwd_reverse_heads(la_engine e, la_work *w, int h0, int h1, int64_t t
                     dsz + (size_t)(h - h0) * rsz, mu + (h - h0), dk, dvo);
     p_end = p0;
   }
+}
+
+/* Reverse pass of one head (the segmented backward's pieces). */
+static void bwd_reverse(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
+                        const void *q, const void *k, const void *v, const void *g,
+                        la_side side, double *dsz, double *mu, void *dk, void *dvo) {
+  bwd_reverse_heads(e, w, h, h + 1, token0, n, q, k, v, g, side, dsz, mu, dk, dvo);
 }
 
 /* Bidirectional with segments, one head (§3, §4): every segment piece of the block gets its

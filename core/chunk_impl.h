@@ -166,14 +166,6 @@ static void accum_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
 }
 
 /* Tail summary of tokens [lo, hi) (global token0 + lo ...), combined onto (sz, m, f). */
-static void accum_range(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
-                        const void *k, const void *v, double *sz, double *m, int *f) {
-  for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
-    const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
-    accum_chunk(e, w, h, token0, c0, len, hi, k, v, sz, m, f);
-  }
-}
-
 /* accum_range for heads [h0, h1) together, chunk by chunk (§4.2 "Head groups"); head h's
  * summary is sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0]. */
 static void accum_heads(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t lo,
@@ -186,6 +178,11 @@ static void accum_heads(la_engine e, la_work *w, int h0, int h1, int64_t token0,
       accum_chunk(e, w, h, token0, c0, len, hi, k, v, sz + (size_t)(h - h0) * rsz,
                   m + (h - h0), f + (h - h0));
   }
+}
+
+static void accum_range(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                        const void *k, const void *v, double *sz, double *m, int *f) {
+  accum_heads(e, w, h, h + 1, token0, lo, hi, k, v, sz, m, f);
 }
 
 /* Apply the denominator policy (or the unnormalized scale) to len rows of w->o and write

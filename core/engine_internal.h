@@ -118,5 +118,7 @@ la_status la_window_heads(la_engine e, int64_t token0, int64_t n, const void *q,
 /* First head of group g of G (g = G: H): H heads in G groups of adjacent heads, sizes
  * differing by at most one (docs/design.md §4.2 "Head groups"). */
 static inline int la_head_group(int H, int G, int g) { return (int)((int64_t)H * g / G); }
+/* The number of head groups: one per thread, at most one per head. */
+static inline int la_head_groups(const struct la_engine_s *e) { return e->H < e->T ? e->H : e->T; }
 
 #endif

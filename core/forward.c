@@ -31,7 +31,7 @@ la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const voi
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   la_state_reset(&e->part);
   if (B == 1) { /* one group of adjacent heads per thread (§4.2 "Head groups") */
-    const int G = H < e->T ? H : e->T;
+    const int G = la_head_groups(e);
 #pragma omp parallel for schedule(static, 1) num_threads(e->T)
     for (int g = 0; g < G; g++) {
       const int h0 = la_head_group(H, G, g), h1 = la_head_group(H, G, g + 1);
@@ -69,7 +69,7 @@ la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q,
   if (e->cfg.mode == LA_BIDIRECTIONAL) {
     /* Rows are independent: superblocks of all heads when there are chunks enough for the
      * threads, so that a thread reads whole token rows; else groups of adjacent heads. */
-    const int B = n / e->C >= e->T ? e->T : 1, G = B > 1 ? 1 : (H < e->T ? H : e->T);
+    const int B = n / e->C >= e->T ? e->T : 1, G = B > 1 ? 1 : la_head_groups(e);
     la_summaries_to_work(e, state->sz);
 #pragma omp parallel for schedule(static, 1) num_threads(e->T)
     for (int it = 0; it < G * B; it++) {
@@ -153,7 +153,7 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
     }
   }
   if (B == 1) { /* heads alone occupy the threads: one group of adjacent heads per thread */
-    const int G = H < e->T ? H : e->T;
+    const int G = la_head_groups(e);
 #pragma omp parallel for schedule(static, 1) num_threads(e->T)
     for (int g = 0; g < G; g++) {
       const int h0 = la_head_group(H, G, g), h1 = la_head_group(H, G, g + 1);

@@ -61,11 +61,9 @@ typedef struct {
   void (*bwd_replay)(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const void *q,
                      const void *k, const void *v, const void *g, double *sz, double *m, int *f,
                      void *dq, la_side side, double *rsz, double *rm, int64_t cut);
-  void (*bwd_reverse)(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const void *q,
-                      const void *k, const void *v, const void *g, la_side side, double *dsz,
-                      double *mu, void *dk, void *dv);
-  /* bwd_replay (causal only) and bwd_reverse of heads [h0, h1) together, piece by piece: head
-   * h's states start at (h - h0) r (dv+1), its scalars at (h - h0) (§4.2 "Head groups") */
+  /* the replay (causal, or one head) and the reverse pass of heads [h0, h1) together, piece
+   * by piece: head h's states start at (h - h0) r (dv+1), its scalars at (h - h0) (§4.2
+   * "Head groups") */
   void (*bwd_replay_heads)(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t n,
                            const void *q, const void *k, const void *v, const void *g,
                            double *sz, double *m, int *f, void *dq, la_side side, double *rsz,

@@ -31,7 +31,6 @@ const la_kernels la_kernels_f32 = {
     .apply_window = apply_window,
     .bwd_replay = bwd_replay,
     .bwd_replay_heads = bwd_replay_heads,
-    .bwd_reverse = bwd_reverse,
     .bwd_reverse_heads = bwd_reverse_heads,
     .bwd_segmented = bwd_segmented,
     .bwd_segmented_ends = bwd_segmented_ends,
