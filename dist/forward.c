@@ -1,7 +1,7 @@
 /* The distributed forward on in-memory shards (docs/design.md §4.5): each rank passes its own rows
  * (la_split_ownership) and every mask of §3 is combined across ranks here:
- * - causal: rank totals -> MPI_Iexscan, overlapped with the local outputs from a zero state,
- *   then the correction phi(q)^T P; segments ride in the scan element's flag;
+ * - causal: rank totals -> exscan, then the apply from the prefix; segments ride in the
+ *   scan element's flag;
  * - bidirectional: one allreduce of the summaries; with segments, prefix (exscan) + local +
  *   suffix (exscan over the reversed communicator) for the pieces that span ranks;
  * - causal sliding window: the halo of raw keys and one middle summary come from the
@@ -11,39 +11,25 @@
 #include "dist_internal.h"
 #include "la_alloc.h"
 
+/* Causal, P > 1: keys pass, exscan of the totals, then the apply from the prefix
+ * (docs/design.md §4.5 "In memory"). Not overlapped: overlapping the scan with a local apply
+ * from the identity costs a correction of every row afterwards (0.87 of an apply per token,
+ * docs/sim_calibration.csv), far more than the scan it hides at any shard worth sharding. */
 static la_status forward_causal(la_dist d, la_engine eng, int64_t n, int64_t row0,
                                 const void *q, const void *k, const void *v, void *out,
                                 la_den_stats *stats) {
   int H, r, dv;
   la_engine_shape(eng, &H, &r, &dv);
-  la_state st = {0}, local = {0};
+  la_state st = {0};
   la_status s = la_state_init(&st, H, r, dv);
   if (s != LA_OK) return s;
-  if (d->size == 1) {
-    s = la_engine_apply(eng, row0, n, q, k, v, &st, out, stats);
-    la_state_free(&st);
-    return s;
+  if (d->size > 1) {
+    s = la_engine_accumulate(eng, row0, n, k, v, &st);
+    s = la_dist_agree(d, s, NULL, 0);
+    if (s == LA_OK) s = la_dist_exscan(d, &st); /* rank 0: the identity */
   }
-  size_t es = la_engine_dtype(eng) == LA_F32 ? 4 : 8, rows = (size_t)(n > 0 ? n : 1) * H;
-  void *raw = la_malloc(es * rows * (dv + 1));
-  double *lsc = la_malloc(sizeof(double) * rows);
-  s = (raw && lsc) ? la_state_init(&local, H, r, dv)
-                   : la_error(LA_ERR_NOMEM, "out of memory for the unfinalized outputs of %lld "
-                              "rows x %d heads", (long long)n, H);
-  if (s == LA_OK) s = la_engine_accumulate(eng, row0, n, k, v, &st);
-  s = la_dist_agree(d, s, NULL, 0);
-  la_dist_req req = NULL;
-  if (s == LA_OK) s = la_dist_iexscan_begin(d, &st, &req);
-  if (s == LA_OK) {
-    la_status ls = la_engine_apply_local(eng, row0, n, q, k, v, &local, raw, lsc);
-    s = la_dist_iexscan_end(d, &req, &st);
-    if (s == LA_OK) s = ls;
-  }
-  if (s == LA_OK) s = la_engine_correct(eng, row0, n, q, &st, raw, lsc, out, stats);
+  if (s == LA_OK) s = la_engine_apply(eng, row0, n, q, k, v, &st, out, stats);
   la_state_free(&st);
-  la_state_free(&local);
-  free(raw);
-  free(lsc);
   return s;
 }
 

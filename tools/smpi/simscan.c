@@ -13,8 +13,8 @@
  *       §4.1): exit 1 when any differs by more than 1e-12 relative.
  *   forward (--tokens-per-rank n | --tokens N) --calib FILE [--heads H --dk d --dv d]
  *           [--block-tokens B] [--algs ...] [--skip-combines]
- *       the causal forward of dist/forward.c (forward_causal): keys pass, the scan started,
- *       local apply, scan completed, correction; each phase charged n x its measured seconds
+ *       the causal forward of dist/forward.c (forward_causal): keys pass, scan, apply from
+ *       the prefix; each phase charged n x its measured seconds
  *       per token (smpi_execute_flops at the host's speed), the scan real. One rank: the
  *       plain apply. With B > 0, linattn run's streaming instead (docs/design.md §4.5): only
  *       the first B tokens are applied locally and corrected, the rest applied. */
@@ -184,10 +184,16 @@ static int cmd_forward(la_dist d, int argc, char **argv) {
     if (P == 1) {
       comp = (double)n * c[0];
       charge(comp);
-    } else { /* dist/forward.c forward_causal, phase by phase */
-      /* in memory (bench): the whole shard is block 0; streaming (run, --block-tokens B):
-       * block 0 is applied locally and corrected, the rest applied from the prefix */
-      const double b0 = B > 0 && B < n ? (double)B : (double)n, rest = (double)n - b0;
+    } else if (B <= 0) { /* in memory (bench): dist/forward.c forward_causal, phase by phase:
+                            keys pass, exscan, apply from the prefix */
+      charge((double)n * c[1]);
+      if (la_dist_agree(d, LA_OK, NULL, 0) != LA_OK || la_dist_exscan(d, &st) != LA_OK)
+        die("the scan failed");
+      charge((double)n * c[0]);
+      comp = (double)n * (c[1] + c[0]);
+    } else { /* streaming (run, --block-tokens B), dist/run.c: block 0 is applied locally
+                while the scan travels and corrected, the rest applied from the prefix */
+      const double b0 = B < n ? (double)B : (double)n, rest = (double)n - b0;
       la_dist_req req = NULL;
       charge((double)n * c[1]);
       if (la_dist_agree(d, LA_OK, NULL, 0) != LA_OK || la_dist_iexscan_begin(d, &st, &req) != LA_OK)
