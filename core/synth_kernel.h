@@ -202,7 +202,7 @@ void LA_SK(la_synth_rows_)(uint64_t seed, int tensor, int64_t token0, int64_t n,
 #pragma omp simd
       for (int j = 0; j < cn; j++) {
         const uint64_t x = la_mix64(rk ^ ((uint64_t)(c + j) + LA_RNG_C3));
-        /* u1 = float((x >> 24) + 1) 2^-40: an exact double, one rounding to float */
+        /* u1 = float((x >> 24) + 1) 2^-40: one rounding (sk_round_u40) */
         u1[j0 + j] = sk_round_u40((x >> 24) + 1) * 0x1p-40f;
         m2[j0 + j] = (uint32_t)(x & 0xffffffu);
       }
