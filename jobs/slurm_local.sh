@@ -26,6 +26,9 @@ SlurmctldHost=$H
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+# a requeued job waits cred_expire seconds before it may start again (default 120): 10 here,
+# so that the requeue test does not idle for two minutes
+AuthInfo=cred_expire=10
 StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd
 ProctrackType=proctrack/linuxproc
