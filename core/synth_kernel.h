@@ -1,14 +1,17 @@
-/* The synthetic generator's kernel (docs/design.md §2 "Generator"), one source built twice:
- * core/synth.c includes it with the project's default flags (la_synth_rows_generic) and
- * core/synth_avx512.c with -mavx512f -mavx512dq -mavx512vl (la_synth_rows_avx512); synth.c
- * picks one at run time. Both files are compiled with -ffp-contract=off and the kernel uses
- * only IEEE basic operations (+ - * /, sqrt, the conversions) and integer operations, each
- * correctly rounded per lane, so every lane of every build gives the same bits as the
- * scalar code: the value is a pure function of (seed, tensor, token, head, column). (This
- * needs arithmetic without excess precision: SSE2 or AArch64, not x87.)
+/* The synthetic generator's kernel (docs/design.md §2.1 "Synthetic inputs"), one source built
+ * three times: core/synth.c includes it with the project's default flags
+ * (la_synth_rows_generic), core/synth_avx2.c with -mavx2 -mfma (la_synth_rows_avx2) and
+ * core/synth_avx512.c with -mavx512f -mavx512dq -mavx512vl -mfma (la_synth_rows_avx512);
+ * synth.c picks one at run time. All are compiled with -ffp-contract=off and the kernel uses
+ * only IEEE operations that are correctly rounded per lane (+ - * /, sqrt, the conversions,
+ * and the fused multiply-adds it names with fmaf) and integer operations, so every lane of
+ * every build gives the same bits as the scalar code: the value is a pure function of (seed,
+ * tensor, token, head, column). (This needs arithmetic without excess precision: SSE2 or
+ * AArch64, not x87. Where the CPU has no FMA, the generic build's fmaf is libm's, exact and
+ * slow.)
  *
- * Definition (version 2, since 2026-12; docs/design.md §2.1 "Synthetic inputs"). Row
- * (token, head) of tensor t has the key
+ * Definition (version 3, since 2026-12-03; docs/design.md §2.1). Row (token, head) of tensor
+ * t has the key
  *   rowkey = mix64(mix64(mix64(seed + C0) ^ (token + C1)) ^ ((2^60 | t << 32 | head) + C2)),
  * (the first three links of la_rng_u64's chain, once per row); pair c (columns 2c, 2c+1) is
  * one draw x = mix64(rowkey ^ (c + C3)) = la_rng_u64(seed, token, key, c), split into
@@ -16,36 +19,44 @@
  *   u2 = (x mod 2^24) 2^-24 in [0, 1) (24 bits),
  *   z = sqrt(-2 log u1) (cos, sin)(2 pi u2) in float (Box-Muller), with this file's log
  *   (fdlibm's logf, < 1 ulp) and sin/cos (the angle reduced exactly from the bits of u2,
- *   then fdlibm's float kernels, < 2 ulp), and the columns are scale z, computed in double
- *   and rounded to the output type (z itself when scale = 1). So a value is a normal
- *   truncated at |z| <= sqrt(80 ln 2) = 7.45 (probability of more: 1e-13), a float32 row is
- *   the float64 row rounded, and a float64 row at scale 1 holds float32 values.
- * Version 1 computed log, sin and cos in double from two draws per pair; it was 2.4 times
- * slower and its values differ. */
+ *   then fdlibm's float kernels, < 2 ulp), their polynomials evaluated with fmaf as written
+ *   below, and the columns are scale z, computed in double and rounded to the output type
+ *   (z itself when scale = 1). So a value is a normal truncated at |z| <= sqrt(80 ln 2) = 7.45
+ *   (probability of more: 1e-13), a float32 row is the float64 row rounded, and a float64
+ *   row at scale 1 holds float32 values.
+ * Version 2 was the same without the fused multiply-adds (14 % slower; values differ in the
+ * last bits). Version 1 computed log, sin and cos in double from two draws per pair; it was
+ * 2.4 times slower than version 2 and its values differ. */
 #ifndef LINATTN_SYNTH_KERNEL_H
 #define LINATTN_SYNTH_KERNEL_H
 #include <stddef.h>
 #include <stdint.h>
 #include "linattn/core.h"
 
-/* Rows [token0, token0 + n) as la_synth_rows, on the calling thread only. The _avx512 one
- * exists in every build but may run only when la_synth_avx512_available() (on other builds
- * or CPUs it is the generic code). */
+/* Rows [token0, token0 + n) as la_synth_rows, on the calling thread only. The _avx2 and
+ * _avx512 ones exist in every build but may run only when la_synth_avx2_available() or
+ * la_synth_avx512_available() (on other builds or CPUs they are the generic code). */
 void la_synth_rows_generic(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads,
                            int d, double scale, la_dtype dt, void *dst);
+void la_synth_rows_avx2(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads, int d,
+                        double scale, la_dtype dt, void *dst);
 void la_synth_rows_avx512(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads,
                           int d, double scale, la_dtype dt, void *dst);
-/* 1 if this build has the AVX-512 kernel and the CPU reports AVX-512F, DQ and VL. */
+/* 1 if this build has the AVX-512 kernel and the CPU reports AVX-512F, DQ, VL and FMA. */
 int la_synth_avx512_available(void);
+/* 1 if this build has the AVX2 kernel and the CPU reports AVX2 and FMA. */
+int la_synth_avx2_available(void);
 /* The kernel's math on its own, for the tests: out[i] = log(u[i]), u[i] a positive normal
  * float; s[i], c[i] = sin, cos(2 pi m[i] 2^-24), m[i] in [0, 2^24). */
 void la_synth_log_generic(size_t n, const float *u, float *out);
+void la_synth_log_avx2(size_t n, const float *u, float *out);
 void la_synth_log_avx512(size_t n, const float *u, float *out);
 void la_synth_sincos_generic(size_t n, const uint32_t *m, float *s, float *c);
+void la_synth_sincos_avx2(size_t n, const uint32_t *m, float *s, float *c);
 void la_synth_sincos_avx512(size_t n, const uint32_t *m, float *s, float *c);
 #endif
 
-/* ---- the kernel template: define LA_SYNTH_SUFFIX (generic or avx512) before including ---- */
+/* ---- the kernel template: define LA_SYNTH_SUFFIX (generic, avx2 or avx512) before including ---- */
 #ifdef LA_SYNTH_SUFFIX
 #include <math.h>
 #include <string.h>
@@ -94,7 +105,8 @@ SK_AI uint32_t sk_uf(float f) {
 
 /* log(u) for a positive normal float u (here u1 in [2^-40, 1]), after fdlibm's e_logf.c,
  * branch-free: u = 2^k (1 + f) with 1 + f in [sqrt(2)/2, sqrt(2)) (from the bits),
- * s = f / (2 + f), log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2)) with fdlibm's minimax R, and
+ * s = f / (2 + f), log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2)) with fdlibm's minimax
+ * R = z (Lg1 + w Lg3) + w (Lg2 + w Lg4), z = s^2, w = z^2, in fused multiply-adds, and
  * k ln 2 in two parts (ln2_hi k exact for |k| < 2^8). Error < 1 ulp (tests/test_synth.c). */
 SK_AI float sk_logf(float u) {
   uint32_t ix = sk_uf(u);
@@ -105,32 +117,36 @@ SK_AI float sk_logf(float u) {
   k += (int32_t)(i >> 23);
   const float f = x - 1.0f, dk = (float)k;
   const float s = f / (2.0f + f), z = s * s, w = z * z;
-  const float t1 = w * (4.0000972152e-01f + w * 2.4279078841e-01f);
-  const float t2 = z * (6.6666662693e-01f + w * 2.8498786688e-01f);
-  const float R = t2 + t1, hfsq = 0.5f * f * f;
-  return dk * 6.9313812256e-01f - ((hfsq - (s * (hfsq + R) + dk * 9.0580006145e-06f)) - f);
+  const float t1 = w * fmaf(w, 2.4279078841e-01f, 4.0000972152e-01f);      /* Lg4, Lg2 */
+  const float R = fmaf(z, fmaf(w, 2.8498786688e-01f, 6.6666662693e-01f), t1); /* Lg3, Lg1 */
+  const float hfsq = 0.5f * f * f;
+  return dk * 6.9313812256e-01f - ((hfsq - fmaf(s, hfsq + R, dk * 9.0580006145e-06f)) - f);
 }
 
 /* sin and cos of 2 pi m 2^-24, m in [0, 2^24). Reduction, exact: q = nearest integer of
  * 4 m 2^-24 (0..4, from the bits), r = m - q 2^22 in [-2^21, 2^21), so the angle is
  * q pi/2 + (pi/2) r 2^-22; x = r (pi/2 2^-22) in float, |x| <= pi/4 (two roundings: of the
  * constant and of the product). Then fdlibm's float kernels (k_sinf.c, k_cosf.c, the terms
- * that matter in float; cos with the compensated 1 - z/2 of the newer kernels), and the
- * quadrant swaps and negates them. The zeros of sin and cos are exact. Error < 2 ulp
- * against the exact sin, cos(2 pi m 2^-24) (measured over the whole domain,
- * tests/test_synth.c). */
+ * that matter in float; cos with the compensated 1 - z/2 of the newer kernels), their
+ * polynomials in Horner form with fused multiply-adds, and the quadrant swaps and negates
+ * them. The zeros of sin and cos are exact. Error < 2 ulp against the exact
+ * sin, cos(2 pi m 2^-24) (measured over the whole domain, tests/test_synth.c). */
 SK_AI void sk_sincosf_m24(uint32_t m, float *sn, float *cs) {
   const uint32_t q = (m + (1u << 21)) >> 22;
   const float x = (float)(int32_t)(m - (q << 22)) * 0x1.921fb6p-22f; /* fl(pi/2) 2^-22 */
   const float z = x * x;
-  const float S = x + x * z * (-1.6666667163e-01f +
-                               z * (8.3333337680e-03f +
-                                    z * (-1.9841270114e-04f + z * 2.7557314297e-06f)));
-  const float rc = z * (4.1666667908e-02f +
-                        z * (-1.3888889225e-03f +
-                             z * (2.4801587642e-05f + z * -2.7557314297e-07f)));
+  /* S = x + x z (S1 + z (S2 + z (S3 + z S4))) */
+  float ps = fmaf(z, 2.7557314297e-06f, -1.9841270114e-04f);
+  ps = fmaf(z, ps, 8.3333337680e-03f);
+  ps = fmaf(z, ps, -1.6666667163e-01f);
+  const float S = fmaf(x * z, ps, x);
+  /* C = 1 - z/2 + z rc, rc = z (C1 + z (C2 + z (C3 + z C4))), with 1 - z/2 compensated */
+  float pc = fmaf(z, -2.7557314297e-07f, 2.4801587642e-05f);
+  pc = fmaf(z, pc, -1.3888889225e-03f);
+  pc = fmaf(z, pc, 4.1666667908e-02f);
+  const float rc = z * pc;
   const float hz = 0.5f * z, wc = 1.0f - hz;
-  const float C = wc + (((1.0f - wc) - hz) + z * rc);
+  const float C = wc + fmaf(z, rc, (1.0f - wc) - hz);
   /* quadrant q mod 4: (sin, cos) = (S, C), (C, -S), (-S, -C), (-C, S) */
   const uint32_t sw = 0u - (q & 1u), sb = sk_uf(S), cb = sk_uf(C), qs = q << 30;
   *sn = sk_fu(((sb & ~sw) | (cb & sw)) ^ (qs & 0x80000000u));

@@ -72,6 +72,8 @@ la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, 
         if (nl) *nl = 0;
         if (!is_free(line)) fprintf(g, "opt %s\n", line);
       }
+      /* the synthetic workload's data are those of one version of the generator */
+      if (!o->q) fprintf(g, "input synthetic generator version %d\n", LA_SYNTH_VERSION);
       const char *files[] = {o->q, o->k, o->v, o->segments, o->projection};
       const char *names[] = {"q", "k", "v", "segments", "projection"};
       for (int i = 0; i < 5; i++) {

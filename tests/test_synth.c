@@ -1,10 +1,11 @@
 /* The synthetic generator (core/synth.c, core/synth_kernel.h; docs/design.md §2 "Generator"):
- * (a) the AVX-512 and the generic builds, and the vector and scalar lanes, give the same bits;
+ * (a) the AVX-512, AVX2 and generic builds, and the vector and scalar lanes, give the same bits;
  * (b) rows do not depend on how [token0, n) is split, nor on d beyond their own columns;
  * (c) the kernel's float log and sin/cos against long double libm, in ulps of the float result;
  * (d) the values follow the definition (the uniforms of la_rng_u64) and are N(0, 1): moments
  *     within 6 sigma and the Kolmogorov-Smirnov distance under its 0.001 critical value.
- * Prints ns/element of both builds (information only: no timing is checked). */
+ * Prints ns/element of each build (information only: no timing is checked). The builds the CPU
+ * cannot run are skipped, and say so. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,19 @@ static uint64_t xrand(void) { /* xorshift64* */
 }
 
 typedef void rows_fn(uint64_t, int, int64_t, int64_t, int, int, double, la_dtype, void *);
+typedef void log_fn(size_t, const float *, float *);
+typedef void sincos_fn(size_t, const uint32_t *, float *, float *);
+
+/* the vector builds, each compared with the generic one when the CPU can run it */
+static struct {
+  const char *name;
+  rows_fn *rows;
+  log_fn *log;
+  sincos_fn *sincos;
+  int avail;
+} vb[] = {{"AVX2", la_synth_rows_avx2, la_synth_log_avx2, la_synth_sincos_avx2, 0},
+          {"AVX-512", la_synth_rows_avx512, la_synth_log_avx512, la_synth_sincos_avx512, 0}};
+enum { NVB = sizeof vb / sizeof vb[0] };
 
 static void *gen(rows_fn *f, uint64_t seed, int t, int64_t t0, int64_t n, int H, int d,
                  double scale, la_dtype dt) {
@@ -33,11 +47,12 @@ static void *gen(rows_fn *f, uint64_t seed, int t, int64_t t0, int64_t n, int H,
   return p;
 }
 
-/* (a) and (b) */
-static void test_bits(int avx) {
+/* (a) and (b), for vector build b */
+static void test_bits(int b) {
   static const struct { int64_t t0, n; int H, d; } sh[] = {
       {0, 37, 3, 64}, {1000003, 29, 2, 7}, {5, 11, 1, 1}, {0, 9, 2, 2},
       {123456789012LL, 5, 4, 129}, {77, 13, 2, 300}, {3, 17, 5, 33}};
+  rows_fn *vec = vb[b].rows;
   int same_ab = 1, same_disp = 1, same_split = 1, same_prefix = 1;
   for (size_t k = 0; k < sizeof sh / sizeof sh[0]; k++)
     for (int di = 0; di < 2; di++) {
@@ -46,17 +61,17 @@ static void test_bits(int avx) {
       const uint64_t seed = 0x5eed + k;
       const int t = (int)(k % 4);
       char *g = gen(la_synth_rows_generic, seed, t, sh[k].t0, sh[k].n, sh[k].H, sh[k].d, 0.75, dt);
-      char *a = gen(la_synth_rows_avx512, seed, t, sh[k].t0, sh[k].n, sh[k].H, sh[k].d, 0.75, dt);
+      char *a = gen(vec, seed, t, sh[k].t0, sh[k].n, sh[k].H, sh[k].d, 0.75, dt);
       char *r = gen(la_synth_rows, seed, t, sh[k].t0, sh[k].n, sh[k].H, sh[k].d, 0.75, dt);
-      if (avx) same_ab &= !memcmp(g, a, sh[k].n * row);
+      same_ab &= !memcmp(g, a, sh[k].n * row);
       same_disp &= !memcmp(g, r, sh[k].n * row);
       /* random splits of [t0, t0 + n), each piece through both builds alternately */
       for (int rep = 0; rep < 4; rep++) {
         for (int64_t i = 0; i < sh[k].n;) {
           int64_t m = 1 + (int64_t)(xrand() % 7);
           if (m > sh[k].n - i) m = sh[k].n - i;
-          char *p = gen((i + rep) % 2 ? la_synth_rows_avx512 : la_synth_rows_generic, seed, t,
-                        sh[k].t0 + i, m, sh[k].H, sh[k].d, 0.75, dt);
+          char *p = gen((i + rep) % 2 ? vec : la_synth_rows_generic, seed, t, sh[k].t0 + i, m,
+                        sh[k].H, sh[k].d, 0.75, dt);
           same_split &= !memcmp(p, g + i * row, m * row);
           free(p);
           i += m;
@@ -66,7 +81,7 @@ static void test_bits(int avx) {
        * positions and in the scalar epilogues, and must not change */
       for (int d2 = 1; d2 < sh[k].d && d2 <= 40; d2++) {
         char *p = gen(la_synth_rows_generic, seed, t, sh[k].t0, 2, sh[k].H, d2, 0.75, dt);
-        char *q = gen(la_synth_rows_avx512, seed, t, sh[k].t0, 2, sh[k].H, d2, 0.75, dt);
+        char *q = gen(vec, seed, t, sh[k].t0, 2, sh[k].H, d2, 0.75, dt);
         for (int64_t i = 0; i < 2 && i < sh[k].n; i++)
           for (int h = 0; h < sh[k].H; h++) {
             const char *full = g + i * row + (size_t)h * sh[k].d * esz;
@@ -80,15 +95,15 @@ static void test_bits(int avx) {
       free(a);
       free(r);
     }
-  if (avx) CHECK(same_ab, "AVX-512 and generic rows differ");
+  CHECK(same_ab, "%s and generic rows differ", vb[b].name);
   CHECK(same_disp, "la_synth_rows (threads, dispatch) differs from the generic rows");
-  CHECK(same_split, "rows depend on the split of [token0, n)");
-  CHECK(same_prefix, "a narrower d changes the first columns");
-  printf("bits: generic%s, threaded, split and narrower rows identical\n",
-         avx ? " = AVX-512" : " (no AVX-512 on this CPU)");
+  CHECK(same_split, "rows depend on the split of [token0, n) (%s and generic pieces)",
+        vb[b].name);
+  CHECK(same_prefix, "a narrower d changes the first columns (%s or generic)", vb[b].name);
+  printf("bits: generic and %s, threaded, split and narrower rows identical\n", vb[b].name);
 }
 
-/* (d) the definition (synth_kernel.h, version 2): pair c of row (token, head) is the draw
+/* (d) the definition (synth_kernel.h, version 3): pair c of row (token, head) is the draw
  * x = la_rng_u64(seed, token, 2^60 | t << 32 | h, c), u1 = float((x >> 24) + 1) 2^-40,
  * u2 = (x mod 2^24) 2^-24, z = sqrt(-2 log u1) (cos, sin)(2 pi u2), column = scale z; here
  * against long double math on the same u1 and u2. The kernel computes z in float: log within
@@ -156,7 +171,7 @@ static void ref_sincos(uint32_t m, long double *s, long double *c) {
 /* (c) log over every float of [1/2, 1] and 2^20 others of [2^-40, 1/2) (both ends, powers of
  * two and their neighbours, the reduction's switch at sqrt(2)/2 2^k, random floats of every
  * binade); sin and cos over all 2^24 arguments. */
-static void test_math(int avx) {
+static void test_math(void) {
   enum { NL = (1 << 23) + 1 + (1 << 20), NS = 1 << 24 };
   float *u = malloc(NL * sizeof *u), *lg = malloc(NL * sizeof *lg), *la = malloc(NL * sizeof *la);
   uint32_t *m2 = malloc(NS * sizeof *m2);
@@ -178,12 +193,13 @@ static void test_math(int avx) {
 
   la_synth_log_generic(NL, u, lg);
   la_synth_sincos_generic(NS, m2, sg, cg);
-  la_synth_log_avx512(NL, u, la);
-  la_synth_sincos_avx512(NS, m2, sa, ca);
-  if (avx) {
+  for (int b = 0; b < NVB; b++) {
+    if (!vb[b].avail) continue;
+    vb[b].log(NL, u, la);
+    vb[b].sincos(NS, m2, sa, ca);
     int same = !memcmp(lg, la, NL * sizeof *lg);
     same &= !memcmp(sg, sa, NS * sizeof *sg) && !memcmp(cg, ca, NS * sizeof *cg);
-    CHECK(same, "the AVX-512 log/sincos differ from the generic ones");
+    CHECK(same, "the %s log/sincos differ from the generic ones", vb[b].name);
   }
   /* one value at a time: the scalar (non-vector) code */
   int scalar = 1;
@@ -192,10 +208,12 @@ static void test_math(int avx) {
     la_synth_log_generic(1, u + i, &l1);
     la_synth_sincos_generic(1, m2 + i, &s1, &c1);
     scalar &= l1 == lg[i] && !memcmp(&s1, sg + i, 4) && !memcmp(&c1, cg + i, 4);
-    if (!avx) continue;
-    la_synth_log_avx512(1, u + i, &l1);
-    la_synth_sincos_avx512(1, m2 + i, &s1, &c1);
-    scalar &= l1 == lg[i] && !memcmp(&s1, sg + i, 4) && !memcmp(&c1, cg + i, 4);
+    for (int b = 0; b < NVB; b++) {
+      if (!vb[b].avail) continue;
+      vb[b].log(1, u + i, &l1);
+      vb[b].sincos(1, m2 + i, &s1, &c1);
+      scalar &= l1 == lg[i] && !memcmp(&s1, sg + i, 4) && !memcmp(&c1, cg + i, 4);
+    }
   }
   CHECK(scalar, "the scalar log/sincos differ from the vector lanes");
   double elog = 0, esin = 0, ecos = 0;
@@ -274,13 +292,13 @@ static double now(void) {
   return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
-static void timing(int avx) {
+static void timing(void) {
   const int64_t n = 1 << 14;
   const int H = 4, d = 64;
   float *b = malloc((size_t)n * H * d * sizeof *b);
-  for (int p = 0; p < 2; p++) {
-    if (p == 1 && !avx) break;
-    rows_fn *f = p ? la_synth_rows_avx512 : la_synth_rows_generic;
+  for (int p = -1; p < NVB; p++) {
+    if (p >= 0 && !vb[p].avail) continue;
+    rows_fn *f = p < 0 ? la_synth_rows_generic : vb[p].rows;
     double best = 1e30;
     for (int rep = 0; rep < 5; rep++) {
       const double t0 = now();
@@ -288,19 +306,23 @@ static void timing(int avx) {
       best = fmin(best, now() - t0);
     }
     printf("timing (one thread, float32, information only): %s %.2f ns/element\n",
-           p ? "AVX-512" : "generic", 1e9 * best / ((double)n * H * d));
+           p < 0 ? "generic" : vb[p].name, 1e9 * best / ((double)n * H * d));
   }
   free(b);
 }
 
 int main(void) {
-  const int avx = la_synth_avx512_available();
-  printf("AVX-512 build in use: %s\n", avx ? "yes" : "no (only the generic one is tested)");
-  test_bits(avx);
+  vb[0].avail = la_synth_avx2_available();
+  vb[1].avail = la_synth_avx512_available();
+  for (int b = 0; b < NVB; b++) {
+    printf("%s build: %s\n", vb[b].name,
+           vb[b].avail ? "tested against the generic one" : "not tested (this CPU lacks it)");
+    if (vb[b].avail) test_bits(b);
+  }
   test_definition();
-  test_math(avx);
+  test_math();
   test_distribution();
-  timing(avx);
+  timing();
   printf("test_synth: %d passed, %d failed\n", npass, nfail);
   return nfail != 0;
 }
