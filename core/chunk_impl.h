@@ -285,17 +285,35 @@ static void causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t
   int n0 = 0;
   while (n0 < len && segi[n0] == 0) n0++;
   if (*m != -INFINITY || base) {
+    const LA_REAL *S = sf;
     if (base) base_plus(rsz, base, sz, sf);
+#ifdef LA_REAL_IS_F64
+    else S = sz; /* float64: the state is already in the working precision */
+#else
     else for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
+#endif
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, r, (LA_REAL)1, w->phiq, r,
-            sf, dv1, (LA_REAL)0, o, dv1);
+            S, dv1, (LA_REAL)0, o, dv1);
     if (n0 < len) memset(o + (size_t)n0 * dv1, 0, sizeof(LA_REAL) * (size_t)(len - n0) * dv1);
   } else {
     memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
   }
   /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1] */
+#ifdef LA_REAL_IS_F64
+  /* float64: Phi_k transposed first, so that OpenBLAS takes its small-matrix kernel for an
+   * NN product; for this NT one it packed both operands (18 % of the float64 compute) */
+  {
+    LA_REAL *kT = w->kT;
+    const LA_REAL *pk = w->phik;
+    for (int i = 0; i < len; i++)
+      for (int j = 0; j < r; j++) kT[(size_t)j * len + i] = pk[(size_t)i * r + j];
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, len, r, (LA_REAL)1, w->phiq, r,
+            kT, len, (LA_REAL)0, A, len);
+  }
+#else
   LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
           w->phik, r, (LA_REAL)0, A, len);
+#endif
   for (int i = 0; i < len; i++)
     for (int j = 0; j < len; j++)
       if (j > i || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;

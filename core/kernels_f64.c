@@ -9,6 +9,7 @@
 #include "la_blas.h"
 
 #define LA_REAL double
+#define LA_REAL_IS_F64 1 /* the state's own precision: chunk_impl.h uses it in place */
 #define LA_GEMM(...) la_gemm_f64(e, w, __VA_ARGS__)
 #define LA_MAP_EVAL(fm, ...) la_featmap_eval_f64(fm, __VA_ARGS__)
 #define LA_MAP_CHAIN(fm, ...) la_featmap_chain_f64(fm, __VA_ARGS__)
