@@ -301,7 +301,8 @@ static void causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t
   /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1] */
 #ifdef LA_REAL_IS_F64
   /* float64: Phi_k transposed first, so that OpenBLAS takes its small-matrix kernel for an
-   * NN product; for this NT one it packed both operands (18 % of the float64 compute) */
+   * NN product; for this NT one it packed both operands (18 % of the float64 compute;
+   * docs/design.md §4.2 "Kernels") */
   {
     LA_REAL *kT = w->kT;
     const LA_REAL *pk = w->phik;
