@@ -155,13 +155,17 @@ for src, dst, after in [(4, 1, 8), (4, 2, 8), (4, 3, 8), (2, 4, 14), (2, 4, 3)]:
        f"{err.strip()[-200:] if not good else ''}")
 
 # 4. SIGKILL at random moments: up to six kills (the first moments of a start included), then a
-# start left to finish
+# start left to finish. A kill can land after the run has renamed its output into place (and
+# removed its checkpoints) but before the processes exit: the run is then done, its output
+# must be complete, and a rerun refuses to overwrite it (exit 2, "exists"), which is not
+# what this test asks of the rerun. Seen once in CI (2026-12-03: kill 2 of seed 1, 0.87 s
+# into a resumed start) and reproduced with other seeds; so the sequence ends there.
 random.seed(1)
 out, ck, ref = f"{W}/kill.npy", f"{W}/kill_ck", f"{W}/kill_ref.npy"
 run(2, longer + ["--out", ref])
 args = longer + ["--out", out, "--checkpoint", ck, "--checkpoint-every", "0.05"]
 kills = 0
-visible = False
+done_at_kill = False
 broken = []
 for attempt in range(7):
     p = subprocess.Popen(["mpirun", "-np", "2", "--bind-to", "none", BIN, "run", "--no-progress"] + args,
@@ -178,15 +182,18 @@ for attempt in range(7):
                 break
             time.sleep(0.05)
         kills += 1
-        visible |= os.path.exists(out)
         for c in ckpts(ck):
             if not os.path.exists(f"{ck}/{c}/manifest"):
                 broken.append(c)
+        if os.path.exists(out):  # visible only once complete: compared with ref below
+            done_at_kill = True
+            break
         continue
     break
-ok(p.returncode == 0 and kills >= 1 and not visible and not broken and same(out, ref),
-   f"SIGKILL {kills} times at random moments, then done: exit {p.returncode}, no visible "
-   f"partial output, incomplete checkpoints {broken}, bitwise equal")
+ended = "a kill after the output was complete" if done_at_kill else f"exit {p.returncode}"
+ok((done_at_kill or p.returncode == 0) and kills >= 1 and not broken and same(out, ref),
+   f"SIGKILL {kills} times at random moments, then done ({ended}): the output visible only "
+   f"when complete, incomplete checkpoints {broken}, bitwise equal")
 
 # 5. damage and mismatches
 out, ck, ref = f"{W}/dmg.npy", f"{W}/dmg_ck", f"{W}/dmg_ref.npy"
