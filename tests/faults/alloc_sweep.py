@@ -48,6 +48,13 @@ import time
 
 import numpy as np
 
+# Open MPI's own event library warns now and then when a rank exits while mpirun still
+# watches its pipes: "[warn] Epoll MOD(1) on fd 23 failed. Old events were 6; ...: Bad file
+# descriptor" (a race in Open MPI's libevent use, open-mpi/ompi#2004; not linattn's output,
+# which the checks here are about). Seen once in 170 runs of the allocation sweep (CI,
+# 2026-12-03); such a line is not counted as another stderr line.
+OMPI_EVENT_WARN = re.compile(r"^\[warn\] Epoll (ADD|MOD|DEL)\(\d+\) on fd \d+ failed\.")
+
 PREFIX = "linattn: error:"
 REASON = "out of memory"
 TIMEOUT = 20  # seconds per launch (a clean one takes under 1 s): a hang fails the case
@@ -201,7 +208,7 @@ def judge(rc, err, hung, folder, job, ref):
         return [f"hung: killed after {TIMEOUT} s"]
     lines = [l for l in err.splitlines() if l.strip()]
     errs = [l for l in lines if l.startswith(PREFIX)]
-    other = [l for l in lines if not l.startswith("linattn:")]
+    other = [l for l in lines if not l.startswith("linattn:") and not OMPI_EVENT_WARN.match(l)]
     left = sorted(os.listdir(folder))
     if rc == 0:
         got = read_outputs(folder, job.outs)

@@ -21,6 +21,7 @@ Exit 0: pass; 1: fail; 77: skipped (not root, or a tmpfs cannot be mounted).
 import argparse
 import glob
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -29,6 +30,13 @@ import sys
 import time
 
 import numpy as np
+
+# Open MPI's own event library warns now and then when a rank exits while mpirun still
+# watches its pipes: "[warn] Epoll MOD(1) on fd 23 failed. Old events were 6; ...: Bad file
+# descriptor" (a race in Open MPI's libevent use, open-mpi/ompi#2004; not linattn's output,
+# which the checks here are about). Seen once in 170 runs of the allocation sweep (CI,
+# 2026-12-03); such a line is not counted as another stderr line.
+OMPI_EVENT_WARN = re.compile(r"^\[warn\] Epoll (ADD|MOD|DEL)\(\d+\) on fd \d+ failed\.")
 
 PREFIX = "linattn: error:"
 ENOSPC = "No space left on device"
@@ -136,7 +144,7 @@ def problems(rc, err, hung, want_rc, names, reason, finals, folders, computed_ok
             probs.append(f"error line names none of {names}")
         if reason and reason not in e:
             probs.append(f"error line lacks the reason '{reason}'")
-    other = [l for l in lines if not l.startswith("linattn:")]
+    other = [l for l in lines if not l.startswith("linattn:") and not OMPI_EVENT_WARN.match(l)]
     if other:
         probs.append(f"other stderr line: {other[0]!r}")
     if not computed_ok:
