@@ -299,22 +299,8 @@ static void causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t
     memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
   }
   /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1] */
-#ifdef LA_REAL_IS_F64
-  /* float64: Phi_k transposed first, so that OpenBLAS takes its small-matrix kernel for an
-   * NN product; for this NT one it packed both operands (18 % of the float64 compute;
-   * docs/design.md §4.2 "Kernels") */
-  {
-    LA_REAL *kT = w->kT;
-    const LA_REAL *pk = w->phik;
-    for (int i = 0; i < len; i++)
-      for (int j = 0; j < r; j++) kT[(size_t)j * len + i] = pk[(size_t)i * r + j];
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, len, r, (LA_REAL)1, w->phiq, r,
-            kT, len, (LA_REAL)0, A, len);
-  }
-#else
   LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
           w->phik, r, (LA_REAL)0, A, len);
-#endif
   for (int i = 0; i < len; i++)
     for (int j = 0; j < len; j++)
       if (j > i || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;

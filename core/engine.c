@@ -45,8 +45,8 @@ int la_plan_threads(const la_config *cfg) {
  * `reach`). Per thread, in elements of the working precision (es bytes):
  *   phiq, phik C r; vp, o, ab C (dv+1); A C^2; sf, tmp r (dv+1); phif, dphi 2C r;
  *   vf 2C (dv+1); Af 2C^2; kT r C; zf r;
- * in doubles: aq, ak, mseg C; af, ak2 2C; wsz, wsz2 r (dv+1); segi C ints; float32 only:
- * tb max(r, dv+1) max(2C, r) floats (counted whether or not the AVX-512 kernels run); the
+ * in doubles: aq, ak, mseg C; af, ak2 2C; wsz, wsz2 r (dv+1); segi C ints; tb max(r, dv+1)
+ * max(2C, r) elements (float32: counted whether or not the AVX-512 kernels run); the
  * denominator histogram LA_DEN_HIST_BINS uint64; 64 bytes of alignment per allocation.
  * Once: the partial states (H Bmax heads), the scratch state, and every head's summary in the
  * working precision (H r (dv+1) elements, the bidirectional apply). */
@@ -58,7 +58,7 @@ size_t la_engine_plan_bytes(const la_config *cfg, int heads, int r, int dv, la_d
   size_t per = es * (2 * C * R + 3 * C * dv1 + C * C + 2 * R * dv1 + 4 * C * R + 2 * C * dv1 +
                      2 * C * C + R * C + R);
   per += sizeof(double) * (3 * C + 4 * C + 2 * R * dv1) + sizeof(int) * C;
-  if (dt == LA_F32) per += sizeof(float) * (R > dv1 ? R : dv1) * (2 * C > R ? 2 * C : R);
+  per += es * (R > dv1 ? R : dv1) * (2 * C > R ? 2 * C : R);
   per += sizeof(uint64_t) * LA_DEN_HIST_BINS + 64 * NALLOC + sizeof(la_work);
   if (cfg->window > 0 && reach > 0) {
     const int64_t span = cfg->window < reach ? cfg->window : reach;
@@ -126,8 +126,9 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
     w->wsz = xalloc(sizeof(double) * r * dv1);
     w->wsz2 = xalloc(sizeof(double) * r * dv1);
     w->tb_cap = (r > dv1 ? r : dv1) * (2 * C > r ? 2 * C : r);
-    w->tb = e->k512 ? xalloc(sizeof(float) * w->tb_cap) : NULL;
-    if (!e->k512) w->tb_cap = 0;
+    const int use_tb = e->k512 || e->dt == LA_F64; /* gemm.c's two users of tb */
+    w->tb = use_tb ? xalloc(es * w->tb_cap) : NULL;
+    if (!use_tb) w->tb_cap = 0;
     w->phif = xalloc(es * 2 * C * r);
     w->vf = xalloc(es * 2 * C * dv1);
     w->af = xalloc(sizeof(double) * 2 * C);
@@ -137,7 +138,7 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
     w->ak2 = xalloc(sizeof(double) * 2 * C);
     w->kT = xalloc(es * r * C);
     w->zf = xalloc(es * r);
-    if (!w->segi || !w->mseg || !w->wsz || !w->wsz2 || (e->k512 && !w->tb) || !w->phif || !w->vf || !w->af || !w->Af || !w->ab ||
+    if (!w->segi || !w->mseg || !w->wsz || !w->wsz2 || (w->tb_cap && !w->tb) || !w->phif || !w->vf || !w->af || !w->Af || !w->ab ||
         !w->dphi || !w->ak2 || !w->kT || !w->zf)
       goto nomem;
     if (!w->phiq || !w->phik || !w->vp || !w->A || !w->o || !w->sf || !w->tmp || !w->aq ||

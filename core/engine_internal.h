@@ -31,8 +31,9 @@ struct la_work_s {
   double *ak2;       /* C */
   void *kT;          /* r x C: Phi_k^T for the AVX-512 kernels */
   void *zf;          /* r: the state's z, contiguous, for the AVX-512 kernels */
-  float *tb;         /* op(B) = B^T transposed for the AVX-512 GEMM (gemm.c) */
-  size_t tb_cap;     /* its floats: max(r, dv+1) * max(2C, r) covers every kernel's B */
+  void *tb;          /* op(B) = B^T transposed for an NN product (gemm.c): the float32
+                      * AVX-512 GEMM, and float64's OpenBLAS small-matrix kernels */
+  size_t tb_cap;     /* its elements: max(r, dv+1) * max(2C, r) covers every kernel's B */
   la_wqueue wq;      /* the window's queue (window_impl.h, §3.2) */
   la_den_stats stats;
   char pad[64];      /* keep neighbouring workspaces off one cache line */
