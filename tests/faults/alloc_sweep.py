@@ -48,12 +48,8 @@ import time
 
 import numpy as np
 
-# Open MPI's own event library warns now and then when a rank exits while mpirun still
-# watches its pipes: "[warn] Epoll MOD(1) on fd 23 failed. Old events were 6; ...: Bad file
-# descriptor" (a race in Open MPI's libevent use, open-mpi/ompi#2004; not linattn's output,
-# which the checks here are about). Seen once in 170 runs of the allocation sweep (CI,
-# 2026-12-03); such a line is not counted as another stderr line.
-OMPI_EVENT_WARN = re.compile(r"^\[warn\] Epoll (ADD|MOD|DEL)\(\d+\) on fd \d+ failed\.")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "oracle"))
+from common import OMPI_EVENT_WARN  # noqa: E402  (Open MPI's libevent warning, not ours)
 
 PREFIX = "linattn: error:"
 REASON = "out of memory"
