@@ -185,45 +185,78 @@ static void accum_range(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   accum_heads(e, w, h, h + 1, token0, lo, hi, k, v, sz, m, f);
 }
 
-/* Apply the denominator policy (or the unnormalized scale) to len rows of w->o and write
- * them to out. w->aq[i] holds the row's full log-scale (query + keys). */
+/* Apply the denominator policy (or the unnormalized scale) to row oi of w->o, token tok, and
+ * write it to yi. lsc: the row's full log-scale (query + keys). */
+static inline void finalize_row(la_engine e, la_work *w, int h, int64_t tok, const LA_REAL *oi,
+                                double lsc, LA_REAL *yi) {
+  const int dv = e->dv;
+  const double den_s = (double)oi[dv];
+  den_note(&w->stats, den_s, lsc);
+  if (e->cfg.normalize) {
+    int zero;
+    double d = den_divisor(&e->cfg, &w->stats, den_s, lsc, tok, h, &zero);
+    if (zero) {
+      memset(yi, 0, sizeof(LA_REAL) * dv);
+      return;
+    }
+    const double inv = 1.0 / d;
+#ifdef LA_K512
+    if (e->k512) {
+      la_k512_scale_row(dv, oi, inv, yi);
+      return;
+    }
+#endif
+    for (int j = 0; j < dv; j++) yi[j] = (LA_REAL)((double)oi[j] * inv);
+  } else {
+    /* Unnormalized: the true scale e^lsc (§2), an overflow is an error. */
+    const double sc = exp(lsc);
+    int bad = 0;
+    for (int j = 0; j < dv; j++) {
+      double y = oi[j] == 0 ? 0.0 : (double)oi[j] * sc;
+      yi[j] = (LA_REAL)y;
+      bad |= !isfinite(yi[j]);
+    }
+    if (bad) overflow_note(&w->stats, tok, h);
+  }
+}
+
+/* finalize_row for len rows of w->o (w->aq[i] holds row i's log-scale) into out. On the
+ * AVX-512 path, blocks of rows that are all in the common case -- normalized, log-scale 0,
+ * a positive normal den_s, and a policy that then divides by den_s -- go through
+ * la_k512_finalize_plain: the same divisor, bins and extremes, 8 rows at a time. */
 static void finalize_rows(la_engine e, la_work *w, int h, int64_t token0, int64_t c0,
                                  int len, LA_REAL *out) {
-  const int dv = e->dv, dv1 = dv + 1;
-  const int64_t ld = (int64_t)e->H * dv;
+  const int dv1 = e->dv + 1;
+  const int64_t ld = (int64_t)e->H * e->dv;
   const LA_REAL *o = w->o;
-  for (int i = 0; i < len; i++) {
-    const LA_REAL *oi = o + (size_t)i * dv1;
-    LA_REAL *yi = out + (c0 + i) * ld + (int64_t)h * dv;
-    const double den_s = (double)oi[dv], lsc = w->aq[i];
-    const int64_t tok = token0 + c0 + i;
-    den_note(&w->stats, den_s, lsc);
-    if (e->cfg.normalize) {
-      int zero;
-      double d = den_divisor(&e->cfg, &w->stats, den_s, lsc, tok, h, &zero);
-      if (zero) {
-        memset(yi, 0, sizeof(LA_REAL) * dv);
-        continue;
-      }
-      const double inv = 1.0 / d;
 #ifdef LA_K512
-      if (e->k512) {
-        la_k512_scale_row(dv, oi, inv, yi);
-        continue;
-      }
+  const la_config *cfg = &e->cfg;
+  const int plain = e->k512 && cfg->normalize &&
+                    (cfg->den_policy == LA_DEN_ERROR || cfg->den_policy == LA_DEN_ZERO_EMPTY ||
+                     (cfg->den_policy == LA_DEN_ADD && cfg->den_eps == 0));
 #endif
-      for (int j = 0; j < dv; j++) yi[j] = (LA_REAL)((double)oi[j] * inv);
-    } else {
-      /* Unnormalized: the true scale e^lsc (§2), an overflow is an error. */
-      const double sc = exp(lsc);
-      int bad = 0;
-      for (int j = 0; j < dv; j++) {
-        double y = oi[j] == 0 ? 0.0 : (double)oi[j] * sc;
-        yi[j] = (LA_REAL)y;
-        bad |= !isfinite(yi[j]);
+  for (int i0 = 0; i0 < len; i0 += 64) {
+    const int nb = len - i0 < 64 ? len - i0 : 64;
+#ifdef LA_K512
+    LA_REAL *y0 = out + (c0 + i0) * ld + (int64_t)h * e->dv;
+    int32_t bin[64];
+    double mn, mx;
+    if (plain && la_k512_finalize_plain(nb, e->dv, o + (size_t)i0 * dv1, w->aq + i0, y0, ld,
+                                        den_bin16_t, bin, &mn, &mx)) {
+      la_den_stats *st = &w->stats;
+      st->rows += nb;
+      if (mn < st->min) st->min = mn;
+      if (mx > st->max) st->max = mx;
+      for (int i = 0; i < nb; i++) {
+        long b = (long)bin[i] + LA_DEN_HIST_BINS / 2;
+        st->hist[b < 0 ? 0 : b >= LA_DEN_HIST_BINS ? LA_DEN_HIST_BINS - 1 : b]++;
       }
-      if (bad) overflow_note(&w->stats, tok, h);
+      continue;
     }
+#endif
+    for (int i = i0; i < i0 + nb; i++)
+      finalize_row(e, w, h, token0 + c0 + i, o + (size_t)i * dv1, w->aq[i],
+                   out + (c0 + i) * ld + (int64_t)h * e->dv);
   }
 }
 

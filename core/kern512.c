@@ -361,6 +361,70 @@ void la_k512_scale_row(int n, const float *o, double f, float *y) {
   for (; j < n; j++) y[j] = (float)((double)o[j] * f);
 }
 
+/* Up to 8 rows of la_k512_finalize_plain: d = den_s (float64), valid lanes in vm. Returns
+ * the lanes that are in the common case (log-scale 0, den_s a positive normal float64). */
+AI __mmask8 plain_rows(__mmask8 vm, __m512d d, __m512d l) {
+  const __mmask8 ok = _mm512_mask_cmp_pd_mask(vm, d, _mm512_set1_pd(0x1p-1022), _CMP_GE_OQ) &
+                      _mm512_mask_cmp_pd_mask(vm, d, _mm512_set1_pd(INFINITY), _CMP_LT_OQ) &
+                      _mm512_mask_cmp_pd_mask(vm, l, _mm512_setzero_pd(), _CMP_EQ_OQ);
+  return ok;
+}
+
+int la_k512_finalize_plain(int len, int dv, const float *o, const double *lsc, float *y,
+                           ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
+                           double *mx) {
+  const int dv1 = dv + 1;
+  if (len <= 0 || len > 64) return 0;
+  double den[64];
+  const int stream = dv % 16 == 0 && ((uintptr_t)y & 63) == 0 && (ldy & 15) == 0;
+  for (int i = 0; i < len; i++) den[i] = (double)o[(ptrdiff_t)i * dv1 + dv];
+  /* every row must be in the common case before anything is written */
+  for (int i = 0; i < len; i += 8) {
+    const __mmask8 vm = len - i >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (len - i)) - 1);
+    const __m512d d = _mm512_maskz_loadu_pd(vm, den + i), l = _mm512_maskz_loadu_pd(vm, lsc + i);
+    if (plain_rows(vm, d, l) != vm) return 0;
+  }
+  __m512d vmn = _mm512_set1_pd(INFINITY), vmx = _mm512_set1_pd(-INFINITY);
+  const __m512d one = _mm512_set1_pd(1.0);
+  for (int i = 0; i < len; i += 8) {
+    const __mmask8 vm = len - i >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (len - i)) - 1);
+    const __m512d d = _mm512_mask_loadu_pd(_mm512_set1_pd(1.0), vm, den + i);
+    vmn = _mm512_mask_min_pd(vmn, vm, vmn, d);
+    vmx = _mm512_mask_max_pd(vmx, vm, vmx, d);
+    /* den_bin16: 16 e + #{j in 1..15 : t16[j] <= m}, m = the mantissa in [1, 2) */
+    const __m512d m = _mm512_getmant_pd(d, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src);
+    __m512d k = _mm512_mul_pd(_mm512_getexp_pd(d), _mm512_set1_pd(16.0)); /* exact */
+    for (int j = 1; j < 16; j++)
+      k = _mm512_mask_add_pd(k, _mm512_cmp_pd_mask(m, _mm512_set1_pd(t16[j]), _CMP_GE_OQ), k,
+                             one);
+    int32_t kb[8];
+    _mm256_storeu_si256((__m256i *)kb, _mm512_cvtpd_epi32(k));
+    for (int u = 0; u < 8 && i + u < len; u++) bin[i + u] = kb[u];
+    /* y_i = o_i * (1 / den_i), in float64, rounded once (la_k512_scale_row) */
+    double inv[8];
+    _mm512_storeu_pd(inv, _mm512_div_pd(_mm512_set1_pd(1.0), d));
+    for (int u = 0; u < 8 && i + u < len; u++) {
+      const float *oi = o + (ptrdiff_t)(i + u) * dv1;
+      float *yi = y + (ptrdiff_t)(i + u) * ldy;
+      if (stream) { /* whole aligned lines, never read back here: skip the read for ownership */
+        const __m512d f = _mm512_set1_pd(inv[u]);
+        for (int j = 0; j < dv; j += 16) {
+          const __m256 lo = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(oi + j)), f));
+          const __m256 hi = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(oi + j + 8)), f));
+          _mm512_stream_ps(yi + j, _mm512_castpd_ps(_mm512_insertf64x4(
+                                       _mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1)));
+        }
+      } else {
+        la_k512_scale_row(dv, oi, inv[u], yi);
+      }
+    }
+  }
+  if (stream) _mm_sfence(); /* the streamed rows are visible before anyone reads them */
+  *mn = _mm512_reduce_min_pd(vmn);
+  *mx = _mm512_reduce_max_pd(vmx);
+  return 1;
+}
+
 /* tmp = [kT V | kT 1]: the chunk's key summary (r x (dv+1)), kT = Phi_k^T (r x len, ld C). */
 static void key_summary(int len, int r, int dv, const float *V, ptrdiff_t ldv, float *tmp,
                         const float *kT, int C) {
@@ -485,6 +549,13 @@ double la_k512_dot_f64(int n, const float *a, const float *b) {
 }
 void la_k512_scale_row(int n, const float *o, double f, float *y) {
   (void)n; (void)o; (void)f; (void)y;
+}
+int la_k512_finalize_plain(int len, int dv, const float *o, const double *lsc, float *y,
+                           ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
+                           double *mx) {
+  (void)len; (void)dv; (void)o; (void)lsc; (void)y; (void)ldy; (void)t16; (void)bin; (void)mn;
+  (void)mx;
+  return 0;
 }
 void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes) {
   (void)base; (void)rows; (void)ld_bytes; (void)bytes;

@@ -38,6 +38,14 @@ void la_k512_to_f32(size_t n, const double *src, float *dst);
 /* dst = (float)(a + b), the sum in float64 rounded once (--reproducible's base, §4.7). */
 void la_k512_sum_to_f32(size_t n, const double *a, const double *b, float *dst);
 void la_k512_scale_row(int n, const float *o, double f, float *y);
+/* The common case of finalize_rows (docs/design.md §1.1 "Statistics"), len <= 64 rows of
+ * o = [num_s | den_s] (ld dv + 1) with log-scales lsc: when every row has lsc = 0 and den_s a
+ * positive normal float64, y_i = (float)(num_s * (1 / den_s)) in float64 (row i at y + i ldy),
+ * bin[i] = den_bin16(den_s) (t16: its table), *mn / *mx the smallest and largest den_s, and 1
+ * is returned. Otherwise 0, and nothing is written. */
+int la_k512_finalize_plain(int len, int dv, const float *o, const double *lsc, float *y,
+                           ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
+                           double *mx);
 /* sum_j a[j] b[j] with float64 products and sums (8 lanes, then the tail). */
 double la_k512_dot_f64(int n, const float *a, const float *b);
 /* Prefetch rows of `bytes` at a stride of ld_bytes: the next chunk's inputs. */

@@ -308,6 +308,68 @@ static void test_moves(void) {
         fabs(dot - ref) / mag);
 }
 
+/* la_k512_finalize_plain against its definition: y = (float)(num * (1 / den)) in float64,
+ * bins floor(16 log2 den) from long double log2 (a den within 1e-12 of a bin edge may land
+ * on either side), the extremes; and it writes nothing when any row is outside the case. */
+static void test_finalize_plain(void) {
+  const double t16[16] = {1.0, 0x1.0b5586cf9890fp+0, 0x1.172b83c7d517bp+0, 0x1.2387a6e756238p+0,
+                          0x1.306fe0a31b715p+0, 0x1.3dea64c123422p+0, 0x1.4bfdad5362a27p+0,
+                          0x1.5ab07dd485429p+0, 0x1.6a09e667f3bcdp+0, 0x1.7a11473eb0187p+0,
+                          0x1.8ace5422aa0dbp+0, 0x1.9c49182a3f09p+0, 0x1.ae89f995ad3adp+0,
+                          0x1.c199bdd85529cp+0, 0x1.d5818dcfba487p+0, 0x1.ea4afa2a490dap+0};
+  static float o[64 * 66], y[64 * 80] __attribute__((aligned(64)));
+  double lsc[64], mn, mx;
+  int32_t bin[64];
+  int ok = 1, refused_ok = 1, ncase = 0, nrow = 0;
+  const int dvs[] = {1, 7, 15, 16, 64, 65};
+  for (int c = 0; c < 300; c++) {
+    const int dv = dvs[c % 6], len = 1 + irand(0, 63), dv1 = dv + 1;
+    /* dv 16 and 64 with ldy a multiple of 16 take the streaming stores */
+    const int ldy = dv % 16 == 0 && c % 12 < 6 ? dv + 16 : dv + 3;
+    for (int i = 0; i < len; i++) {
+      for (int j = 0; j < dv; j++) o[i * dv1 + j] = urand() * 100.0f;
+      /* den over the whole float range, subnormals included, and exact powers of two */
+      float den = ldexpf(1.0f + 0.5f * (urand() + 1.0f), irand(-149, 126));
+      if (irand(0, 9) == 0) den = ldexpf(1.0f, irand(-149, 127));
+      o[i * dv1 + dv] = den;
+      lsc[i] = 0.0;
+    }
+    for (int i = 0; i < 64 * 80; i++) y[i] = -7.0f;
+    if (!la_k512_finalize_plain(len, dv, o, lsc, y, ldy, t16, bin, &mn, &mx)) {
+      ok = 0;
+      continue;
+    }
+    ncase++;
+    double rmn = INFINITY, rmx = -INFINITY;
+    for (int i = 0; i < len; i++, nrow++) {
+      const double den = (double)o[i * dv1 + dv];
+      rmn = den < rmn ? den : rmn;
+      rmx = den > rmx ? den : rmx;
+      const long double l = 16.0L * log2l((long double)den);
+      const long double fl = floorl(l);
+      if (bin[i] != (long)fl && !(fabsl(l - roundl(l)) < 1e-12L && labs(bin[i] - (long)fl) == 1))
+        ok = 0;
+      for (int j = 0; j < dv; j++)
+        ok &= y[i * ldy + j] == (float)((double)o[i * dv1 + j] * (1.0 / den));
+      for (int j = dv; j < ldy && i + 1 < len; j++) ok &= y[i * ldy + j] == -7.0f;
+    }
+    ok &= mn == rmn && mx == rmx;
+    /* one row outside the case: refused, nothing written */
+    const int bad = irand(0, len - 1), kind = irand(0, 5);
+    const float badden[] = {0.0f, -1.0f, INFINITY, NAN, 1.0f, 2.0f};
+    o[bad * dv1 + dv] = badden[kind];
+    if (kind >= 4) lsc[bad] = kind == 4 ? 0.5 : NAN;
+    for (int i = 0; i < 64 * 80; i++) y[i] = -7.0f;
+    const int r = la_k512_finalize_plain(len, dv, o, lsc, y, ldy, t16, bin, &mn, &mx);
+    int untouched = 1;
+    for (int i = 0; i < 64 * 80; i++) untouched &= y[i] == -7.0f;
+    refused_ok &= r == 0 && untouched;
+  }
+  CHECK(ok && ncase == 300, "finalize_plain: scaled rows, bins and extremes on %d cases (%d rows)",
+        ncase, nrow);
+  CHECK(refused_ok, "finalize_plain refuses a zero, negative, infinite or NaN den, or a scaled row");
+}
+
 int main(void) {
   if (!la_k512_enabled()) {
     printf("AVX-512 kernels not in use on this machine (or LINATTN_KERNELS=blas): skipped\n");
@@ -320,6 +382,7 @@ int main(void) {
   test_elu1_f64();
   test_transpose();
   test_moves();
+  test_finalize_plain();
   printf("%d passed, %d failed\n", npass, nfail);
   return nfail != 0;
 }
