@@ -13,14 +13,16 @@ shared. Cases:
   4. SIGKILL of every rank (the whole session) at random moments, resumed until done: never a file under the final
      name before the end, every ckpt.N a whole checkpoint, the output bitwise equal.
   5. damage: a flipped byte in the newest checkpoint -> a warning and the one before it, bitwise;
-     both damaged -> exit 2 naming both; other options -> exit 2 naming the option; the partial
-     output missing -> exit 2.
+     both damaged -> exit 2 naming both; other options -> exit 2 naming the option; checkpoints
+     of another synthetic generator version (manifests forged, checksums valid) -> exit 2 naming
+     it; the partial output missing -> exit 2.
   6. refusals: grad --checkpoint, --window, --reproducible with --checkpoint: exit 2.
 Usage: check_checkpoint.py LINATTN_BINARY
 """
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -65,6 +67,19 @@ def rel(a, b):
 
 BASE = ["--n", "6000", "--heads", "3", "--dk", "16", "--dv", "8", "--seed", "5",
         "--block-tokens", "256"]
+
+
+def crc64_xz(data):
+    """CRC-64/XZ (ECMA-182, reflected, init and xorout all ones), bit by bit."""
+    c = 0xFFFFFFFFFFFFFFFF
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ 0xC96C5795D7870F42 if c & 1 else c >> 1
+    return c ^ 0xFFFFFFFFFFFFFFFF
+
+
+assert crc64_xz(b"123456789") == 0x995DC9BBDF1939FA
 
 
 def ckpts(d):
@@ -212,6 +227,26 @@ if ok(rc == 75 and len(names) == 2, f"damage: stopped with two checkpoints kept:
     rc, err = run(2, other + ["--out", out, "--checkpoint", ck])
     ok(rc == 2 and "linattn: error: --checkpoint:" in err and "--seed is '5'" in err,
        f"other options: exit {rc}: {err.strip()[-220:]}")
+    # a checkpoint of another synthetic generator (LA_SYNTH_VERSION): the same checkpoints with
+    # the version line of their manifests changed and the manifest checksum (CRC-64/XZ, computed
+    # here) made valid again, so only the fingerprint can refuse them
+    for n in names:
+        mp = f"{ck}/{n}/manifest"
+        body = open(mp, "rb").read()
+        head = body[:body.rindex(b"end ")]
+        vers = re.search(rb"input synthetic generator version (\d+)\n", head)
+        if not ok(vers is not None, f"{n}/manifest names the generator version"):
+            continue
+        forged = head.replace(vers.group(0), b"input synthetic generator version %d\n"
+                              % (int(vers.group(1)) + 1))
+        open(mp, "wb").write(forged + b"end %016x\n" % crc64_xz(forged))
+    rc, err = run(2, args)
+    lines = [l for l in err.splitlines() if l.startswith("linattn: error:")]
+    ok(rc == 2 and len(lines) == 1 and "generator version" in lines[0] and not os.path.exists(out),
+       f"another generator version: exit {rc}: {lines[0] if lines else err.strip()[-200:]}")
+    shutil.rmtree(ck, ignore_errors=True)
+    shutil.copytree(keep, ck)
+    shutil.copy(f"{W}/dmg_partial", out + ".partial")
     with open(f"{ck}/{newest}/state.bin", "r+b") as f:
         f.seek(100)
         b = f.read(1)
