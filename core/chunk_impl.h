@@ -1,5 +1,6 @@
 /* Forward chunk kernels for one precision, a template: kernels_f32.c and kernels_f64.c
- * include it with LA_REAL, LA_GEMM, LA_MAP_EVAL (and LA_K512 for float32) defined, and end in
+ * include it with LA_REAL, LA_GEMM, LA_MAP_EVAL (and LA_K512 for float32; LA_FINALIZE_PLAIN
+ * and LA_FINALIZE_K512 for finalize_rows' AVX-512 common case) defined, and end in
  * the named tables la_kernels_f32 / la_kernels_f64 (kernels.h). docs/design.md §4.2 (the
  * chunkwise kernel), §1.1 (denominator policies), §2.2 (the stabilizer).
  * Per chunk (C tokens, head h), with Phi rows stabilized: keys scaled to one constant M,
@@ -223,26 +224,27 @@ static inline void finalize_row(la_engine e, la_work *w, int h, int64_t tok, con
 /* finalize_row for len rows of w->o (w->aq[i] holds row i's log-scale) into out. On the
  * AVX-512 path, blocks of rows that are all in the common case -- normalized, log-scale 0,
  * a positive normal den_s, and a policy that then divides by den_s -- go through
- * la_k512_finalize_plain: the same divisor, bins and extremes, 8 rows at a time. */
+ * LA_FINALIZE_PLAIN (la_k512_finalize_plain and its float64 form): the same divisor, bins
+ * and extremes, 8 rows at a time (docs/design.md §1.1). */
 static void finalize_rows(la_engine e, la_work *w, int h, int64_t token0, int64_t c0,
                                  int len, LA_REAL *out) {
   const int dv1 = e->dv + 1;
   const int64_t ld = (int64_t)e->H * e->dv;
   const LA_REAL *o = w->o;
-#ifdef LA_K512
+#ifdef LA_FINALIZE_PLAIN
   const la_config *cfg = &e->cfg;
-  const int plain = e->k512 && cfg->normalize &&
+  const int plain = LA_FINALIZE_K512(e) && cfg->normalize &&
                     (cfg->den_policy == LA_DEN_ERROR || cfg->den_policy == LA_DEN_ZERO_EMPTY ||
                      (cfg->den_policy == LA_DEN_ADD && cfg->den_eps == 0));
 #endif
   for (int i0 = 0; i0 < len; i0 += 64) {
     const int nb = len - i0 < 64 ? len - i0 : 64;
-#ifdef LA_K512
+#ifdef LA_FINALIZE_PLAIN
     LA_REAL *y0 = out + (c0 + i0) * ld + (int64_t)h * e->dv;
     int32_t bin[64];
     double mn, mx;
-    if (plain && la_k512_finalize_plain(nb, e->dv, o + (size_t)i0 * dv1, w->aq + i0, y0, ld,
-                                        den_bin16_t, bin, &mn, &mx)) {
+    if (plain && LA_FINALIZE_PLAIN(nb, e->dv, o + (size_t)i0 * dv1, w->aq + i0, y0, ld,
+                                   den_bin16_t, bin, &mn, &mx)) {
       la_den_stats *st = &w->stats;
       st->rows += nb;
       if (mn < st->min) st->min = mn;

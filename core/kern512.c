@@ -370,58 +370,92 @@ AI __mmask8 plain_rows(__mmask8 vm, __m512d d, __m512d l) {
   return ok;
 }
 
-int la_k512_finalize_plain(int len, int dv, const float *o, const double *lsc, float *y,
-                           ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
-                           double *mx) {
-  const int dv1 = dv + 1;
+/* den_bin16 of 8 rows: 16 e + #{j in 1..15 : t16[j] <= m}, m = the mantissa in [1, 2) (d
+ * positive normal); the valid lanes (vm) go to bin. */
+AI void bins8(__mmask8 vm, __m512d d, const double t16[16], int32_t *bin) {
+  const __m512d m = _mm512_getmant_pd(d, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src);
+  __m512d k = _mm512_mul_pd(_mm512_getexp_pd(d), _mm512_set1_pd(16.0)); /* exact */
+  for (int j = 1; j < 16; j++)
+    k = _mm512_mask_add_pd(k, _mm512_cmp_pd_mask(m, _mm512_set1_pd(t16[j]), _CMP_GE_OQ), k,
+                           _mm512_set1_pd(1.0));
+  int32_t kb[8];
+  _mm256_storeu_si256((__m256i *)kb, _mm512_cvtpd_epi32(k));
+  for (int u = 0; u < 8; u++)
+    if (vm >> u & 1) bin[u] = kb[u];
+}
+
+/* The shared part of la_k512_finalize_plain(_f64) over den[0..len) and lsc: 0 when a row is
+ * outside the common case; else the bins, the extremes and inv = 1 / den, and 1. */
+static int plain_stats(int len, const double *den, const double *lsc, const double t16[16],
+                       int32_t *bin, double *mn, double *mx, double *inv) {
   if (len <= 0 || len > 64) return 0;
-  double den[64];
-  const int stream = dv % 16 == 0 && ((uintptr_t)y & 63) == 0 && (ldy & 15) == 0;
-  for (int i = 0; i < len; i++) den[i] = (double)o[(ptrdiff_t)i * dv1 + dv];
-  /* every row must be in the common case before anything is written */
-  for (int i = 0; i < len; i += 8) {
+  for (int i = 0; i < len; i += 8) { /* every row in the common case before anything is written */
     const __mmask8 vm = len - i >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (len - i)) - 1);
     const __m512d d = _mm512_maskz_loadu_pd(vm, den + i), l = _mm512_maskz_loadu_pd(vm, lsc + i);
     if (plain_rows(vm, d, l) != vm) return 0;
   }
   __m512d vmn = _mm512_set1_pd(INFINITY), vmx = _mm512_set1_pd(-INFINITY);
-  const __m512d one = _mm512_set1_pd(1.0);
   for (int i = 0; i < len; i += 8) {
     const __mmask8 vm = len - i >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (len - i)) - 1);
     const __m512d d = _mm512_mask_loadu_pd(_mm512_set1_pd(1.0), vm, den + i);
     vmn = _mm512_mask_min_pd(vmn, vm, vmn, d);
     vmx = _mm512_mask_max_pd(vmx, vm, vmx, d);
-    /* den_bin16: 16 e + #{j in 1..15 : t16[j] <= m}, m = the mantissa in [1, 2) */
-    const __m512d m = _mm512_getmant_pd(d, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src);
-    __m512d k = _mm512_mul_pd(_mm512_getexp_pd(d), _mm512_set1_pd(16.0)); /* exact */
-    for (int j = 1; j < 16; j++)
-      k = _mm512_mask_add_pd(k, _mm512_cmp_pd_mask(m, _mm512_set1_pd(t16[j]), _CMP_GE_OQ), k,
-                             one);
-    int32_t kb[8];
-    _mm256_storeu_si256((__m256i *)kb, _mm512_cvtpd_epi32(k));
-    for (int u = 0; u < 8 && i + u < len; u++) bin[i + u] = kb[u];
-    /* y_i = o_i * (1 / den_i), in float64, rounded once (la_k512_scale_row) */
-    double inv[8];
-    _mm512_storeu_pd(inv, _mm512_div_pd(_mm512_set1_pd(1.0), d));
-    for (int u = 0; u < 8 && i + u < len; u++) {
-      const float *oi = o + (ptrdiff_t)(i + u) * dv1;
-      float *yi = y + (ptrdiff_t)(i + u) * ldy;
-      if (stream) { /* whole aligned lines, never read back here: skip the read for ownership */
-        const __m512d f = _mm512_set1_pd(inv[u]);
-        for (int j = 0; j < dv; j += 16) {
-          const __m256 lo = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(oi + j)), f));
-          const __m256 hi = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(oi + j + 8)), f));
-          _mm512_stream_ps(yi + j, _mm512_castpd_ps(_mm512_insertf64x4(
-                                       _mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1)));
-        }
-      } else {
-        la_k512_scale_row(dv, oi, inv[u], yi);
-      }
+    bins8(vm, d, t16, bin + i);
+    _mm512_mask_storeu_pd(inv + i, vm, _mm512_div_pd(_mm512_set1_pd(1.0), d));
+  }
+  *mn = _mm512_reduce_min_pd(vmn);
+  *mx = _mm512_reduce_max_pd(vmx);
+  return 1;
+}
+
+int la_k512_finalize_plain(int len, int dv, const float *o, const double *lsc, float *y,
+                           ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
+                           double *mx) {
+  const int dv1 = dv + 1;
+  double den[64], inv[64];
+  for (int i = 0; i < len && i < 64; i++) den[i] = (double)o[(ptrdiff_t)i * dv1 + dv];
+  if (!plain_stats(len, den, lsc, t16, bin, mn, mx, inv)) return 0;
+  /* y_i = o_i * (1 / den_i) in float64, rounded once (la_k512_scale_row). Whole aligned lines
+   * are streamed: never read back here, so skip the read for ownership of each line. */
+  const int stream = dv % 16 == 0 && ((uintptr_t)y & 63) == 0 && (ldy & 15) == 0;
+  for (int i = 0; i < len; i++) {
+    const float *oi = o + (ptrdiff_t)i * dv1;
+    float *yi = y + (ptrdiff_t)i * ldy;
+    if (!stream) {
+      la_k512_scale_row(dv, oi, inv[i], yi);
+      continue;
+    }
+    const __m512d f = _mm512_set1_pd(inv[i]);
+    for (int j = 0; j < dv; j += 16) {
+      const __m256 lo = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(oi + j)), f));
+      const __m256 hi = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(oi + j + 8)), f));
+      _mm512_stream_ps(yi + j, _mm512_castpd_ps(_mm512_insertf64x4(
+                                   _mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1)));
     }
   }
   if (stream) _mm_sfence(); /* the streamed rows are visible before anyone reads them */
-  *mn = _mm512_reduce_min_pd(vmn);
-  *mx = _mm512_reduce_max_pd(vmx);
+  return 1;
+}
+
+int la_k512_finalize_plain_f64(int len, int dv, const double *o, const double *lsc, double *y,
+                               ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
+                               double *mx) {
+  const int dv1 = dv + 1;
+  double den[64], inv[64];
+  for (int i = 0; i < len && i < 64; i++) den[i] = o[(ptrdiff_t)i * dv1 + dv];
+  if (!plain_stats(len, den, lsc, t16, bin, mn, mx, inv)) return 0;
+  const int stream = dv % 8 == 0 && ((uintptr_t)y & 63) == 0 && (ldy & 7) == 0;
+  for (int i = 0; i < len; i++) {
+    const double *oi = o + (ptrdiff_t)i * dv1;
+    double *yi = y + (ptrdiff_t)i * ldy;
+    const __m512d f = _mm512_set1_pd(inv[i]);
+    int j = 0;
+    if (stream)
+      for (; j < dv; j += 8) _mm512_stream_pd(yi + j, _mm512_mul_pd(_mm512_loadu_pd(oi + j), f));
+    for (; j + 8 <= dv; j += 8) _mm512_storeu_pd(yi + j, _mm512_mul_pd(_mm512_loadu_pd(oi + j), f));
+    for (; j < dv; j++) yi[j] = oi[j] * inv[i];
+  }
+  if (stream) _mm_sfence();
   return 1;
 }
 
@@ -553,6 +587,13 @@ void la_k512_scale_row(int n, const float *o, double f, float *y) {
 int la_k512_finalize_plain(int len, int dv, const float *o, const double *lsc, float *y,
                            ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
                            double *mx) {
+  (void)len; (void)dv; (void)o; (void)lsc; (void)y; (void)ldy; (void)t16; (void)bin; (void)mn;
+  (void)mx;
+  return 0;
+}
+int la_k512_finalize_plain_f64(int len, int dv, const double *o, const double *lsc, double *y,
+                               ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
+                               double *mx) {
   (void)len; (void)dv; (void)o; (void)lsc; (void)y; (void)ldy; (void)t16; (void)bin; (void)mn;
   (void)mx;
   return 0;

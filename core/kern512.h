@@ -46,6 +46,10 @@ void la_k512_scale_row(int n, const float *o, double f, float *y);
 int la_k512_finalize_plain(int len, int dv, const float *o, const double *lsc, float *y,
                            ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
                            double *mx);
+/* The same for float64 rows: y_i = num_s * (1 / den_s), one rounding. */
+int la_k512_finalize_plain_f64(int len, int dv, const double *o, const double *lsc, double *y,
+                               ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
+                               double *mx);
 /* sum_j a[j] b[j] with float64 products and sums (8 lanes, then the tail). */
 double la_k512_dot_f64(int n, const float *a, const float *b);
 /* Prefetch rows of `bytes` at a stride of ld_bytes: the next chunk's inputs. */

@@ -14,6 +14,8 @@
 #define LA_MAP_EVAL(fm, ...) la_featmap_eval_f32(fm, __VA_ARGS__)
 #define LA_MAP_CHAIN(fm, ...) la_featmap_chain_f32(fm, __VA_ARGS__)
 #define LA_K512 1
+#define LA_FINALIZE_PLAIN la_k512_finalize_plain /* finalize_rows' common case */
+#define LA_FINALIZE_K512(e) ((e)->k512)
 #include "chunk_impl.h"
 #include "window_impl.h"
 #include "backward_impl.h"

@@ -6,6 +6,7 @@
 #include "denominator.h"
 #include "engine_internal.h"
 
+#include "kern512.h"
 #include "la_blas.h"
 
 #define LA_REAL double
@@ -13,6 +14,9 @@
 #define LA_GEMM(...) la_gemm_f64(e, w, __VA_ARGS__)
 #define LA_MAP_EVAL(fm, ...) la_featmap_eval_f64(fm, __VA_ARGS__)
 #define LA_MAP_CHAIN(fm, ...) la_featmap_chain_f64(fm, __VA_ARGS__)
+/* finalize_rows' common case on AVX-512 when the maps use it (the GEMMs stay on OpenBLAS) */
+#define LA_FINALIZE_PLAIN la_k512_finalize_plain_f64
+#define LA_FINALIZE_K512(e) ((e)->fm->k512)
 
 #include "chunk_impl.h"
 #include "window_impl.h"

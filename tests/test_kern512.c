@@ -370,6 +370,60 @@ static void test_finalize_plain(void) {
   CHECK(refused_ok, "finalize_plain refuses a zero, negative, infinite or NaN den, or a scaled row");
 }
 
+/* la_k512_finalize_plain_f64 against its definition, dens over the whole double range. */
+static void test_finalize_plain_f64(void) {
+  const double t16[16] = {1.0, 0x1.0b5586cf9890fp+0, 0x1.172b83c7d517bp+0, 0x1.2387a6e756238p+0,
+                          0x1.306fe0a31b715p+0, 0x1.3dea64c123422p+0, 0x1.4bfdad5362a27p+0,
+                          0x1.5ab07dd485429p+0, 0x1.6a09e667f3bcdp+0, 0x1.7a11473eb0187p+0,
+                          0x1.8ace5422aa0dbp+0, 0x1.9c49182a3f09p+0, 0x1.ae89f995ad3adp+0,
+                          0x1.c199bdd85529cp+0, 0x1.d5818dcfba487p+0, 0x1.ea4afa2a490dap+0};
+  static double o[64 * 66], y[64 * 80] __attribute__((aligned(64)));
+  double lsc[64], mn, mx;
+  int32_t bin[64];
+  int ok = 1, refused_ok = 1, ncase = 0;
+  const int dvs[] = {1, 7, 8, 16, 64, 65};
+  for (int c = 0; c < 300; c++) {
+    const int dv = dvs[c % 6], len = 1 + irand(0, 63), dv1 = dv + 1;
+    const int ldy = dv % 8 == 0 && c % 12 < 6 ? dv + 8 : dv + 3; /* streamed or not */
+    for (int i = 0; i < len; i++) {
+      for (int j = 0; j < dv; j++) o[i * dv1 + j] = urand() * 100.0;
+      o[i * dv1 + dv] = ldexp(1.0 + 0.5 * (urand() + 1.0), irand(-1022, 1022));
+      if (irand(0, 9) == 0) o[i * dv1 + dv] = ldexp(1.0, irand(-1022, 1023));
+      lsc[i] = 0.0;
+    }
+    for (int i = 0; i < 64 * 80; i++) y[i] = -7.0;
+    if (!la_k512_finalize_plain_f64(len, dv, o, lsc, y, ldy, t16, bin, &mn, &mx)) {
+      ok = 0;
+      continue;
+    }
+    ncase++;
+    double rmn = INFINITY, rmx = -INFINITY;
+    for (int i = 0; i < len; i++) {
+      const double den = o[i * dv1 + dv];
+      rmn = den < rmn ? den : rmn;
+      rmx = den > rmx ? den : rmx;
+      const long double l = 16.0L * log2l((long double)den), fl = floorl(l);
+      if (bin[i] != (long)fl && !(fabsl(l - roundl(l)) < 1e-12L && labs(bin[i] - (long)fl) == 1))
+        ok = 0;
+      for (int j = 0; j < dv; j++) ok &= y[i * ldy + j] == o[i * dv1 + j] * (1.0 / den);
+      for (int j = dv; j < ldy && i + 1 < len; j++) ok &= y[i * ldy + j] == -7.0;
+    }
+    ok &= mn == rmn && mx == rmx;
+    const int bad = irand(0, len - 1), kind = irand(0, 5);
+    const double badden[] = {0.0, -1.0, INFINITY, NAN, 0x1p-1030, 2.0};
+    o[bad * dv1 + dv] = badden[kind];
+    if (kind == 5) lsc[bad] = -0.25;
+    for (int i = 0; i < 64 * 80; i++) y[i] = -7.0;
+    const int r = la_k512_finalize_plain_f64(len, dv, o, lsc, y, ldy, t16, bin, &mn, &mx);
+    int untouched = 1;
+    for (int i = 0; i < 64 * 80; i++) untouched &= y[i] == -7.0;
+    refused_ok &= r == 0 && untouched;
+  }
+  CHECK(ok && ncase == 300, "finalize_plain_f64: scaled rows, bins and extremes on %d cases", ncase);
+  CHECK(refused_ok, "finalize_plain_f64 refuses a zero, negative, infinite, NaN or subnormal den, "
+                    "or a scaled row");
+}
+
 int main(void) {
   if (!la_k512_enabled()) {
     printf("AVX-512 kernels not in use on this machine (or LINATTN_KERNELS=blas): skipped\n");
@@ -383,6 +437,7 @@ int main(void) {
   test_transpose();
   test_moves();
   test_finalize_plain();
+  test_finalize_plain_f64();
   printf("%d passed, %d failed\n", npass, nfail);
   return nfail != 0;
 }
