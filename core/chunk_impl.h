@@ -1,6 +1,7 @@
 /* Forward chunk kernels for one precision, a template: kernels_f32.c and kernels_f64.c
  * include it with LA_REAL, LA_GEMM, LA_MAP_EVAL (and LA_K512 for float32; LA_FINALIZE_PLAIN
- * and LA_FINALIZE_K512 for finalize_rows' AVX-512 common case) defined, and end in
+ * and LA_FINALIZE_K512 for finalize_rows' AVX-512 common case; LA_PREFETCH_K512 and
+ * LA_MAP_EVAL_PF for features_at's prefetch of the next chunk) defined, and end in
  * the named tables la_kernels_f32 / la_kernels_f64 (kernels.h). docs/design.md §4.2 (the
  * chunkwise kernel), §1.1 (denominator policies), §2.2 (the stabilizer).
  * Per chunk (C tokens, head h), with Phi rows stabilized: keys scaled to one constant M,
@@ -95,7 +96,7 @@ static void state_add_tmp(la_engine e, la_work *w, double *sz, double *m) {
 }
 #endif
 
-#ifdef LA_K512
+#ifdef LA_PREFETCH_K512
 /* Prefetch chunk [c1, c1 + C) ∩ [., hi) of head h from x ([n, H, d] layout). */
 static void prefetch_chunk(la_engine e, int h, int64_t c1, int64_t hi, const LA_REAL *x,
                                   int d) {
@@ -115,19 +116,20 @@ static void prefetch_chunk(la_engine e, int h, int64_t c1, int64_t hi, const LA_
 static void features_at(la_engine e, int h, int64_t c0, int len, int64_t c1, int64_t hi,
                                const LA_REAL *x, LA_REAL *phi, double *a, const LA_REAL *y,
                                int dy) {
-#ifdef LA_K512
+#ifdef LA_PREFETCH_K512
   const la_map_info *mi = e->fm->map;
-  if (e->k512 && e->fm->k512 && mi->k512_prefetch && c1 >= 0 && c1 < hi) {
+  if (LA_PREFETCH_K512(e) && e->fm->k512 && mi->k512_prefetch && mi->LA_MAP_EVAL_PF && c1 >= 0 &&
+      c1 < hi) {
     const int64_t ld = (int64_t)e->H * e->dk, ldy = (int64_t)e->H * dy;
     la_k512_pf pf = {{(const char *)(x + c1 * ld + (int64_t)h * e->dk),
                       y ? (const char *)(y + c1 * ldy + (int64_t)h * dy) : NULL},
                      {ld * (ptrdiff_t)sizeof(LA_REAL), ldy * (ptrdiff_t)sizeof(LA_REAL)},
                      {e->dk * (int)sizeof(LA_REAL), dy * (int)sizeof(LA_REAL)},
                      (int)(hi - c1 < e->C ? hi - c1 : e->C)};
-    mi->eval_k512(e->fm, h, len, x + c0 * ld + (int64_t)h * e->dk, ld, phi, a, &pf);
+    mi->LA_MAP_EVAL_PF(e->fm, h, len, x + c0 * ld + (int64_t)h * e->dk, ld, phi, a, &pf);
     return;
   }
-  if (e->k512 && c1 >= 0) {
+  if (LA_PREFETCH_K512(e) && c1 >= 0) {
     prefetch_chunk(e, h, c1, hi, x, e->dk);
     prefetch_chunk(e, h, c1, hi, y, dy);
   }

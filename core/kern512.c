@@ -274,14 +274,21 @@ AI __m512d exp8_nonpos(__m512d x) {
   return _mm512_maskz_mov_pd((__mmask8)~under, _mm512_scalef_pd(p, n));
 }
 
-void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r) {
+void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r,
+                      const la_k512_pf *pf) {
   const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
   for (int64_t i = 0; i < n; i++) {
     const double *xi = x + i * ld;
     double *pi = phi + i * r;
-    /* the rows are strided by all heads (ld = H dk): fetch the row 8 ahead, a line a time */
-    if (i + 8 < n)
+    if (pf) { /* the next chunk's rows, one row of each stream per row here (as la_k512_elu1) */
+      if (i < pf->rows)
+        for (int s = 0; s < 2; s++)
+          if (pf->p[s])
+            for (int b = 0; b < pf->bytes[s]; b += 64)
+              _mm_prefetch(pf->p[s] + i * pf->ld[s] + b, _MM_HINT_T0);
+    } else if (i + 8 < n) { /* rows strided by all heads (ld = H dk): the row 8 ahead */
       for (int j = 0; j < dk; j += 8) _mm_prefetch((const char *)(xi + 8 * ld + j), _MM_HINT_T0);
+    }
     for (int j = 0; j < dk; j += 8) {
       const __mmask8 mk = dk - j >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (dk - j)) - 1);
       const __m512d u = _mm512_maskz_loadu_pd(mk, xi + j);
@@ -570,7 +577,9 @@ void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t l
                             int r, double s, double *a, int hyp) {
   (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a; (void)hyp;
 }
-void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r) {
+void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r,
+                      const la_k512_pf *pf) {
+  (void)pf;
   (void)n; (void)dk; (void)x; (void)ld; (void)phi; (void)r;
 }
 void la_k512_to_f32(size_t n, const double *src, float *dst) { (void)n; (void)src; (void)dst; }

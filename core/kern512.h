@@ -30,8 +30,6 @@ void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, fl
 /* The same in float64 (the engine's f64 path and the eval's references of a map). */
 void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
                             int r, double s, double *a, int hyp);
-/* elu(x) + 1 in float64 (x + 1 for x > 0, e^x otherwise; a NaN stays NaN), rows of dk. */
-void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r);
 /* dst[i] += src[i]; dst[i] = (float)src[i]; y[j] = (float)(o[j] * f) in double. */
 void la_k512_add_to_f64(size_t n, double *dst, const float *src);
 void la_k512_to_f32(size_t n, const double *src, float *dst);
@@ -64,4 +62,8 @@ typedef struct {
 } la_k512_pf;
 void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r,
                   const la_k512_pf *pf);
+/* elu(x) + 1 in float64 (x + 1 for x > 0, e^x otherwise; a NaN stays NaN), rows of dk;
+ * pf as for la_k512_elu1, or NULL: each call prefetches its own rows 8 ahead. */
+void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r,
+                      const la_k512_pf *pf);
 #endif

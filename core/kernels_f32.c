@@ -16,6 +16,8 @@
 #define LA_K512 1
 #define LA_FINALIZE_PLAIN la_k512_finalize_plain /* finalize_rows' common case */
 #define LA_FINALIZE_K512(e) ((e)->k512)
+#define LA_PREFETCH_K512(e) ((e)->k512) /* features_at: the next chunk's rows */
+#define LA_MAP_EVAL_PF eval_k512
 #include "chunk_impl.h"
 #include "window_impl.h"
 #include "backward_impl.h"

@@ -17,6 +17,9 @@
 /* finalize_rows' common case on AVX-512 when the maps use it (the GEMMs stay on OpenBLAS) */
 #define LA_FINALIZE_PLAIN la_k512_finalize_plain_f64
 #define LA_FINALIZE_K512(e) ((e)->fm->k512)
+/* features_at prefetches the next chunk's rows while the map runs, as in float32 */
+#define LA_PREFETCH_K512(e) ((e)->fm->k512)
+#define LA_MAP_EVAL_PF eval_k512_f64
 
 #include "chunk_impl.h"
 #include "window_impl.h"

@@ -53,20 +53,22 @@ static void favor_hyp_eval_k512(const la_featmap fm, int h, int64_t n, const flo
 /* float64: elu1 on 8 lanes; the projection by dgemm (OpenBLAS), the exp on 8 lanes
  * (kern512.c) */
 static void elu1_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
-                               int64_t ld, double *phi, double *a) {
+                               int64_t ld, double *phi, double *a, const la_k512_pf *pf) {
   (void)h;
-  la_k512_elu1_f64(n, fm->dk, x, ld, phi, fm->r);
+  la_k512_elu1_f64(n, fm->dk, x, ld, phi, fm->r, pf);
   for (int64_t i = 0; i < n; i++) a[i] = 0.0;
 }
 
 static void favor_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
-                                int64_t ld, double *phi, double *a) {
+                                int64_t ld, double *phi, double *a, const la_k512_pf *pf) {
+  (void)pf;
   project_f64(fm, h, n, x, ld, phi);
   la_k512_favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 0);
 }
 
 static void favor_hyp_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
-                                    int64_t ld, double *phi, double *a) {
+                                    int64_t ld, double *phi, double *a, const la_k512_pf *pf) {
+  (void)pf;
   project_f64(fm, h, n, x, ld, phi);
   la_k512_favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1);
 }
@@ -153,7 +155,7 @@ void la_featmap_eval_f32(const la_featmap fm, int h, int64_t n, const float *x, 
 void la_featmap_eval_f64(const la_featmap fm, int h, int64_t n, const double *x, int64_t ld,
                          double *phi, double *a) {
   if (n == 0) return;
-  if (fm->k512 && fm->map->eval_k512_f64) fm->map->eval_k512_f64(fm, h, n, x, ld, phi, a);
+  if (fm->k512 && fm->map->eval_k512_f64) fm->map->eval_k512_f64(fm, h, n, x, ld, phi, a, NULL);
   else fm->map->eval_f64(fm, h, n, x, ld, phi, a);
 }
 void la_featmap_chain_f32(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,

@@ -18,6 +18,8 @@ typedef void (*la_map_eval_f64)(const la_featmap fm, int h, int64_t n, const dou
 /* The AVX-512 form; pf: rows to prefetch meanwhile, or NULL (used when k512_prefetch). */
 typedef void (*la_map_eval_k512)(const la_featmap fm, int h, int64_t n, const float *x,
                                  int64_t ld, float *phi, double *a, const la_k512_pf *pf);
+typedef void (*la_map_eval_k512_f64)(const la_featmap fm, int h, int64_t n, const double *x,
+                                     int64_t ld, double *phi, double *a, const la_k512_pf *pf);
 /* dx = J_phi(x)^T dphi (dphi overwritten, sums: n doubles of scratch). */
 typedef void (*la_map_chain_f32)(const la_featmap fm, int h, int64_t n, const float *x,
                                  int64_t ld, float *dphi, const float *phi, float *dx,
@@ -36,10 +38,10 @@ typedef struct {
   la_map_eval_f32 eval_f32;
   la_map_eval_f64 eval_f64;
   la_map_eval_k512 eval_k512; /* NULL: eval_f32 on every CPU */
-  int k512_prefetch;          /* eval_k512 spreads the next chunk's prefetches over its rows */
+  int k512_prefetch;          /* eval_k512(_f64) spreads the next chunk's prefetches over its rows */
   la_map_chain_f32 chain_f32;
   la_map_chain_f64 chain_f64;
-  la_map_eval_f64 eval_k512_f64; /* the float64 AVX-512 form; NULL: eval_f64 on every CPU */
+  la_map_eval_k512_f64 eval_k512_f64; /* the float64 AVX-512 form; NULL: eval_f64 on every CPU */
 } la_map_info;
 
 /* The row of map k (k < LA_MAP_COUNT), or NULL. */

@@ -252,7 +252,7 @@ static void test_elu1_f64(void) {
   for (int i = 0; i < n * dk; i++) x[i] = -720.0 + 730.0 * (double)i / (double)(n * dk);
   for (int i = 0; i < n * r; i++) phi[i] = -1.0;
   x[5] = NAN;
-  la_k512_elu1_f64(n, dk, x, dk, phi, r);
+  la_k512_elu1_f64(n, dk, x, dk, phi, r, NULL);
   double worst = 0;
   int exact_pos = 1, gap_ok = 1, nan_ok = isnan(phi[5]);
   for (int i = 0; i < n; i++) {
