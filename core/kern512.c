@@ -195,6 +195,61 @@ AI float sum16(int n, const float *a) {
   return _mm512_reduce_add_ps(s);
 }
 
+/* Lane i of the result = the sum of the 16 lanes of v[i]: an add tree over pairs of rows,
+ * then pairs of pairs, then the 128-bit lanes (about 3 operations a row, against a
+ * dependent reduction per row). */
+AI __m512 reduce16x16(const __m512 v[16]) {
+  __m512 s1[8], s2[4];
+  for (int i = 0; i < 8; i++) /* per 128-bit lane L: a0+a2, b0+b2, a1+a3, b1+b3 */
+    s1[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                          _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int j = 0; j < 4; j++) { /* per lane L: the lane's sums of rows 4j .. 4j + 3 */
+    const __m512d c = _mm512_castps_pd(s1[2 * j]), d = _mm512_castps_pd(s1[2 * j + 1]);
+    s2[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c, d)),
+                          _mm512_castpd_ps(_mm512_unpackhi_pd(c, d)));
+  }
+  /* u0 = [rows 0-3: lanes 0+2, 1+3 | rows 4-7: lanes 0+2, 1+3], u1 the same for rows 8-15 */
+  const __m512 u0 = _mm512_add_ps(_mm512_shuffle_f32x4(s2[0], s2[1], 0x44),
+                                  _mm512_shuffle_f32x4(s2[0], s2[1], 0xEE));
+  const __m512 u1 = _mm512_add_ps(_mm512_shuffle_f32x4(s2[2], s2[3], 0x44),
+                                  _mm512_shuffle_f32x4(s2[2], s2[3], 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(u0, u1, 0x88), _mm512_shuffle_f32x4(u0, u1, 0xDD));
+}
+
+/* The den column of a chunk, 16 rows at a time (reduce16x16): for i < len,
+ *   out[i * ldo] = sum_{j <= i} A[i][j] (diag = 1: A lower triangular, read up to j = i;
+ *                  diag = 0: its first na columns; A NULL: none) + phiq_i . zf (zf NULL: none).
+ * A has ld lda; phiq rows of r. */
+static void den_column(int len, const float *A, ptrdiff_t lda, int na, int diag,
+                       const float *phiq, int r, const float *zf, float *out, ptrdiff_t ldo) {
+  for (int i0 = 0; i0 < len; i0 += 16) {
+    __m512 v[16];
+    for (int u = 0; u < 16; u++) {
+      const int i = i0 + u;
+      __m512 s = _mm512_setzero_ps();
+      if (i < len) {
+        const int n = diag ? i + 1 : na;
+        if (A)
+          for (int j = 0; j < n; j += 16) {
+            const __mmask16 mk = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+            s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(mk, A + (ptrdiff_t)i * lda + j));
+          }
+        if (zf)
+          for (int k = 0; k < r; k += 16) {
+            const __mmask16 mk = r - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (r - k)) - 1);
+            s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, phiq + (ptrdiff_t)i * r + k),
+                                _mm512_maskz_loadu_ps(mk, zf + k), s);
+          }
+      }
+      v[u] = s;
+    }
+    float t[16];
+    _mm512_storeu_ps(t, reduce16x16(v));
+    for (int u = 0; u < 16 && i0 + u < len; u++)
+      out[(ptrdiff_t)(i0 + u) * ldo] = t[u];
+  }
+}
+
 void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes) {
   const char *p = base;
   for (int i = 0; i < rows; i++, p += ld_bytes)
@@ -471,7 +526,7 @@ static void key_summary(int len, int r, int dv, const float *V, ptrdiff_t ldv, f
                         const float *kT, int C) {
   const int dv1 = dv + 1;
   la_k512_gemm(r, dv, len, kT, C, 1, V, ldv, tmp, dv1, 0, 0);
-  for (int k = 0; k < r; k++) tmp[(ptrdiff_t)k * dv1 + dv] = sum16(len, kT + (ptrdiff_t)k * C);
+  den_column(r, kT, C, len, 0, NULL, 0, NULL, tmp + dv, dv1); /* z = sum of kT's rows */
 }
 
 /* Causal chunk of docs/design.md §4.2 for one segment, rows i < len:
@@ -486,17 +541,17 @@ void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float
   la_k512_transpose(len, r, phik, r, kT, C);
   /* A = tril(Phi_q Phi_k^T): row tile i0 needs columns j < i0 + 6 only */
   la_k512_gemm(len, len, r, phiq, r, 1, kT, C, A, C, 0, 2);
-  for (int i = 0; i < len; i++) { /* zero j > i up to the tile's written edge, sum j <= i */
+  for (int i = 0; i < len; i++) { /* zero j > i up to the tile's written edge */
     float *ai = A + (ptrdiff_t)i * C;
     const int edge = (i / 6) * 6 + 6 < len ? (i / 6) * 6 + 6 : len;
     for (int j = i + 1; j < edge; j++) ai[j] = 0;
-    o[(ptrdiff_t)i * dv1 + dv] = sum16(i + 1, ai);
   }
   if (sf) {
     la_k512_gemm(len, dv, r, phiq, r, 1, sf, dv1, o, dv1, 0, 0);
     z_column(r, dv, sf, zf);
-    for (int i = 0; i < len; i++) o[(ptrdiff_t)i * dv1 + dv] += dot16(r, phiq + (ptrdiff_t)i * r, zf);
   }
+  /* den = sum_{j <= i} A_ij + phiq_i . z */
+  den_column(len, A, C, 0, 1, phiq, r, sf ? zf : NULL, o + dv, dv1);
   la_k512_gemm(len, dv, len, A, C, 1, V, ldv, o, dv1, sf != NULL, 1);
   key_summary(len, r, dv, V, ldv, tmp, kT, C);
 }
@@ -513,8 +568,7 @@ void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float 
   const int dv1 = dv + 1;
   la_k512_gemm(len, dv, r, phiq, r, 1, sf, dv1, o, dv1, 0, 0);
   z_column(r, dv, sf, zf);
-  for (int i = 0; i < len; i++)
-    o[(ptrdiff_t)i * dv1 + dv] = dot16(r, phiq + (ptrdiff_t)i * r, zf);
+  den_column(len, NULL, 0, 0, 0, phiq, r, zf, o + dv, dv1); /* den = phiq_i . z */
 }
 
 /* elu(x) + 1 (docs/design.md §2) for n rows of dk, 16 lanes at a time; domain: finite x.
