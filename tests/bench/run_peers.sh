@@ -112,7 +112,7 @@ print(fmt.format(*hdr))
 for name, rs, sel, peer, tfrac, tratio in cases:
     r = pick(rs, **dict(sel, impl="linear"))
     tps, gf = num(r, "tokens_per_s"), num(r, "gflops")
-    eff = gf / peak[r["dtype"]]
+    eff = gf / (peak[r["dtype"]] * int(r["ranks"]))  # as the bench's column: per rank
     ptps = num(pick(peers, impl=peer), "tokens_per_s") if peer else None
     print(fmt.format(name, f"{tps:.4g}", peer or "-", f"{ptps:.4g}" if peer else "-",
                      f"{tps / ptps:.2f}x" if peer else "-", f">={tratio:g}x" if tratio else "-",
