@@ -170,29 +170,9 @@ void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, floa
     }
 }
 
-/* sum_k a[k] b[k * ldb], k < n: 16-lane partial sums, then one reduction. */
-AI float dot16(int n, const float *a, const float *b) {
-  __m512 s = _mm512_setzero_ps();
-  for (int k = 0; k < n; k += 16) {
-    const __mmask16 mk = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1);
-    s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, a + k), _mm512_maskz_loadu_ps(mk, b + k), s);
-  }
-  return _mm512_reduce_add_ps(s);
-}
-
-/* zf = column dv of sf (r x (dv+1)), made contiguous for dot16. */
+/* zf = column dv of sf (r x (dv+1)), made contiguous for den_column. */
 static void z_column(int r, int dv, const float *sf, float *zf) {
   for (int k = 0; k < r; k++) zf[k] = sf[(ptrdiff_t)k * (dv + 1) + dv];
-}
-
-/* sum_j a[j], j < n, 16 lanes at a time. */
-AI float sum16(int n, const float *a) {
-  __m512 s = _mm512_setzero_ps();
-  for (int j = 0; j < n; j += 16) {
-    const __mmask16 mk = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
-    s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(mk, a + j));
-  }
-  return _mm512_reduce_add_ps(s);
 }
 
 /* Lane i of the result = the sum of the 16 lanes of v[i]: an add tree over pairs of rows,
