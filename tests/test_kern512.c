@@ -9,6 +9,7 @@
 #include <string.h>
 #include "linattn/linattn.h"
 #include "../core/kern512.h"
+#include "../core/denominator.h"
 
 #include "check.h"
 
@@ -312,11 +313,7 @@ static void test_moves(void) {
  * bins floor(16 log2 den) from long double log2 (a den within 1e-12 of a bin edge may land
  * on either side), the extremes; and it writes nothing when any row is outside the case. */
 static void test_finalize_plain(void) {
-  const double t16[16] = {1.0, 0x1.0b5586cf9890fp+0, 0x1.172b83c7d517bp+0, 0x1.2387a6e756238p+0,
-                          0x1.306fe0a31b715p+0, 0x1.3dea64c123422p+0, 0x1.4bfdad5362a27p+0,
-                          0x1.5ab07dd485429p+0, 0x1.6a09e667f3bcdp+0, 0x1.7a11473eb0187p+0,
-                          0x1.8ace5422aa0dbp+0, 0x1.9c49182a3f09p+0, 0x1.ae89f995ad3adp+0,
-                          0x1.c199bdd85529cp+0, 0x1.d5818dcfba487p+0, 0x1.ea4afa2a490dap+0};
+  const double *t16 = den_bin16_t; /* the table the engine passes (denominator.h) */
   static float o[64 * 66], y[64 * 80] __attribute__((aligned(64)));
   double lsc[64], mn, mx;
   int32_t bin[64];
@@ -372,11 +369,7 @@ static void test_finalize_plain(void) {
 
 /* la_k512_finalize_plain_f64 against its definition, dens over the whole double range. */
 static void test_finalize_plain_f64(void) {
-  const double t16[16] = {1.0, 0x1.0b5586cf9890fp+0, 0x1.172b83c7d517bp+0, 0x1.2387a6e756238p+0,
-                          0x1.306fe0a31b715p+0, 0x1.3dea64c123422p+0, 0x1.4bfdad5362a27p+0,
-                          0x1.5ab07dd485429p+0, 0x1.6a09e667f3bcdp+0, 0x1.7a11473eb0187p+0,
-                          0x1.8ace5422aa0dbp+0, 0x1.9c49182a3f09p+0, 0x1.ae89f995ad3adp+0,
-                          0x1.c199bdd85529cp+0, 0x1.d5818dcfba487p+0, 0x1.ea4afa2a490dap+0};
+  const double *t16 = den_bin16_t; /* the table the engine passes (denominator.h) */
   static double o[64 * 66], y[64 * 80] __attribute__((aligned(64)));
   double lsc[64], mn, mx;
   int32_t bin[64];
