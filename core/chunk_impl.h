@@ -35,21 +35,24 @@ static void chunk_values(la_engine e, int h, int64_t c0, int len, const LA_REAL 
  * M_s = max a_k over the segment's keys in the chunk, and for s = 0 (the segment continuing
  * from the state) also the state's m. Pairs only meet within a segment, so each segment keeps
  * its own exact scale. reset: the chunk starts a segment, the state is dropped. Keys get
- * e^{a_k - M_s}, the state e^{m - M_0}. Unstabilized maps: M_s = 0. */
-static void rescale_keys(la_engine e, la_work *w, int len, int nseg, int reset,
+ * e^{a_k - M_s}, the state e^{m - M_0}. Unstabilized maps: M_s = 0. Returns 1 when it
+ * cleared or rescaled sz (a working-precision copy of it is then stale), else 0. */
+static int rescale_keys(la_engine e, la_work *w, int len, int nseg, int reset,
                                 double *sz, double *m) {
   const int r = e->r;
   const size_t rsz = (size_t)r * (e->dv + 1);
   const int *segi = w->segi;
   double *M = w->mseg;
   LA_REAL *phik = w->phik;
+  int changed = 0;
   if (reset || *m == -INFINITY) {
     memset(sz, 0, sizeof(double) * rsz);
     *m = -INFINITY;
+    changed = 1;
   }
   if (!e->stabilized) {
     for (int s = 0; s < nseg; s++) M[s] = 0.0;
-    return;
+    return changed;
   }
   for (int s = 0; s < nseg; s++) M[s] = -INFINITY;
   M[0] = *m;
@@ -57,6 +60,7 @@ static void rescale_keys(la_engine e, la_work *w, int len, int nseg, int reset,
   if (*m != M[0] && *m != -INFINITY) {
     double f = exp(*m - M[0]);
     for (size_t i = 0; i < rsz; i++) sz[i] *= f;
+    changed = 1;
   }
   *m = M[0];
   for (int i = 0; i < len; i++) {
@@ -64,6 +68,7 @@ static void rescale_keys(la_engine e, la_work *w, int len, int nseg, int reset,
     if (f != (LA_REAL)1)
       for (int j = 0; j < r; j++) phik[(size_t)i * r + j] *= f;
   }
+  return changed;
 }
 
 /* (S|z) += Phi_k[b:]^T [V|1][b:] in float64; with nseg > 1 the state restarts at the last
@@ -283,14 +288,19 @@ static void base_plus(size_t rsz, const double *base, const double *sz, LA_REAL 
 }
 
 /* One chunk [c0, c0+len) of head h of apply_causal; hi ends the range (the prefetch stops
- * there). *base (may be NULL) is dropped when a segment starts in the chunk. */
-static void causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0, int len,
-                         int64_t hi, const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
-                         double *sz, double *m, int *f, LA_REAL *out, LA_REAL *raw, double *lsc,
-                         const double **basep) {
+ * there). *base (may be NULL) is dropped when a segment starts in the chunk. sf (r x (dv+1),
+ * working precision) receives base + sz rounded once; sfok: the previous chunk of this head
+ * returned 1, so sf already holds it unless rescale_keys changes sz. Returns 1 when the chunk
+ * leaves sf = base + sz updated (the AVX-512 path, which rounds the new state in the same
+ * pass as it adds the chunk's summary: docs/design.md §4.2), else 0. The return depends on
+ * the chunk's segments only, not on the head. */
+static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0, int len,
+                        int64_t hi, const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
+                        double *sz, double *m, int *f, LA_REAL *out, LA_REAL *raw, double *lsc,
+                        const double **basep, LA_REAL *sf, int sfok) {
   const int r = e->r, dv1 = e->dv + 1, C = e->C;
   const size_t rsz = (size_t)r * dv1;
-  LA_REAL *sf = w->sf, *A = w->A, *o = w->o;
+  LA_REAL *A = w->A, *o = w->o;
   const double *base = *basep;
   int reset;
   int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
@@ -298,24 +308,26 @@ static void causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t
   if (reset || nseg > 1) *f = 1;
   const int *segi = w->segi;
   features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
-  rescale_keys(e, w, len, nseg, reset, sz, m);
+  if (rescale_keys(e, w, len, nseg, reset, sz, m)) sfok = 0;
   features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
 #ifdef LA_K512
   if (e->k512 && nseg == 1) { /* the same products on the AVX-512 kernels */
     const int64_t ldv = (int64_t)e->H * e->dv;
     const int live = *m != -INFINITY || base;
-    if (base) la_k512_sum_to_f32(rsz, base, sz, sf); /* base_plus, vectorized */
+    if (sfok) { /* sf = base + sz already, from the previous chunk's update */
+    } else if (base) la_k512_sum_to_f32(rsz, base, sz, sf); /* base_plus, vectorized */
     else if (live) la_k512_to_f32(rsz, sz, sf);
     la_k512_causal_chunk(len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
                          ldv, live ? sf : NULL, o, w->tmp, w->kT, A, w->zf, C);
     for (int i = 0; i < len; i++) w->aq[i] += w->mseg[0];
     if (raw) store_raw(e, w, h, c0, len, raw, lsc);
     else finalize_rows(e, w, h, token0, c0, len, out);
-    state_add_tmp(e, w, sz, m);
-    return;
+    *m = w->mseg[0]; /* state_add_tmp, and sf = base + sz for the next chunk */
+    la_k512_add_round(rsz, sz, w->tmp, base, sf);
+    return 1;
   }
 #else
-  (void)C;
+  (void)C, (void)sfok;
 #endif
   chunk_values(e, h, c0, len, v, w->vp);
   /* inter-chunk: O' = Phi_q (S|z) for the rows still in the state's segment */
@@ -348,32 +360,40 @@ static void causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t
   else finalize_rows(e, w, h, token0, c0, len, out);
   state_add(e, w, len, nseg, sz, m);
   if (nseg > 1) *basep = NULL;
+  return 0;
 }
 
 static void apply_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                          const void *q, const void *k, const void *v, double *sz, double *m,
                          int *f, void *out, void *raw, double *lsc, const double *base) {
+  int sfok = 0;
   for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
     const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
-    causal_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz, m, f, out, raw, lsc, &base);
+    sfok = causal_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz, m, f, out, raw, lsc, &base,
+                        w->sf, sfok);
   }
 }
 
 /* apply_causal for heads [h0, h1) at once, chunk by chunk: head h's prefix is sz[(h - h0)
  * rsz], m[h - h0], f[h - h0]. A thread then reads (h1 - h0) adjacent head slices of every
- * token row instead of one strided slice (§4.2 "Head groups"). No base. */
+ * token row instead of one strided slice (§4.2 "Head groups"). No base. Head h keeps its
+ * working-precision state in e->sfall[h rsz] (the thread owns the head here). */
 static void apply_causal_heads(la_engine e, la_work *w, int h0, int h1, int64_t token0,
                                int64_t lo, int64_t hi, const void *q, const void *k,
                                const void *v, double *sz, double *m, int *f, void *out,
                                void *raw, double *lsc) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
+  int sfok = 0;
   for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
     const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+    int next = 0;
     for (int h = h0; h < h1; h++) {
       const double *base = NULL;
-      causal_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz + (size_t)(h - h0) * rsz,
-                   m + (h - h0), f + (h - h0), out, raw, lsc, &base);
+      next = causal_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz + (size_t)(h - h0) * rsz,
+                          m + (h - h0), f + (h - h0), out, raw, lsc, &base,
+                          (LA_REAL *)e->sfall + (size_t)h * rsz, sfok);
     }
+    sfok = next;
   }
 }
 

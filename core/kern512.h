@@ -30,8 +30,11 @@ void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, fl
 /* The same in float64 (the engine's f64 path and the eval's references of a map). */
 void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
                             int r, double s, double *a, int hyp);
-/* dst[i] += src[i]; dst[i] = (float)src[i]; y[j] = (float)(o[j] * f) in double. */
+/* add_to_f64: dst[i] += src[i]; to_f32: dst[i] = (float)src[i]; scale_row: y[j] = (float)(o[j]
+ * * f) in double. add_round: dst[i] += src[i], then f[i] = (float)(base[i] + dst[i]) (base
+ * NULL: (float)dst[i]), one pass (the causal state update and its working copy, §4.2). */
 void la_k512_add_to_f64(size_t n, double *dst, const float *src);
+void la_k512_add_round(size_t n, double *dst, const float *src, const double *base, float *f);
 void la_k512_to_f32(size_t n, const double *src, float *dst);
 /* dst = (float)(a + b), the sum in float64 rounded once (--reproducible's base, §4.7). */
 void la_k512_sum_to_f32(size_t n, const double *a, const double *b, float *dst);

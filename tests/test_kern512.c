@@ -298,6 +298,19 @@ static void test_moves(void) {
   ok = 1;
   for (int i = 0; i < n; i++) ok &= y[i] == (float)d[i];
   CHECK(ok, "to_f32 rounds like a cast");
+  /* add_round: the add and the rounded copy, with and without a base, in one pass */
+  static double d1[n], base[n];
+  static float g[n];
+  for (int i = 0; i < n; i++) d1[i] = d0[i], base[i] = urand() * 1e5;
+  for (int withbase = 0; withbase < 2; withbase++) {
+    ok = 1;
+    for (int i = 0; i < n; i++) d[i] = d1[i];
+    la_k512_add_round(n, d, f, withbase ? base : NULL, g);
+    for (int i = 0; i < n; i++)
+      ok &= d[i] == d1[i] + (double)f[i] &&
+            g[i] == (float)(withbase ? base[i] + d[i] : d[i]);
+    CHECK(ok, "add_round (base %d) is add_to_f64 then the rounded (base +) copy", withbase);
+  }
   la_k512_scale_row(n, f, 1.0 / 3.0, y);
   ok = 1;
   for (int i = 0; i < n; i++) ok &= y[i] == (float)((double)f[i] * (1.0 / 3.0));
