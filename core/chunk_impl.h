@@ -164,7 +164,7 @@ static void accum_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   if (e->k512 && nseg == 1) {
     const int64_t ldv = (int64_t)e->H * e->dv;
     la_k512_key_summary(len, e->r, e->dv, w->phik, v + c0 * ldv + (int64_t)h * e->dv, ldv,
-                        w->tmp, w->kT, e->C);
+                        w->tmp);
     state_add_tmp(e, w, sz, m);
     return;
   }

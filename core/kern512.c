@@ -523,14 +523,6 @@ int la_k512_finalize_plain_f64(int len, int dv, const double *o, const double *l
   return 1;
 }
 
-/* tmp = [kT V | kT 1]: the chunk's key summary (r x (dv+1)), kT = Phi_k^T (r x len, ld C). */
-static void key_summary(int len, int r, int dv, const float *V, ptrdiff_t ldv, float *tmp,
-                        const float *kT, int C) {
-  const int dv1 = dv + 1;
-  la_k512_gemm(r, dv, len, kT, C, 1, V, ldv, tmp, dv1, 0, 0);
-  den_column(r, kT, C, len, 0, NULL, 0, NULL, tmp + dv, dv1); /* z = sum of kT's rows */
-}
-
 /* Causal chunk of docs/design.md §4.2 for one segment, rows i < len:
  *   o_i = [ phiq_i Sf + sum_{j<=i} (phiq_i . phik_j) v_j  |  phiq_i zf + sum_{j<=i} phiq_i . phik_j ]
  *   tmp = [ phik^T V | phik^T 1 ]   (the chunk's key summary, r x (dv+1))
@@ -555,13 +547,26 @@ void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float
   /* den = sum_{j <= i} A_ij + phiq_i . z */
   den_column(len, A, C, 0, 1, phiq, r, sf ? zf : NULL, o + dv, dv1);
   la_k512_gemm(len, dv, len, A, C, 1, V, ldv, o, dv1, sf != NULL, 1);
-  key_summary(len, r, dv, V, ldv, tmp, kT, C);
+  la_k512_key_summary(len, r, dv, phik, V, ldv, tmp);
 }
 
+/* tmp = [Phi_k^T V | Phi_k^T 1], the chunk's key summary (r x (dv+1)), for the causal chunk
+ * and the keys pass alike (so that both give the same bits: --reproducible, §4.7). The GEMM
+ * reads Phi_k^T in place (A(i, k) = phik[k r + i]: a tile's six broadcasts are adjacent
+ * floats), no transpose; z_i = sum_k phik[k r + i] in k order, 16 features per register. */
 void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
-                         ptrdiff_t ldv, float *tmp, float *kT, int C) {
-  la_k512_transpose(len, r, phik, r, kT, C);
-  key_summary(len, r, dv, V, ldv, tmp, kT, C);
+                         ptrdiff_t ldv, float *tmp) {
+  const int dv1 = dv + 1;
+  la_k512_gemm(r, dv, len, phik, 1, r, V, ldv, tmp, dv1, 0, 0);
+  for (int i0 = 0; i0 < r; i0 += 16) {
+    const __mmask16 mk = r - i0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (r - i0)) - 1);
+    __m512 z = _mm512_setzero_ps();
+    for (int k = 0; k < len; k++)
+      z = _mm512_add_ps(z, _mm512_maskz_loadu_ps(mk, phik + (ptrdiff_t)k * r + i0));
+    float t[16];
+    _mm512_storeu_ps(t, z);
+    for (int u = 0; u < 16 && i0 + u < r; u++) tmp[(ptrdiff_t)(i0 + u) * dv1 + dv] = t[u];
+  }
 }
 
 /* Bidirectional rows (§4): o_i = [phiq_i Sf | phiq_i zf], sf = [Sf | zf] r x (dv+1). */
@@ -615,8 +620,8 @@ void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float
   (void)tmp; (void)kT; (void)A; (void)zf; (void)C;
 }
 void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
-                         ptrdiff_t ldv, float *tmp, float *kT, int C) {
-  (void)len; (void)r; (void)dv; (void)phik; (void)V; (void)ldv; (void)tmp; (void)kT; (void)C;
+                         ptrdiff_t ldv, float *tmp) {
+  (void)len; (void)r; (void)dv; (void)phik; (void)V; (void)ldv; (void)tmp;
 }
 void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o,
                          float *zf) {

@@ -19,8 +19,9 @@ void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, floa
 void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
                           const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
                           float *kT, float *A, float *zf, int C);
+/* tmp = [Phi_k^T V | Phi_k^T 1] (r x (dv+1)) from phik (len x r) and V in place (ld ldv). */
 void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
-                         ptrdiff_t ldv, float *tmp, float *kT, int C);
+                         ptrdiff_t ldv, float *tmp);
 void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o,
                          float *zf);
 /* favor+ / favor+orf (hyp = 0) and favor-hyp (hyp = 1) rows after the projection GEMM
