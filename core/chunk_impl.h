@@ -252,14 +252,7 @@ static void finalize_rows(la_engine e, la_work *w, int h, int64_t token0, int64_
     double mn, mx;
     if (plain && LA_FINALIZE_PLAIN(nb, e->dv, o + (size_t)i0 * dv1, w->aq + i0, y0, ld,
                                    den_bin16_t, bin, &mn, &mx)) {
-      la_den_stats *st = &w->stats;
-      st->rows += nb;
-      if (mn < st->min) st->min = mn;
-      if (mx > st->max) st->max = mx;
-      for (int i = 0; i < nb; i++) {
-        long b = (long)bin[i] + LA_DEN_HIST_BINS / 2;
-        st->hist[b < 0 ? 0 : b >= LA_DEN_HIST_BINS ? LA_DEN_HIST_BINS - 1 : b]++;
-      }
+      den_note_plain(&w->stats, nb, bin, mn, mx);
       continue;
     }
 #endif

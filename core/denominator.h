@@ -64,6 +64,20 @@ static inline void den_note(la_den_stats *st, double den_s, double lsc) {
   st->hist[bin]++;
 }
 
+/* den_note for n rows at once, all in its positive normal case with log-scale 0, from the
+ * AVX-512 output rows (la_k512_finalize_plain): their bins (floor(16 log2 den), not yet
+ * offset) and their extremes. */
+static inline void den_note_plain(la_den_stats *st, int n, const int32_t *bin, double mn,
+                                  double mx) {
+  st->rows += n;
+  if (mn < st->min) st->min = mn;
+  if (mx > st->max) st->max = mx;
+  for (int i = 0; i < n; i++) {
+    long b = (long)bin[i] + LA_DEN_HIST_BINS / 2;
+    st->hist[b < 0 ? 0 : b >= LA_DEN_HIST_BINS ? LA_DEN_HIST_BINS - 1 : b]++;
+  }
+}
+
 static inline void den_violation(la_den_stats *st, int64_t tok, int h) {
   st->violations++;
   if (st->first_bad_token < 0 || tok < st->first_bad_token ||
