@@ -49,7 +49,7 @@ int la_plan_threads(const la_config *cfg) {
  * max(2C, r) elements (float32: counted whether or not the AVX-512 kernels run); the
  * denominator histogram LA_DEN_HIST_BINS uint64; 64 bytes of alignment per allocation.
  * Once: the partial states (H Bmax heads), the scratch state, and every head's summary in the
- * working precision (H r (dv+1) elements, the bidirectional apply). */
+ * working precision (H r (dv+1) elements: the bidirectional apply, the causal head groups). */
 size_t la_engine_plan_bytes(const la_config *cfg, int heads, int r, int dv, la_dtype dt,
                             int64_t reach) {
   const size_t T = (size_t)la_plan_threads(cfg), es = la_dtype_size(dt), R = (size_t)r;

@@ -51,7 +51,8 @@ struct la_engine_s {
   int Bmax;      /* superblocks per head for the causal two-pass split */
   la_state part;   /* H*Bmax partial states (heads dimension = H*Bmax) */
   double *scratch; /* r x (dv+1) */
-  void *sfall;     /* H x r x (dv+1) in the working precision: the bidirectional summaries */
+  void *sfall;     /* H x r x (dv+1), working precision: the bidirectional summaries, or the
+                     * causal head groups' per-head state copies (chunk_impl.h causal_chunk) */
   const int64_t *seg_off; /* segment offsets o_0 = 0 < ... < o_S = N (caller's), or NULL */
   int64_t seg_count;      /* S + 1 */
   void *rout;             /* la_engine_set_replay_output: the replay's outputs, or NULL */
