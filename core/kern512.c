@@ -205,18 +205,18 @@ AI __m512 reduce16x16(const __m512 v[16]) {
 }
 
 /* The den column of a chunk, 16 rows at a time (reduce16x16): for i < len,
- *   out[i * ldo] = sum_{j <= i} A[i][j] (diag = 1: A lower triangular, read up to j = i;
- *                  diag = 0: its first na columns; A NULL: none) + phiq_i . zf (zf NULL: none).
+ *   out[i * ldo] = sum_{j <= i} A[i][j] (A lower triangular, read up to j = i; NULL: none)
+ *                  + phiq_i . zf (zf NULL: none).
  * A has ld lda; phiq rows of r. */
-static void den_column(int len, const float *A, ptrdiff_t lda, int na, int diag,
-                       const float *phiq, int r, const float *zf, float *out, ptrdiff_t ldo) {
+static void den_column(int len, const float *A, ptrdiff_t lda, const float *phiq, int r,
+                       const float *zf, float *out, ptrdiff_t ldo) {
   for (int i0 = 0; i0 < len; i0 += 16) {
     __m512 v[16];
     for (int u = 0; u < 16; u++) {
       const int i = i0 + u;
       __m512 s = _mm512_setzero_ps();
       if (i < len) {
-        const int n = diag ? i + 1 : na;
+        const int n = i + 1;
         if (A)
           for (int j = 0; j < n; j += 16) {
             const __mmask16 mk = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
@@ -545,7 +545,7 @@ void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float
     z_column(r, dv, sf, zf);
   }
   /* den = sum_{j <= i} A_ij + phiq_i . z */
-  den_column(len, A, C, 0, 1, phiq, r, sf ? zf : NULL, o + dv, dv1);
+  den_column(len, A, C, phiq, r, sf ? zf : NULL, o + dv, dv1);
   la_k512_gemm(len, dv, len, A, C, 1, V, ldv, o, dv1, sf != NULL, 1);
   la_k512_key_summary(len, r, dv, phik, V, ldv, tmp);
 }
@@ -575,7 +575,7 @@ void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float 
   const int dv1 = dv + 1;
   la_k512_gemm(len, dv, r, phiq, r, 1, sf, dv1, o, dv1, 0, 0);
   z_column(r, dv, sf, zf);
-  den_column(len, NULL, 0, 0, 0, phiq, r, zf, o + dv, dv1); /* den = phiq_i . z */
+  den_column(len, NULL, 0, phiq, r, zf, o + dv, dv1); /* den = phiq_i . z */
 }
 
 /* elu(x) + 1 (docs/design.md §2) for n rows of dk, 16 lanes at a time; domain: finite x.
