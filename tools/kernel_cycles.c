@@ -5,7 +5,9 @@
  * called thousands of times on operands that stay in L1/L2, best of the calls, moves by a
  * few percent. Each line gives the kernel's time per call, its flops, and its rate as a
  * fraction of la_k512_gemm on a 64 x 64 x 64 product timed the same way (the probe's shape;
- * compare fractions, never absolute times, across runs). The feature map is given per 16
+ * compare fractions, never absolute times, across runs). Not la_kernel_probe_gflops, bench's
+ * probe: that one averages 2000 calls per sample, and the denominator must be timed the way
+ * the kernels are. The feature map is given per 16
  * lanes. Nothing here is asserted: it is a benchmark (the ctest only runs --quick).
  *
  * usage: kernel_cycles [--quick] [--len C] [--r R] [--dv DV]
