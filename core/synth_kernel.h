@@ -204,6 +204,10 @@ void LA_SK(la_synth_rows_)(uint64_t seed, int tensor, int64_t token0, int64_t n,
   const int unit = scale == 1.0;
   float u1[LA_SK_TILE], rad[LA_SK_TILE];
   uint32_t m2[LA_SK_TILE];
+  /* j + C3 from a table: the vector loop then adds c to a load instead of widening an int
+   * counter to 64-bit lanes (8 % fewer cycles in cache, the same bits; docs/design.md §2.1) */
+  uint64_t cj[LA_SK_TILE];
+  for (int j = 0; j < LA_SK_TILE; j++) cj[j] = (uint64_t)j + LA_RNG_C3;
   /* the row and pair at the tile's cursor, advanced without divisions: pair c of row
    * (token i, head h), whose key rk is recomputed once per row (k1 once per token) */
   const uint64_t k0 = la_mix64(seed + LA_RNG_C0), tkey = (1ULL << 60) | ((uint64_t)tensor << 32);
@@ -215,9 +219,10 @@ void LA_SK(la_synth_rows_)(uint64_t seed, int tensor, int64_t token0, int64_t n,
     const int m = P - J0 < LA_SK_TILE ? (int)(P - J0) : LA_SK_TILE;
     for (int j0 = 0; j0 < m;) {
       const int cn = (int)(np - c < m - j0 ? np - c : m - j0);
+      const uint64_t cb = (uint64_t)c;
 #pragma omp simd
       for (int j = 0; j < cn; j++) {
-        const uint64_t x = la_mix64(rk ^ ((uint64_t)(c + j) + LA_RNG_C3));
+        const uint64_t x = la_mix64(rk ^ (cb + cj[j]));
         /* u1 = float((x >> 24) + 1) 2^-40: one rounding (sk_round_u40) */
         u1[j0 + j] = sk_round_u40((x >> 24) + 1) * 0x1p-40f;
         m2[j0 + j] = (uint32_t)(x & 0xffffffu);
