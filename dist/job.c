@@ -15,6 +15,17 @@ static const char *tensor_name(int t) {
   return t == 0 ? "--q" : t == 1 ? "--k" : t == 2 ? "--v" : "--grad-out";
 }
 
+/* A failed read of the file given to option opt: its message "path: reason" becomes
+ * "opt path: reason", so that the error line names the option as well as the file (the same
+ * file may be given to several options). Messages that already start with an option are kept. */
+static la_status name_option(la_status st, const char *opt, char *err, size_t errlen) {
+  if (st == LA_OK || !err[0] || strncmp(err, "--", 2) == 0) return st;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s %s", opt, err);
+  snprintf(err, errlen, "%s", msg);
+  return st;
+}
+
 /* Shapes of Q, K, V: [N,H,d] or [N,d]; the same N and H; Q and K the same d. */
 static la_status job_shapes(la_job *j, char *err, size_t errlen) {
   la_cli *o = j->o;
@@ -30,39 +41,39 @@ static la_status job_shapes(la_job *j, char *err, size_t errlen) {
   int64_t N[3], H[3], D[3];
   for (int t = 0; t < 3; t++) {
     la_status st = la_pin_open(j->d, paths[t], &j->in[t], err, errlen);
-    if (st != LA_OK) return st;
+    if (st != LA_OK) return name_option(st, tensor_name(t), err, errlen);
     const la_npy_info *I = &j->in[t].info;
     if (I->dtype == LA_I64 || I->ndim < 2 || I->ndim > 3) {
-      snprintf(err, errlen, "%s: %s must be a float array [N,H,d] or [N,d] (got %d dims, %s)",
-               paths[t], tensor_name(t), I->ndim, la_dtype_name(I->dtype));
+      snprintf(err, errlen, "%s %s: must be a float array [N,H,d] or [N,d] (got %d dims, %s)",
+               tensor_name(t), paths[t], I->ndim, la_dtype_name(I->dtype));
       return LA_ERR_SHAPE;
     }
     N[t] = I->shape[0];
     H[t] = I->ndim == 3 ? I->shape[1] : 1;
     D[t] = I->shape[I->ndim - 1];
     if (H[t] < 1 || D[t] < 1 || H[t] > 4096 || D[t] > LA_DIM_MAX) {
-      snprintf(err, errlen, "%s: heads %lld and width %lld must be in [1,4096] and [1,%d]",
-               paths[t], (long long)H[t], (long long)D[t], LA_DIM_MAX);
+      snprintf(err, errlen, "%s %s: heads %lld and width %lld must be in [1,4096] and [1,%d]",
+               tensor_name(t), paths[t], (long long)H[t], (long long)D[t], LA_DIM_MAX);
       return LA_ERR_SHAPE;
     }
   }
   for (int t = 1; t < 3; t++)
     if (N[t] != N[0] || H[t] != H[0]) {
-      snprintf(err, errlen, "%s: shape [N=%lld, H=%lld] disagrees with %s [N=%lld, H=%lld]",
-               paths[t], (long long)N[t], (long long)H[t], paths[0], (long long)N[0],
-               (long long)H[0]);
+      snprintf(err, errlen, "%s %s: shape [N=%lld, H=%lld] disagrees with --q %s [N=%lld, H=%lld]",
+               tensor_name(t), paths[t], (long long)N[t], (long long)H[t], paths[0],
+               (long long)N[0], (long long)H[0]);
       return LA_ERR_SHAPE;
     }
   if (D[1] != D[0]) {
-    snprintf(err, errlen, "%s: key width %lld disagrees with the query width %lld of %s",
+    snprintf(err, errlen, "--k %s: key width %lld disagrees with the query width %lld of --q %s",
              paths[1], (long long)D[1], (long long)D[0], paths[0]);
     return LA_ERR_SHAPE;
   }
   if (!o->dtype_set) {
     for (int t = 1; t < 3; t++)
       if (j->in[t].info.dtype != j->in[0].info.dtype) {
-        snprintf(err, errlen, "%s: dtype %s differs from %s (%s); pass --dtype to convert",
-                 paths[t], la_dtype_name(j->in[t].info.dtype), paths[0],
+        snprintf(err, errlen, "%s %s: dtype %s differs from --q %s (%s); pass --dtype to convert",
+                 tensor_name(t), paths[t], la_dtype_name(j->in[t].info.dtype), paths[0],
                  la_dtype_name(j->in[0].info.dtype));
         return LA_ERR_SHAPE;
       }
@@ -87,18 +98,18 @@ static la_status job_grad_input(la_job *j, char *err, size_t errlen) {
     return LA_ERR_ARG;
   }
   la_status st = la_pin_open(j->d, g, &j->in[3], err, errlen);
-  if (st != LA_OK) return st;
+  if (st != LA_OK) return name_option(st, "--grad-out", err, errlen);
   const la_npy_info *I = &j->in[3].info;
   int ok = I->dtype != LA_I64 && I->shape[0] == j->N &&
            ((I->ndim == 3 && I->shape[1] == j->H && I->shape[2] == j->dv) ||
             (I->ndim == 2 && j->H == 1 && I->shape[1] == j->dv));
   if (!ok) {
-    snprintf(err, errlen, "%s: --grad-out must be a float array [N=%lld, H=%d, dv=%d]", g,
+    snprintf(err, errlen, "--grad-out %s: must be a float array [N=%lld, H=%d, dv=%d]", g,
              (long long)j->N, j->H, j->dv);
     return LA_ERR_SHAPE;
   }
   if (!j->o->dtype_set && I->dtype != j->dt) {
-    snprintf(err, errlen, "%s: dtype %s differs from the inputs (%s); pass --dtype to convert", g,
+    snprintf(err, errlen, "--grad-out %s: dtype %s differs from the inputs (%s); pass --dtype to convert", g,
              la_dtype_name(I->dtype), la_dtype_name(j->dt));
     return LA_ERR_SHAPE;
   }
@@ -115,7 +126,8 @@ la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf, char
     la_synth_rows_threads(j->o->cfg.seed, t, row0, n, j->H, d,
                           t == 3 ? 1.0 : j->o->input_scale, j->dt, buf, j->eng ? la_engine_threads(j->eng) : 0);
   else
-    st = la_pin_read(&j->in[t], row0, n, j->dt, buf, err, errlen);
+    st = name_option(la_pin_read(&j->in[t], row0, n, j->dt, buf, err, errlen), tensor_name(t),
+                     err, errlen);
   if (st != LA_OK) {
     j->t_read += MPI_Wtime() - t0;
     return st;
@@ -131,8 +143,8 @@ la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf, char
       bounded ? LA_OK : la_check_finite(j->dt, buf, n, j->H, d, row0, &bt, &bh, &bc);
   j->t_read += MPI_Wtime() - t0;
   if (fin != LA_OK) {
-    snprintf(err, errlen, "%s: non-finite value at (token %lld, head %d, column %d)",
-             j->in[t].path ? j->in[t].path : tensor_name(t),
+    snprintf(err, errlen, "%s%s%s: non-finite value at (token %lld, head %d, column %d)",
+             tensor_name(t), j->in[t].path ? " " : "", j->in[t].path ? j->in[t].path : "",
              (long long)bt, bh, bc);
     return LA_ERR_NONFINITE;
   }
@@ -144,13 +156,13 @@ static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t err
   la_npy_info I;
   void *data = NULL;
   la_status st = la_npy_load(o->projection, &I, &data, err, errlen);
-  if (st != LA_OK) return st;
+  if (st != LA_OK) return name_option(st, "--projection", err, errlen);
   int shared = I.ndim == 2;
   char msg[256];
   st = la_projection_check(I.dtype, I.ndim, I.shape, data, j->H, j->dk, o->cfg.features, msg,
                            sizeof msg);
   if (st != LA_OK) {
-    snprintf(err, errlen, "%s: %s", o->projection, msg);
+    snprintf(err, errlen, "--projection %s: %s", o->projection, msg);
     free(data);
     return st;
   }
@@ -158,7 +170,7 @@ static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t err
   double *om = la_malloc(sizeof(double) * (size_t)I.count);
   if (!om) {
     free(data);
-    snprintf(err, errlen, "%s: out of memory for the projection (%lld entries)", o->projection,
+    snprintf(err, errlen, "--projection %s: out of memory for the projection (%lld entries)", o->projection,
              (long long)I.count);
     return LA_ERR_NOMEM;
   }
@@ -167,7 +179,8 @@ static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t err
   free(data);
   st = la_featmap_set_projection(fm, om, (int)m, shared);
   free(om);
-  if (st == LA_ERR_NONFINITE) snprintf(err, errlen, "%s: non-finite projection entry", o->projection);
+  if (st == LA_ERR_NONFINITE)
+    snprintf(err, errlen, "--projection %s: non-finite projection entry", o->projection);
   return st;
 }
 
@@ -177,13 +190,13 @@ static la_status load_segments(const char *path, int64_t N, int64_t **seg, int64
   la_npy_info I;
   void *data = NULL;
   la_status st = la_npy_load(path, &I, &data, err, errlen);
-  if (st != LA_OK) return st;
+  if (st != LA_OK) return name_option(st, "--segments", err, errlen);
   int64_t *o = data;
   const int ok1d = I.dtype == LA_I64 && I.ndim == 1; /* else: no offsets */
   int64_t n = ok1d ? I.shape[0] : 0;
   char msg[256];
   if ((st = la_segments_check(ok1d ? o : NULL, n, N, msg, sizeof msg)) != LA_OK) {
-    snprintf(err, errlen, "%s: %s", path, msg);
+    snprintf(err, errlen, "--segments %s: %s", path, msg);
     free(data);
     return st;
   }
@@ -230,7 +243,7 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
   if (st == LA_OK && o->projection && la_map_is_random(o->cfg.map)) {
     /* the projection file sets m */
     la_npy_info I;
-    st = la_npy_read_info(o->projection, &I, err, errlen);
+    st = name_option(la_npy_read_info(o->projection, &I, err, errlen), "--projection", err, errlen);
     if (st == LA_OK) o->cfg.features = la_projection_features(I.ndim, I.shape, o->cfg.features);
   }
   if (st == LA_OK && o->segments) st = load_segments(o->segments, j->N, &j->seg, &j->nseg, err, errlen);
@@ -250,7 +263,9 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
    * removed (docs/cli.md "Files"). */
   if (st == LA_OK) {
     const char *outs[6] = {o->report, o->out, o->grad_q, o->grad_k, o->grad_v, o->save_projection};
-    st = la_outputs_check(d, outs, 6, o->force, err, errlen);
+    const char *opts[6] = {"--report", "--out", "--grad-q", "--grad-k", "--grad-v",
+                           "--save-projection"};
+    st = la_outputs_check(d, outs, opts, 6, o->force, err, errlen);
   }
   if (st == LA_OK) {
     st = la_featmap_create(&o->cfg, j->H, j->dk, &j->fm);

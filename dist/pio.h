@@ -61,9 +61,10 @@ la_status la_pout_commit(la_dist d, la_pout *outs, int n, int ok, char *err, siz
 la_status la_pout_close(la_dist d, la_pout *out, int ok, char *err, size_t errlen);
 
 /* Rank 0 runs la_output_check on each non-NULL path (existence refused without force, missing
- * or unwritable folder), then the ranks agree: before anything is computed. */
-la_status la_outputs_check(la_dist d, const char *const *paths, int n, int force, char *err,
-                           size_t errlen);
+ * or unwritable folder), then the ranks agree: before anything is computed. opts (or NULL)
+ * names each path's option, which the error then starts with. */
+la_status la_outputs_check(la_dist d, const char *const *paths, const char *const *opts, int n,
+                           int force, char *err, size_t errlen);
 
 /* Not Collective: 1 if path exists. */
 int la_path_exists(const char *path);
