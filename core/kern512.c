@@ -217,17 +217,23 @@ static void den_column(int len, const float *A, ptrdiff_t lda, const float *phiq
       __m512 s = _mm512_setzero_ps();
       if (i < len) {
         const int n = i + 1;
-        if (A)
-          for (int j = 0; j < n; j += 16) {
-            const __mmask16 mk = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
-            s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(mk, A + (ptrdiff_t)i * lda + j));
+        if (A) { /* whole vectors plain, the tail masked (la_k512_elu1) */
+          const float *Ai = A + (ptrdiff_t)i * lda;
+          int j = 0;
+          for (; j + 16 <= n; j += 16) s = _mm512_add_ps(s, _mm512_loadu_ps(Ai + j));
+          if (j < n)
+            s = _mm512_add_ps(s, _mm512_maskz_loadu_ps((__mmask16)((1u << (n - j)) - 1), Ai + j));
+        }
+        if (zf) {
+          const float *qi = phiq + (ptrdiff_t)i * r;
+          int k = 0;
+          for (; k + 16 <= r; k += 16)
+            s = _mm512_fmadd_ps(_mm512_loadu_ps(qi + k), _mm512_loadu_ps(zf + k), s);
+          if (k < r) {
+            const __mmask16 mk = (__mmask16)((1u << (r - k)) - 1);
+            s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, qi + k), _mm512_maskz_loadu_ps(mk, zf + k), s);
           }
-        if (zf)
-          for (int k = 0; k < r; k += 16) {
-            const __mmask16 mk = r - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (r - k)) - 1);
-            s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, phiq + (ptrdiff_t)i * r + k),
-                                _mm512_maskz_loadu_ps(mk, zf + k), s);
-          }
+        }
       }
       v[u] = s;
     }
@@ -248,8 +254,8 @@ void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes)
 AI double norm2_f64(int dk, const float *xi) {
   __m512d n2 = _mm512_setzero_pd();
   for (int j = 0; j < dk; j += 16) {
-    const __mmask16 mk = dk - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (dk - j)) - 1);
-    const __m512 xv = _mm512_maskz_loadu_ps(mk, xi + j);
+    const __m512 xv = dk - j >= 16 ? _mm512_loadu_ps(xi + j) /* plain when whole (elu1) */
+                                   : _mm512_maskz_loadu_ps((__mmask16)((1u << (dk - j)) - 1), xi + j);
     const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(xv));
     const __m512d hi = _mm512_cvtps_pd(
         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xv), 1)));
@@ -271,20 +277,32 @@ void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, fl
     const float *xi = x + i * ld;
     float *pi = phi + i * r;
     __m512 mx = _mm512_set1_ps(hyp ? 0.0f : -INFINITY);
-    for (int j = 0; j < m; j += 16) {
-      const __mmask16 mk = m - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (m - j)) - 1);
-      const __m512 u = _mm512_maskz_loadu_ps(mk, pi + j);
-      mx = _mm512_mask_max_ps(mx, mk, mx, hyp ? _mm512_abs_ps(u) : u);
+    /* whole vectors with plain loads and stores, the tail masked (la_k512_elu1) */
+    const int mw = m & ~15;
+    const __mmask16 mt = (__mmask16)((1u << (m - mw)) - 1);
+    for (int j = 0; j < mw; j += 16) {
+      const __m512 u = _mm512_loadu_ps(pi + j);
+      mx = _mm512_max_ps(mx, hyp ? _mm512_abs_ps(u) : u);
+    }
+    if (mw < m) {
+      const __m512 u = _mm512_maskz_loadu_ps(mt, pi + mw);
+      mx = _mm512_mask_max_ps(mx, mt, mx, hyp ? _mm512_abs_ps(u) : u);
     }
     const float umax = _mm512_reduce_max_ps(mx);
-    const __m512 um = _mm512_set1_ps(umax);
-    for (int j = 0; j < m; j += 16) {
-      const __mmask16 mk = m - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (m - j)) - 1);
-      const __m512 u = _mm512_maskz_loadu_ps(mk, pi + j);
-      _mm512_mask_storeu_ps(pi + j, mk, _mm512_mul_ps(c, exp16_nonpos(_mm512_sub_ps(u, um))));
+    const __m512 um = _mm512_set1_ps(umax), z0 = _mm512_setzero_ps();
+    for (int j = 0; j < mw; j += 16) {
+      const __m512 u = _mm512_loadu_ps(pi + j);
+      _mm512_storeu_ps(pi + j, _mm512_mul_ps(c, exp16_nonpos(_mm512_sub_ps(u, um))));
       if (hyp)
-        _mm512_mask_storeu_ps(pi + m + j, mk,
-                              _mm512_mul_ps(c, exp16_nonpos(_mm512_sub_ps(_mm512_sub_ps(_mm512_setzero_ps(), u), um))));
+        _mm512_storeu_ps(pi + m + j,
+                         _mm512_mul_ps(c, exp16_nonpos(_mm512_sub_ps(_mm512_sub_ps(z0, u), um))));
+    }
+    if (mw < m) {
+      const __m512 u = _mm512_maskz_loadu_ps(mt, pi + mw);
+      _mm512_mask_storeu_ps(pi + mw, mt, _mm512_mul_ps(c, exp16_nonpos(_mm512_sub_ps(u, um))));
+      if (hyp)
+        _mm512_mask_storeu_ps(pi + m + mw, mt,
+                              _mm512_mul_ps(c, exp16_nonpos(_mm512_sub_ps(_mm512_sub_ps(z0, u), um))));
     }
     a[i] = (double)umax - 0.5 * s * norm2_f64(dk, xi);
   }
@@ -332,11 +350,18 @@ void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *ph
     } else if (i + 8 < n) { /* rows strided by all heads (ld = H dk): the row 8 ahead */
       for (int j = 0; j < dk; j += 8) _mm_prefetch((const char *)(xi + 8 * ld + j), _MM_HINT_T0);
     }
-    for (int j = 0; j < dk; j += 8) {
-      const __mmask8 mk = dk - j >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (dk - j)) - 1);
-      const __m512d u = _mm512_maskz_loadu_pd(mk, xi + j);
+    int j = 0;
+    for (; j + 8 <= dk; j += 8) { /* whole vectors plain, the tail masked (la_k512_elu1) */
+      const __m512d u = _mm512_loadu_pd(xi + j);
       const __mmask8 pos = _mm512_cmp_pd_mask(u, zero, _CMP_GT_OQ);
       const __m512d e = exp8_nonpos(_mm512_min_pd(zero, u)); /* min(0, u): a NaN u is kept */
+      _mm512_storeu_pd(pi + j, _mm512_mask_add_pd(e, pos, u, one));
+    }
+    if (j < dk) {
+      const __mmask8 mk = (__mmask8)((1u << (dk - j)) - 1);
+      const __m512d u = _mm512_maskz_loadu_pd(mk, xi + j);
+      const __mmask8 pos = _mm512_cmp_pd_mask(u, zero, _CMP_GT_OQ);
+      const __m512d e = exp8_nonpos(_mm512_min_pd(zero, u));
       _mm512_mask_storeu_pd(pi + j, mk, _mm512_mask_add_pd(e, pos, u, one));
     }
   }
@@ -350,20 +375,30 @@ void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t l
     const double *xi = x + i * ld;
     double *pi = phi + i * r;
     __m512d mx = _mm512_set1_pd(hyp ? 0.0 : -INFINITY);
-    for (int j = 0; j < m; j += 8) {
-      const __mmask8 mk = m - j >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (m - j)) - 1);
-      const __m512d u = _mm512_maskz_loadu_pd(mk, pi + j);
-      mx = _mm512_mask_max_pd(mx, mk, mx, hyp ? _mm512_abs_pd(u) : u);
+    const int mw = m & ~7; /* whole vectors plain, the tail masked (la_k512_elu1) */
+    const __mmask8 mt = (__mmask8)((1u << (m - mw)) - 1);
+    for (int j = 0; j < mw; j += 8) {
+      const __m512d u = _mm512_loadu_pd(pi + j);
+      mx = _mm512_max_pd(mx, hyp ? _mm512_abs_pd(u) : u);
+    }
+    if (mw < m) {
+      const __m512d u = _mm512_maskz_loadu_pd(mt, pi + mw);
+      mx = _mm512_mask_max_pd(mx, mt, mx, hyp ? _mm512_abs_pd(u) : u);
     }
     const double umax = _mm512_reduce_max_pd(mx);
-    const __m512d um = _mm512_set1_pd(umax);
-    for (int j = 0; j < m; j += 8) {
-      const __mmask8 mk = m - j >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (m - j)) - 1);
-      const __m512d u = _mm512_maskz_loadu_pd(mk, pi + j);
-      _mm512_mask_storeu_pd(pi + j, mk, _mm512_mul_pd(c, exp8_nonpos(_mm512_sub_pd(u, um))));
+    const __m512d um = _mm512_set1_pd(umax), z0 = _mm512_setzero_pd();
+    for (int j = 0; j < mw; j += 8) {
+      const __m512d u = _mm512_loadu_pd(pi + j);
+      _mm512_storeu_pd(pi + j, _mm512_mul_pd(c, exp8_nonpos(_mm512_sub_pd(u, um))));
       if (hyp)
-        _mm512_mask_storeu_pd(pi + m + j, mk,
-                              _mm512_mul_pd(c, exp8_nonpos(_mm512_sub_pd(_mm512_sub_pd(_mm512_setzero_pd(), u), um))));
+        _mm512_storeu_pd(pi + m + j, _mm512_mul_pd(c, exp8_nonpos(_mm512_sub_pd(_mm512_sub_pd(z0, u), um))));
+    }
+    if (mw < m) {
+      const __m512d u = _mm512_maskz_loadu_pd(mt, pi + mw);
+      _mm512_mask_storeu_pd(pi + mw, mt, _mm512_mul_pd(c, exp8_nonpos(_mm512_sub_pd(u, um))));
+      if (hyp)
+        _mm512_mask_storeu_pd(pi + m + mw, mt,
+                              _mm512_mul_pd(c, exp8_nonpos(_mm512_sub_pd(_mm512_sub_pd(z0, u), um))));
     }
     double nrm2 = 0.0;
     for (int j = 0; j < dk; j++) nrm2 += xi[j] * xi[j];
@@ -561,8 +596,11 @@ void la_k512_key_summary(int len, int r, int dv, const float *phik, const float 
   for (int i0 = 0; i0 < r; i0 += 16) {
     const __mmask16 mk = r - i0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (r - i0)) - 1);
     __m512 z = _mm512_setzero_ps();
-    for (int k = 0; k < len; k++)
-      z = _mm512_add_ps(z, _mm512_maskz_loadu_ps(mk, phik + (ptrdiff_t)k * r + i0));
+    if (mk == 0xFFFF) /* plain loads when whole (la_k512_elu1) */
+      for (int k = 0; k < len; k++) z = _mm512_add_ps(z, _mm512_loadu_ps(phik + (ptrdiff_t)k * r + i0));
+    else
+      for (int k = 0; k < len; k++)
+        z = _mm512_add_ps(z, _mm512_maskz_loadu_ps(mk, phik + (ptrdiff_t)k * r + i0));
     float t[16];
     _mm512_storeu_ps(t, z);
     for (int u = 0; u < 16 && i0 + u < r; u++) tmp[(ptrdiff_t)(i0 + u) * dv1 + dv] = t[u];
@@ -593,8 +631,15 @@ void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int
         if (pf->p[s])
           for (int b = 0; b < pf->bytes[s]; b += 64)
             _mm_prefetch(pf->p[s] + i * pf->ld[s] + b, _MM_HINT_T0);
-    for (int j = 0; j < dk; j += 16) {
-      const __mmask16 mk = dk - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (dk - j)) - 1);
+    int j = 0;
+    for (; j + 16 <= dk; j += 16) { /* whole vectors: plain loads and stores (below) */
+      const __m512 v = _mm512_loadu_ps(xi + j);
+      const __mmask16 pos = _mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ);
+      const __m512 e = exp16_nonpos(_mm512_min_ps(v, zero));
+      _mm512_storeu_ps(pi + j, _mm512_mask_add_ps(e, pos, v, one));
+    }
+    if (j < dk) { /* the masked tail */
+      const __mmask16 mk = (__mmask16)((1u << (dk - j)) - 1);
       const __m512 v = _mm512_maskz_loadu_ps(mk, xi + j);
       const __mmask16 pos = _mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ);
       const __m512 e = exp16_nonpos(_mm512_min_ps(v, zero));
