@@ -13,7 +13,7 @@ void la_synth_rows_avx2(uint64_t seed, int tensor, int64_t token0, int64_t n, in
                         int d, double scale, la_dtype dt, void *dst) {
   la_synth_rows_generic(seed, tensor, token0, n, heads, d, scale, dt, dst);
 }
-void la_synth_log_avx2(size_t n, const float *u, float *out) { la_synth_log_generic(n, u, out); }
+void la_synth_m2log_avx2(size_t n, const float *u, float *out) { la_synth_m2log_generic(n, u, out); }
 void la_synth_sincos_avx2(size_t n, const uint32_t *m, float *s, float *c) {
   la_synth_sincos_generic(n, m, s, c);
 }

@@ -10,23 +10,25 @@
  * AArch64, not x87. Where the CPU has no FMA, the generic build's fmaf is libm's, exact and
  * slow.)
  *
- * Definition (version 3, since 2026-12-03; docs/design.md §2.1). Row (token, head) of tensor
+ * Definition (version 4, since 2026-12-03 evening; docs/design.md §2.1). Row (token, head) of tensor
  * t has the key
  *   rowkey = mix64(mix64(mix64(seed + C0) ^ (token + C1)) ^ ((2^60 | t << 32 | head) + C2)),
  * (the first three links of la_rng_u64's chain, once per row); pair c (columns 2c, 2c+1) is
  * one draw x = mix64(rowkey ^ (c + C3)) = la_rng_u64(seed, token, key, c), split into
  *   u1 = float((x >> 24) + 1) 2^-40 in [2^-40, 1] (40 bits, rounded once to float),
  *   u2 = (x mod 2^24) 2^-24 in [0, 1) (24 bits),
- *   z = sqrt(-2 log u1) (cos, sin)(2 pi u2) in float (Box-Muller), with this file's log
- *   (fdlibm's logf, < 1 ulp) and sin/cos (the angle reduced exactly from the bits of u2,
- *   then fdlibm's float kernels, < 2 ulp), their polynomials evaluated with fmaf as written
- *   below, and the columns are scale z, computed in double and rounded to the output type
+ *   z = sqrt(-2 log u1) (cos, sin)(2 pi u2) in float (Box-Muller), with this file's -2 log
+ *   (reduced from the bits, a degree-8 polynomial, no division; < 0.87 ulp over every float
+ *   of [2^-40, 1]) and sin/cos (the angle reduced exactly from the bits of u2, then fdlibm's
+ *   float kernels, < 2 ulp), their polynomials evaluated with fmaf as written below, and the
+ *   columns are scale z, computed in double and rounded to the output type
  *   (z itself when scale = 1). So a value is a normal truncated at |z| <= sqrt(80 ln 2) = 7.45
  *   (probability of more: 1e-13), a float32 row is the float64 row rounded, and a float64
  *   row at scale 1 holds float32 values.
- * Version 2 was the same without the fused multiply-adds (14 % slower; values differ in the
- * last bits). Version 1 computed log, sin and cos in double from two draws per pair; it was
- * 2.4 times slower than version 2 and its values differ. */
+ * Version 3 was the same with fdlibm's logf (s = f / (2 + f), a polynomial in s^2); it took
+ * 21 % longer, and values differ in the last bits. Version 2 was version 3 without the fused
+ * multiply-adds (14 % slower again). Version 1 computed log, sin and cos in double from two
+ * draws per pair; it was 2.4 times slower than version 2 and its values differ. */
 #ifndef LINATTN_SYNTH_KERNEL_H
 #define LINATTN_SYNTH_KERNEL_H
 #include <stddef.h>
@@ -46,11 +48,11 @@ void la_synth_rows_avx512(uint64_t seed, int tensor, int64_t token0, int64_t n, 
 int la_synth_avx512_available(void);
 /* 1 if this build has the AVX2 kernel and the CPU reports AVX2 and FMA. */
 int la_synth_avx2_available(void);
-/* The kernel's math on its own, for the tests: out[i] = log(u[i]), u[i] a positive normal
+/* The kernel's math on its own, for the tests: out[i] = -2 log(u[i]), u[i] a positive normal
  * float; s[i], c[i] = sin, cos(2 pi m[i] 2^-24), m[i] in [0, 2^24). */
-void la_synth_log_generic(size_t n, const float *u, float *out);
-void la_synth_log_avx2(size_t n, const float *u, float *out);
-void la_synth_log_avx512(size_t n, const float *u, float *out);
+void la_synth_m2log_generic(size_t n, const float *u, float *out);
+void la_synth_m2log_avx2(size_t n, const float *u, float *out);
+void la_synth_m2log_avx512(size_t n, const float *u, float *out);
 void la_synth_sincos_generic(size_t n, const uint32_t *m, float *s, float *c);
 void la_synth_sincos_avx2(size_t n, const uint32_t *m, float *s, float *c);
 void la_synth_sincos_avx512(size_t n, const uint32_t *m, float *s, float *c);
@@ -103,24 +105,32 @@ SK_AI uint32_t sk_uf(float f) {
   return i;
 }
 
-/* log(u) for a positive normal float u (here u1 in [2^-40, 1]), after fdlibm's e_logf.c,
- * branch-free: u = 2^k (1 + f) with 1 + f in [sqrt(2)/2, sqrt(2)) (from the bits),
- * s = f / (2 + f), log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2)) with fdlibm's minimax
- * R = z (Lg1 + w Lg3) + w (Lg2 + w Lg4), z = s^2, w = z^2, in fused multiply-adds, and
- * k ln 2 in two parts (ln2_hi k exact for |k| < 2^8). Error < 1 ulp (tests/test_synth.c). */
-SK_AI float sk_logf(float u) {
+/* -2 log(u 2^(127 - bias)) for a positive normal float u: bias = 127 for u itself; the kernel
+ * passes X = float((x >> 24) + 1) in [1, 2^40] with bias 167, for u1 = X 2^-40 (the exponent
+ * shifted instead of a multiply). Branch-free: u = 2^k x with x in [sqrt(2)/2, sqrt(2)) from
+ * the bits (fdlibm's split), g = 2 - 2x = -2 (x - 1) exactly (|g| <= 0.83),
+ *   -2 log x = g + g^2 Q(g),  Q of degree 8 fitted to (-2 log(1 - g/2) - g) / g^2 for the
+ *   relative error of the sum (0.09 ulp before rounding), Horner in fused multiply-adds,
+ * and -2 log u = k (-2 ln 2) + (-2 log x) in one fused multiply-add (-2 ln 2 rounded to
+ * float; k is exact). No division. Error < 0.87 ulp over every float of [2^-40, 1]
+ * (tests/test_synth.c; docs/design.md §2.1). log(1) gives +0. */
+SK_AI float sk_m2logf(float u, int32_t bias) {
   uint32_t ix = sk_uf(u);
-  int32_t k = (int32_t)(ix >> 23) - 127;
+  int32_t k = (int32_t)(ix >> 23) - bias;
   ix &= 0x007fffffu;
-  const uint32_t i = (ix + 0x4afb20u) & 0x800000u; /* 0x95f64 << 3: mantissa >= sqrt(2)/2 */
+  const uint32_t i = (ix + 0x4afb20u) & 0x800000u; /* 0x95f64 << 3: mantissa >= sqrt(2) */
   const float x = sk_fu(ix | (i ^ 0x3f800000u));     /* 1 + f, or (1 + f) / 2 */
   k += (int32_t)(i >> 23);
-  const float f = x - 1.0f, dk = (float)k;
-  const float s = f / (2.0f + f), z = s * s, w = z * z;
-  const float t1 = w * fmaf(w, 2.4279078841e-01f, 4.0000972152e-01f);      /* Lg4, Lg2 */
-  const float R = fmaf(z, fmaf(w, 2.8498786688e-01f, 6.6666662693e-01f), t1); /* Lg3, Lg1 */
-  const float hfsq = 0.5f * f * f;
-  return dk * 6.9313812256e-01f - ((hfsq - fmaf(s, hfsq + R, dk * 9.0580006145e-06f)) - f);
+  const float g = fmaf(x, -2.0f, 2.0f), G = g * g;
+  float q = fmaf(g, 1.488693379e-04f, 5.040895194e-04f);
+  q = fmaf(q, g, 1.034607529e-03f);
+  q = fmaf(q, g, 2.215902787e-03f);
+  q = fmaf(q, g, 5.190336611e-03f);
+  q = fmaf(q, g, 1.250123512e-02f);
+  q = fmaf(q, g, 3.125197813e-02f);
+  q = fmaf(q, g, 8.333331347e-02f);
+  q = fmaf(q, g, 2.499999404e-01f);
+  return fmaf((float)k, -1.386294361f, fmaf(G, q, g));
 }
 
 /* sin and cos of 2 pi m 2^-24, m in [0, 2^24). Reduction, exact: q = nearest integer of
@@ -202,7 +212,7 @@ void LA_SK(la_synth_rows_)(uint64_t seed, int tensor, int64_t token0, int64_t n,
                            int d, double scale, la_dtype dt, void *dst) {
   const int64_t np = (d + 1) / 2, P = n * heads * np;
   const int unit = scale == 1.0;
-  float u1[LA_SK_TILE], rad[LA_SK_TILE];
+  float xu[LA_SK_TILE], rad[LA_SK_TILE]; /* xu = 2^40 u1 */
   uint32_t m2[LA_SK_TILE];
   /* j + C3 from a table: the vector loop then adds c to a load instead of widening an int
    * counter to 64-bit lanes (8 % fewer cycles in cache, the same bits; docs/design.md §2.1) */
@@ -223,8 +233,9 @@ void LA_SK(la_synth_rows_)(uint64_t seed, int tensor, int64_t token0, int64_t n,
 #pragma omp simd
       for (int j = 0; j < cn; j++) {
         const uint64_t x = la_mix64(rk ^ (cb + cj[j]));
-        /* u1 = float((x >> 24) + 1) 2^-40: one rounding (sk_round_u40) */
-        u1[j0 + j] = sk_round_u40((x >> 24) + 1) * 0x1p-40f;
+        /* u1 = float((x >> 24) + 1) 2^-40: one rounding (sk_round_u40); the 2^-40 is
+         * sk_m2logf's bias (167) */
+        xu[j0 + j] = sk_round_u40((x >> 24) + 1);
         m2[j0 + j] = (uint32_t)(x & 0xffffffu);
       }
       j0 += cn;
@@ -240,7 +251,7 @@ void LA_SK(la_synth_rows_)(uint64_t seed, int tensor, int64_t token0, int64_t n,
       }
     }
 #pragma omp simd
-    for (int j = 0; j < m; j++) rad[j] = sqrtf(-2.0f * sk_logf(u1[j]));
+    for (int j = 0; j < m; j++) rad[j] = sqrtf(sk_m2logf(xu[j], 167));
     /* four loops, so that no loop evaluates both forms and blends them */
     if (dt == LA_F32 && unit)
       LA_SK_OUT(float, LA_SK_UNIT);
@@ -253,9 +264,9 @@ void LA_SK(la_synth_rows_)(uint64_t seed, int tensor, int64_t token0, int64_t n,
   }
 }
 
-void LA_SK(la_synth_log_)(size_t n, const float *u, float *out) {
+void LA_SK(la_synth_m2log_)(size_t n, const float *u, float *out) {
 #pragma omp simd
-  for (size_t i = 0; i < n; i++) out[i] = sk_logf(u[i]);
+  for (size_t i = 0; i < n; i++) out[i] = sk_m2logf(u[i], 127);
 }
 
 void LA_SK(la_synth_sincos_)(size_t n, const uint32_t *m, float *s, float *c) {

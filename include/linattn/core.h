@@ -315,7 +315,7 @@ uint64_t la_rng_u64(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
  * default team; la_synth_rows_threads on `threads` threads (<= 0: the default). The rows do
  * not depend on the thread count. LA_SYNTH_VERSION names the definition (docs/design.md
  * §2.1): a checkpoint of the synthetic workload records it, and a resume refuses another. */
-#define LA_SYNTH_VERSION 3
+#define LA_SYNTH_VERSION 4
 void la_synth_rows(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads, int d,
                    double scale, la_dtype dt, void *dst);
 void la_synth_rows_threads(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads,
