@@ -19,14 +19,16 @@
  *   u2 = (x mod 2^24) 2^-24 in [0, 1) (24 bits),
  *   z = sqrt(-2 log u1) (cos, sin)(2 pi u2) in float (Box-Muller), with this file's -2 log
  *   (reduced from the bits, a degree-8 polynomial, no division; < 0.87 ulp over every float
- *   of [2^-40, 1]) and sin/cos (the angle reduced exactly from the bits of u2, then fdlibm's
- *   float kernels, < 2 ulp), their polynomials evaluated with fmaf as written below, and the
+ *   of [2^-40, 1]) and sin/cos (the angle reduced exactly from the bits of u2, then minimax
+ *   polynomials of degree 7 and 8, < 2 ulp), their polynomials evaluated with fmaf as written
+ *   below, and the
  *   columns are scale z, computed in double and rounded to the output type
  *   (z itself when scale = 1). So a value is a normal truncated at |z| <= sqrt(80 ln 2) = 7.45
  *   (probability of more: 1e-13), a float32 row is the float64 row rounded, and a float64
  *   row at scale 1 holds float32 values.
- * Version 3 was the same with fdlibm's logf (s = f / (2 + f), a polynomial in s^2); it took
- * 21 % longer, and values differ in the last bits. Version 2 was version 3 without the fused
+ * Version 3 was the same with fdlibm's logf (s = f / (2 + f), a polynomial in s^2) and
+ * fdlibm's float sin and cos kernels (degree 9 and a compensated degree 10); it took 35 %
+ * longer, and values differ in the last bits. Version 2 was version 3 without the fused
  * multiply-adds (14 % slower again). Version 1 computed log, sin and cos in double from two
  * draws per pair; it was 2.4 times slower than version 2 and its values differ. */
 #ifndef LINATTN_SYNTH_KERNEL_H
@@ -136,27 +138,24 @@ SK_AI float sk_m2logf(float u, int32_t bias) {
 /* sin and cos of 2 pi m 2^-24, m in [0, 2^24). Reduction, exact: q = nearest integer of
  * 4 m 2^-24 (0..4, from the bits), r = m - q 2^22 in [-2^21, 2^21), so the angle is
  * q pi/2 + (pi/2) r 2^-22; x = r (pi/2 2^-22) in float, |x| <= pi/4 (two roundings: of the
- * constant and of the product). Then fdlibm's float kernels (k_sinf.c, k_cosf.c, the terms
- * that matter in float; cos with the compensated 1 - z/2 of the newer kernels), their
- * polynomials in Horner form with fused multiply-adds, and the quadrant swaps and negates
- * them. The zeros of sin and cos are exact. Error < 2 ulp against the exact
- * sin, cos(2 pi m 2^-24) (measured over the whole domain, tests/test_synth.c). */
+ * constant and of the product). Then, z = x^2, minimax polynomials fitted for the relative
+ * error on [0, pi/4] (version 4; docs/design.md §2.1), in Horner form with fused
+ * multiply-adds:
+ *   S = x + x z (s1 + z (s2 + z s3))            (0.13 ulp before rounding)
+ *   C = 1 + z (-1/2 + z (c1 + z (c2 + z c3)))   (0.003 ulp before rounding)
+ * and the quadrant swaps and negates them. The zeros of sin and cos are exact. Error < 2 ulp
+ * against the exact sin, cos(2 pi m 2^-24) (measured over the whole domain,
+ * tests/test_synth.c). */
 SK_AI void sk_sincosf_m24(uint32_t m, float *sn, float *cs) {
   const uint32_t q = (m + (1u << 21)) >> 22;
   const float x = (float)(int32_t)(m - (q << 22)) * 0x1.921fb6p-22f; /* fl(pi/2) 2^-22 */
   const float z = x * x;
-  /* S = x + x z (S1 + z (S2 + z (S3 + z S4))) */
-  float ps = fmaf(z, 2.7557314297e-06f, -1.9841270114e-04f);
-  ps = fmaf(z, ps, 8.3333337680e-03f);
-  ps = fmaf(z, ps, -1.6666667163e-01f);
+  const float ps = fmaf(z, fmaf(z, -1.951528684e-04f, 8.332161233e-03f), -1.666665524e-01f);
   const float S = fmaf(x * z, ps, x);
-  /* C = 1 - z/2 + z rc, rc = z (C1 + z (C2 + z (C3 + z C4))), with 1 - z/2 compensated */
-  float pc = fmaf(z, -2.7557314297e-07f, 2.4801587642e-05f);
-  pc = fmaf(z, pc, -1.3888889225e-03f);
-  pc = fmaf(z, pc, 4.1666667908e-02f);
-  const float rc = z * pc;
-  const float hz = 0.5f * z, wc = 1.0f - hz;
-  const float C = wc + fmaf(z, rc, (1.0f - wc) - hz);
+  float pc = fmaf(z, 2.443315680e-05f, -1.388731645e-03f);
+  pc = fmaf(z, pc, 4.166664556e-02f);
+  pc = fmaf(z, pc, -0.5f);
+  const float C = fmaf(z, pc, 1.0f);
   /* quadrant q mod 4: (sin, cos) = (S, C), (C, -S), (-S, -C), (-C, S) */
   const uint32_t sw = 0u - (q & 1u), sb = sk_uf(S), cb = sk_uf(C), qs = q << 30;
   *sn = sk_fu(((sb & ~sw) | (cb & sw)) ^ (qs & 0x80000000u));
