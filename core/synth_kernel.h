@@ -10,8 +10,8 @@
  * AArch64, not x87. Where the CPU has no FMA, the generic build's fmaf is libm's, exact and
  * slow.)
  *
- * Definition (version 4, since 2026-12-03 evening; docs/design.md §2.1). Row (token, head) of tensor
- * t has the key
+ * Definition (version 4, since 2026-12-03 evening; docs/design.md §2.1). Row (token, head)
+ * of tensor t has the key
  *   rowkey = mix64(mix64(mix64(seed + C0) ^ (token + C1)) ^ ((2^60 | t << 32 | head) + C2)),
  * (the first three links of la_rng_u64's chain, once per row); pair c (columns 2c, 2c+1) is
  * one draw x = mix64(rowkey ^ (c + C3)) = la_rng_u64(seed, token, key, c), split into
@@ -21,8 +21,7 @@
  *   (reduced from the bits, a degree-8 polynomial, no division; < 0.87 ulp over every float
  *   of [2^-40, 1]) and sin/cos (the angle reduced exactly from the bits of u2, then minimax
  *   polynomials of degree 7 and 8, < 2 ulp), their polynomials evaluated with fmaf as written
- *   below, and the
- *   columns are scale z, computed in double and rounded to the output type
+ *   below, and the columns are scale z, computed in double and rounded to the output type
  *   (z itself when scale = 1). So a value is a normal truncated at |z| <= sqrt(80 ln 2) = 7.45
  *   (probability of more: 1e-13), a float32 row is the float64 row rounded, and a float64
  *   row at scale 1 holds float32 values.
