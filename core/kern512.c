@@ -308,31 +308,44 @@ void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, fl
   }
 }
 
-/* e^x for x <= 0 in float64: vexp.h's la_vexp (Cody-Waite ln 2 split, Taylor degree 13) on
- * 8 lanes with FMA; 0 below -708.39 (the smallest normal's log); NaN stays NaN. */
+/* 2^(j/16), j = 0..15, rounded to double (exp8_nonpos). */
+static const double exp2_16th_d[16] = {
+    1.0, 1.0442737824274138, 1.0905077326652577, 1.1387886347566916,
+    1.189207115002721, 1.241857812073484, 1.2968395546510096, 1.3542555469368927,
+    1.4142135623730951, 1.4768261459394993, 1.5422108254079407, 1.6104903319492543,
+    1.681792830507429, 1.7562521603732995, 1.8340080864093424, 1.9152065613971474};
+
+/* e^x for x <= 0 in float64, 8 lanes (the float64 elu1 and favor maps; docs/design.md §2),
+ * the float32 exp16_nonpos's scheme in double: k = round(16 x / ln 2), t = x - k ln2/16 with
+ * a two-part ln2/16 whose high part has 38 bits (k hi exact for |k| < 2^15; x >= -708.4
+ * gives |k| <= 16352), so |t| <= ln2/32; e^t - 1 by Taylor to degree 7 (truncation
+ * t^8/8! < 2e-18, 0.01 ulp); 2^(j/16) from a 16-entry table (vpermt2pd takes k's low four
+ * bits, read from k + 1.5 2^52), then 2^floor(k/16) by scalef. 0 below -708.39 (the smallest
+ * normal's log); NaN stays NaN. Worst 1.02 ulp against expl on 2^24 points of [-708.4, 0]
+ * (0.89 for the degree-13 Taylor on |t| <= ln2/2 it replaced, which took 7.1 against 5.0
+ * TSC cycles per 8 lanes in cache; docs/performance.md). tests/test_kern512.c: <= 2 ulp. */
 AI __m512d exp8_nonpos(__m512d x) {
   const __m512d lo = _mm512_set1_pd(-708.3964185322641);
   const __mmask8 under = _mm512_cmp_pd_mask(x, lo, _CMP_LT_OQ);
   x = _mm512_max_pd(lo, x); /* a NaN x is the second operand: kept */
-  const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634074)),
+  const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(23.083120654223414)),
                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512d t = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
-  t = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), t);
-  __m512d p = _mm512_set1_pd(1.0 / 6227020800.0);
-  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 479001600.0));
-  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 39916800.0));
-  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 3628800.0));
-  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 362880.0));
-  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 40320.0));
-  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 5040.0));
+  __m512d t = _mm512_fnmadd_pd(k, _mm512_set1_pd(0.04332169878489367), x);
+  t = _mm512_fnmadd_pd(k, _mm512_set1_pd(1.0291218489310676e-13), t);
+  __m512d p = _mm512_set1_pd(1.0 / 5040.0);
   p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 720.0));
   p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 120.0));
   p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 24.0));
   p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0 / 6.0));
   p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(0.5));
   p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0));
-  p = _mm512_fmadd_pd(p, t, _mm512_set1_pd(1.0));
-  return _mm512_maskz_mov_pd((__mmask8)~under, _mm512_scalef_pd(p, n));
+  p = _mm512_mul_pd(p, t); /* e^t - 1 */
+  const __m512i j = _mm512_castpd_si512(_mm512_add_pd(k, _mm512_set1_pd(0x1.8p52)));
+  const __m512d T = _mm512_permutex2var_pd(_mm512_loadu_pd(exp2_16th_d), j,
+                                           _mm512_loadu_pd(exp2_16th_d + 8));
+  return _mm512_maskz_mov_pd((__mmask8)~under,
+                             _mm512_scalef_pd(_mm512_fmadd_pd(T, p, T),
+                                              _mm512_mul_pd(k, _mm512_set1_pd(0.0625))));
 }
 
 void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r,
