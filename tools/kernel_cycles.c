@@ -7,8 +7,10 @@
  * fraction of la_k512_gemm on a 64 x 64 x 64 product timed the same way (the probe's shape;
  * compare fractions, never absolute times, across runs). Not la_kernel_probe_gflops, bench's
  * probe: that one averages 2000 calls per sample, and the denominator must be timed the way
- * the kernels are. The feature map is given per 16
- * lanes. Nothing here is asserted: it is a benchmark (the ctest only runs --quick).
+ * the kernels are. The feature maps are given per vector (16 float or 8 double lanes), and
+ * the synthetic generator's AVX-512 build (core/synth_kernel.h) per 16 pairs of values, on
+ * blocks of 16 tokens x 4 heads x 64 columns (the engine's calls; docs/design.md §2.1). Nothing
+ * here is asserted: it is a benchmark (the ctest only runs --quick).
  *
  * usage: kernel_cycles [--quick] [--len C] [--r R] [--dv DV]
  *   defaults: C = 48 (the engine's chunk at r = dv = 64), R = DV = 64.
@@ -20,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 #include "../core/kern512.h"
+#include "../core/synth_kernel.h"
 
 static double now(void) {
   struct timespec t;
@@ -121,6 +124,32 @@ int main(int argc, char **argv) {
   BEST(t, reps, inner * 4, la_k512_elu1(len, 64, x, H * 64, phi, 64, NULL));
   printf("%-38s %9.3f ns per 16 lanes (%d rows of 64)\n", "elu1 (la_k512_elu1)",
          t * 1e9 / (len * 4.0), len);
+  /* the same in float64, per 8 lanes (rows of 4 x 64 doubles) */
+  double *x64 = aligned_alloc(64, sizeof(double) * (size_t)len * H * 64);
+  double *phi64 = aligned_alloc(64, sizeof(double) * (size_t)len * 64);
+  if (!x64 || !phi64) {
+    fprintf(stderr, "kernel_cycles: error: out of memory\n");
+    return 1;
+  }
+  for (size_t i = 0; i < (size_t)len * H * 64; i++) x64[i] = (double)x[i % ((size_t)len * H * 64)];
+  BEST(t, reps, inner * 4, la_k512_elu1_f64(len, 64, x64, H * 64, phi64, 64, NULL));
+  printf("%-38s %9.3f ns per 8 lanes (%d rows of 64)\n", "elu1 f64 (la_k512_elu1_f64)",
+         t * 1e9 / (len * 8.0), len);
+  free(x64), free(phi64);
+  /* the synthetic generator: 8 blocks of 16 tokens x 4 heads x 64 float columns (128 KiB) */
+  if (la_synth_avx512_available()) {
+    float *g = fbuf((size_t)8 * 16 * 4 * 64, 0, 1);
+    int64_t tok = 0;
+    BEST(t, reps / 4 + 1, 4, for (int b = 0; b < 8; b++) {
+      la_synth_rows_avx512(42, 1, tok, 16, 4, 64, 1.0, LA_F32, g + (size_t)b * 16 * 4 * 64);
+      tok += 16;
+    });
+    printf("%-38s %9.3f ns per 16 pairs (blocks of 16 tokens x 4 heads x 64)\n",
+           "synthetic generator (la_synth_rows)", t * 1e9 / (8.0 * 16 * 4 * 32 / 16));
+    free(g);
+  } else {
+    printf("%-38s not timed: no AVX-512 build of it here\n", "synthetic generator (la_synth_rows)");
+  }
   free(pq), free(pk), free(V), free(sf), free(o), free(tmp), free(kT), free(A), free(zf);
   free(ga), free(gb), free(gc), free(x), free(phi);
   return 0;
