@@ -419,6 +419,11 @@ int la_cmd_bench(la_dist d, la_cli *o) {
       s = LA_ERR_EXISTS;
     } else {
       s = la_output_check(o->csv, 1, err, sizeof err); /* its folder, before any timing */
+      if (s != LA_OK) { /* "--csv path: reason" */
+        char msg[sizeof err];
+        snprintf(msg, sizeof msg, "--csv %s", err);
+        snprintf(err, sizeof err, "%s", msg);
+      }
       if (s == LA_OK && !(csv.f = la_open_memstream(&csv.text, &csv.len))) {
         snprintf(err, sizeof err, "--csv %s: out of memory for the table", o->csv);
         s = LA_ERR_NOMEM;

@@ -410,6 +410,10 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
              "--data-seed, for every n)");
   }
   LA_CHECK(!(sub == LA_SUB_GRAD && o->checkpoint), LA_ERR_ARG, "--checkpoint: %s", GRAD_NO_CKPT);
+  /* a period without a place would be silently ignored: the user expects checkpoints */
+  for (int j = 0; j < NROWS; j++)
+    LA_CHECK(!(given[j] && !strcmp(rows[j].name, "--checkpoint-every") && !o->checkpoint),
+             LA_ERR_ARG, "--checkpoint-every needs --checkpoint DIR (where the checkpoints go)");
   LA_CHECK(!(sub == LA_SUB_GRAD && o->cfg.reproducible), LA_ERR_ARG,
            "--reproducible: grad does not offer it in this version (the backward's reverse "
            "scan is not yet on the exact grid, docs/design.md §4.7); run does");

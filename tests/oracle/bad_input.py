@@ -126,6 +126,8 @@ CASES = [
     ("window in bidirectional mode", FILES + ["--mode", "bidirectional", "--window", "4"], 2,
      ["--window"]),
     ("general mask", FILES + ["--mask", "m.npy"], 2, ["--mask"]),
+    ("--checkpoint-every without --checkpoint", FILES + ["--checkpoint-every", "5"], 2,
+     ["--checkpoint-every", "--checkpoint DIR"]),
     ("signed map without --allow-signed", FILES + ["--feature-map", "identity"], 2,
      ["identity", "--allow-signed"]),
     ("memory estimate above --mem-limit", ["--n", "100000", "--mem-limit", "1M"], 2,
