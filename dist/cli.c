@@ -410,6 +410,12 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
              "--data-seed, for every n)");
   }
   LA_CHECK(!(sub == LA_SUB_GRAD && o->checkpoint), LA_ERR_ARG, "--checkpoint: %s", GRAD_NO_CKPT);
+  /* a policy for a denominator the operator does not have would be named in the report and
+   * never applied (docs/design.md §1.1): refused */
+  for (int j = 0; j < NROWS && (sub & RG); j++)
+    LA_CHECK(!(given[j] && !strcmp(rows[j].name, "--denominator") && !o->cfg.normalize),
+             LA_ERR_ARG, "--denominator applies to the normalized operator; with --normalize off "
+             "there is no denominator (drop one of them)");
   /* a period without a place would be silently ignored: the user expects checkpoints */
   for (int j = 0; j < NROWS; j++)
     LA_CHECK(!(given[j] && !strcmp(rows[j].name, "--checkpoint-every") && !o->checkpoint),

@@ -57,8 +57,10 @@ class Ctx:
         before = set(os.listdir(self.run.workdir))
         args = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "out.npy",
                 "--mode", mode, "--feature-map", mp, "--dtype", dtype,
-                "--normalize", "on" if normalize else "off", "--denominator", policy,
-                "--threads", "2"] + [str(e) for e in extra]
+                "--normalize", "on" if normalize else "off", "--threads", "2"]
+        if normalize:  # --normalize off refuses a --denominator (there is none)
+            args += ["--denominator", policy]
+        args += [str(e) for e in extra]
         rc, _, err = self.run(*args)
         new = sorted(set(os.listdir(self.run.workdir)) - before)
         return rc, err, new
