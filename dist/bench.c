@@ -22,6 +22,7 @@
 #include "bench.h"
 #include "la_alloc.h"
 #include "cli.h"
+#include "pio.h"
 #include "softmax_ring.h"
 #include "sysinfo.h"
 #include "linattn/linattn.h"
@@ -418,12 +419,8 @@ int la_cmd_bench(la_dist d, la_cli *o) {
       snprintf(err, sizeof err, "--csv %s: exists (use --force to overwrite)", o->csv);
       s = LA_ERR_EXISTS;
     } else {
-      s = la_output_check(o->csv, 1, err, sizeof err); /* its folder, before any timing */
-      if (s != LA_OK) { /* "--csv path: reason" */
-        char msg[sizeof err];
-        snprintf(msg, sizeof msg, "--csv %s", err);
-        snprintf(err, sizeof err, "%s", msg);
-      }
+      /* its folder, before any timing */
+      s = la_name_option(la_output_check(o->csv, 1, err, sizeof err), "--csv", err, sizeof err);
       if (s == LA_OK && !(csv.f = la_open_memstream(&csv.text, &csv.len))) {
         snprintf(err, sizeof err, "--csv %s: out of memory for the table", o->csv);
         s = LA_ERR_NOMEM;

@@ -15,17 +15,6 @@ static const char *tensor_name(int t) {
   return t == 0 ? "--q" : t == 1 ? "--k" : t == 2 ? "--v" : "--grad-out";
 }
 
-/* A failed read of the file given to option opt: its message "path: reason" becomes
- * "opt path: reason", so that the error line names the option as well as the file (the same
- * file may be given to several options). Messages that already start with an option are kept. */
-static la_status name_option(la_status st, const char *opt, char *err, size_t errlen) {
-  if (st == LA_OK || !err[0] || strncmp(err, "--", 2) == 0) return st;
-  char msg[1024];
-  snprintf(msg, sizeof msg, "%s %s", opt, err);
-  snprintf(err, errlen, "%s", msg);
-  return st;
-}
-
 /* Shapes of Q, K, V: [N,H,d] or [N,d]; the same N and H; Q and K the same d. */
 static la_status job_shapes(la_job *j, char *err, size_t errlen) {
   la_cli *o = j->o;
@@ -41,7 +30,7 @@ static la_status job_shapes(la_job *j, char *err, size_t errlen) {
   int64_t N[3], H[3], D[3];
   for (int t = 0; t < 3; t++) {
     la_status st = la_pin_open(j->d, paths[t], &j->in[t], err, errlen);
-    if (st != LA_OK) return name_option(st, tensor_name(t), err, errlen);
+    if (st != LA_OK) return la_name_option(st, tensor_name(t), err, errlen);
     const la_npy_info *I = &j->in[t].info;
     if (I->dtype == LA_I64 || I->ndim < 2 || I->ndim > 3) {
       snprintf(err, errlen, "%s %s: must be a float array [N,H,d] or [N,d] (got %d dims, %s)",
@@ -98,7 +87,7 @@ static la_status job_grad_input(la_job *j, char *err, size_t errlen) {
     return LA_ERR_ARG;
   }
   la_status st = la_pin_open(j->d, g, &j->in[3], err, errlen);
-  if (st != LA_OK) return name_option(st, "--grad-out", err, errlen);
+  if (st != LA_OK) return la_name_option(st, "--grad-out", err, errlen);
   const la_npy_info *I = &j->in[3].info;
   int ok = I->dtype != LA_I64 && I->shape[0] == j->N &&
            ((I->ndim == 3 && I->shape[1] == j->H && I->shape[2] == j->dv) ||
@@ -126,7 +115,7 @@ la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf, char
     la_synth_rows_threads(j->o->cfg.seed, t, row0, n, j->H, d,
                           t == 3 ? 1.0 : j->o->input_scale, j->dt, buf, j->eng ? la_engine_threads(j->eng) : 0);
   else
-    st = name_option(la_pin_read(&j->in[t], row0, n, j->dt, buf, err, errlen), tensor_name(t),
+    st = la_name_option(la_pin_read(&j->in[t], row0, n, j->dt, buf, err, errlen), tensor_name(t),
                      err, errlen);
   if (st != LA_OK) {
     j->t_read += MPI_Wtime() - t0;
@@ -156,7 +145,7 @@ static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t err
   la_npy_info I;
   void *data = NULL;
   la_status st = la_npy_load(o->projection, &I, &data, err, errlen);
-  if (st != LA_OK) return name_option(st, "--projection", err, errlen);
+  if (st != LA_OK) return la_name_option(st, "--projection", err, errlen);
   int shared = I.ndim == 2;
   char msg[256];
   st = la_projection_check(I.dtype, I.ndim, I.shape, data, j->H, j->dk, o->cfg.features, msg,
@@ -190,7 +179,7 @@ static la_status load_segments(const char *path, int64_t N, int64_t **seg, int64
   la_npy_info I;
   void *data = NULL;
   la_status st = la_npy_load(path, &I, &data, err, errlen);
-  if (st != LA_OK) return name_option(st, "--segments", err, errlen);
+  if (st != LA_OK) return la_name_option(st, "--segments", err, errlen);
   int64_t *o = data;
   const int ok1d = I.dtype == LA_I64 && I.ndim == 1; /* else: no offsets */
   int64_t n = ok1d ? I.shape[0] : 0;
@@ -243,7 +232,7 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
   if (st == LA_OK && o->projection && la_map_is_random(o->cfg.map)) {
     /* the projection file sets m */
     la_npy_info I;
-    st = name_option(la_npy_read_info(o->projection, &I, err, errlen), "--projection", err, errlen);
+    st = la_name_option(la_npy_read_info(o->projection, &I, err, errlen), "--projection", err, errlen);
     if (st == LA_OK) o->cfg.features = la_projection_features(I.ndim, I.shape, o->cfg.features);
   }
   if (st == LA_OK && o->segments) st = load_segments(o->segments, j->N, &j->seg, &j->nseg, err, errlen);

@@ -436,15 +436,22 @@ la_status la_pout_close(la_dist d, la_pout *out, int ok, char *err, size_t errle
   return st != LA_OK ? st : cs;
 }
 
+la_status la_name_option(la_status st, const char *opt, char *err, size_t errlen) {
+  if (st == LA_OK || !err[0] || strncmp(err, "--", 2) == 0) return st;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s %s", opt, err);
+  snprintf(err, errlen, "%s", msg);
+  return st;
+}
+
 la_status la_outputs_check(la_dist d, const char *const *paths, const char *const *opts, int n,
                            int force, char *err, size_t errlen) {
   la_status st = LA_OK;
   if (la_dist_rank(d) == 0)
     for (int i = 0; i < n && st == LA_OK; i++)
-      if (paths[i] && (st = la_output_check(paths[i], force, err, errlen)) != LA_OK && opts) {
-        char msg[1024]; /* "opt path: reason": the option too (one file, several options) */
-        snprintf(msg, sizeof msg, "%s %s", opts[i], err);
-        snprintf(err, errlen, "%s", msg);
+      if (paths[i]) {
+        st = la_output_check(paths[i], force, err, errlen);
+        if (opts) st = la_name_option(st, opts[i], err, errlen);
       }
   return la_dist_agree(d, st, err, errlen);
 }

@@ -60,6 +60,12 @@ la_status la_pout_commit(la_dist d, la_pout *outs, int n, int ok, char *err, siz
 /* la_pout_finish then la_pout_commit of one output. */
 la_status la_pout_close(la_dist d, la_pout *out, int ok, char *err, size_t errlen);
 
+/* A failed file operation's message "path: reason" becomes "opt path: reason", so that the
+ * error line names the option as well as the file (one file may be given to several
+ * options); a message that already starts with an option, and st == LA_OK, are kept.
+ * Returns st. */
+la_status la_name_option(la_status st, const char *opt, char *err, size_t errlen);
+
 /* Rank 0 runs la_output_check on each non-NULL path (existence refused without force, missing
  * or unwritable folder), then the ranks agree: before anything is computed. opts (or NULL)
  * names each path's option, which the error then starts with. */
