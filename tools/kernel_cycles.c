@@ -131,7 +131,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "kernel_cycles: error: out of memory\n");
     return 1;
   }
-  for (size_t i = 0; i < (size_t)len * H * 64; i++) x64[i] = (double)x[i % ((size_t)len * H * 64)];
+  for (size_t i = 0; i < (size_t)len * H * 64; i++) x64[i] = (double)x[i];
   BEST(t, reps, inner * 4, la_k512_elu1_f64(len, 64, x64, H * 64, phi64, 64, NULL));
   printf("%-38s %9.3f ns per 8 lanes (%d rows of 64)\n", "elu1 f64 (la_k512_elu1_f64)",
          t * 1e9 / (len * 8.0), len);
