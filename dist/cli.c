@@ -197,7 +197,8 @@ static const la_opt rows[] = {
      .help = "normalized or unnormalized operator"},
     {.name = "--denominator", .meta = "P", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
      F(den_string), .set = den_set, .def = "error",
-     .help = "denominator policy: error | add:EPS (EPS >= 0; add:0 is the raw ratio) | clamp:EPS (EPS > 0) | zero-empty"},
+     .help = "denominator policy of the normalized operator (refused with --normalize off): "
+             "error | add:EPS (EPS >= 0; add:0 is the raw ratio) | clamp:EPS (EPS > 0) | zero-empty"},
     {.name = "--allow-signed", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_FLAG,
      F(cfg.allow_signed), .lo = 1, .def = "off",
      .help = "allow the signed maps identity and trig in normalized mode"},
@@ -335,7 +336,8 @@ static const la_opt rows[] = {
     {.name = "--checkpoint-every", .meta = "S", .subs = RG, .group = G_OUTPUT,
      .kind = LA_OPT_F64, F(checkpoint_every), .flo = 0, .open_lo = 1, .fhi = INFINITY,
      .range = "a positive number of seconds", .def = "600",
-     .help = "seconds between checkpoints (and one on SIGUSR1 or SIGTERM, then exit 75)"},
+     .help = "seconds between checkpoints (and one on SIGUSR1 or SIGTERM, then exit 75); "
+             "needs --checkpoint"},
     {.name = "--reproducible", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_FLAG,
      F(cfg.reproducible), .lo = 1, .def = "off",
      .help = "outputs bitwise identical for every rank and thread count: blocks of 64 chunks "
