@@ -1026,12 +1026,12 @@ static void known_bugs(int which) {
   data d;
   data_make(&d, n, H, dk, dv, LA_F64, 31, 0.8, 0);
   char err[256];
-  /* 1. CONTRACT.md: add:EPS with EPS >= 0 (add:0 is the raw ratio, for signed maps) */
+  /* 1. docs/cli.md: add:EPS with EPS >= 0 (add:0 is the raw ratio, for signed maps) */
   la_config c = cfg_make(LA_CAUSAL, LA_MAP_IDENTITY, 4, 4, 1);
   c.den_policy = LA_DEN_ADD;
   c.den_eps = 0;
   if (which == 1)
-    CHECK(la_config_check(&c, dk, err, sizeof err) == LA_OK, "bug 1: add:0 is valid per CONTRACT.md: %s", err);
+    CHECK(la_config_check(&c, dk, err, sizeof err) == LA_OK, "bug 1: add:0 is valid per docs/cli.md: %s", err);
   /* 2. la_forward honours the window and the segments of the engine (it is "the whole
    * forward on an in-memory sequence", and la_backward honours both) */
   for (int t = 0; t < 2 && which == 2; t++) {

@@ -1,7 +1,7 @@
 /* Unit tests of the distributed C API (include/linattn/dist.h), at any rank count (ctest runs
  * 1, 2, 3, 4 and 7): la_split_ownership, la_dist_create/destroy, la_dist_agree, the summary
  * collectives (exscan, reverse exscan, allreduce, iexscan) against the scan operator of
- * DESIGN.md §4 folded in the test, and la_dist_forward / la_dist_backward on each rank's own
+ * docs/design.md §4 folded in the test, and la_dist_forward / la_dist_backward on each rank's own
  * rows of a sequence that every rank generates identically, against the naive float64
  * quadratic form and its chain-rule gradient over the whole sequence (tests/test_api_naive.h,
  * no engine code): causal and bidirectional, packed sequences that span ranks, causal

@@ -1,5 +1,5 @@
 /* Naive float64 references for the API tests (test_api*.c). They share no code with the
- * engine: the feature maps of DESIGN.md §2 are written out here, the operator is the
+ * engine: the feature maps of docs/design.md §2 are written out here, the operator is the
  * quadratic form of §1 over the key sets A(i) of §3 (one loop per query over every key it
  * may read), and the gradient is the chain rule of that quadratic form, written by hand.
  * Only the public enums (la_map_kind, la_mode, la_den_policy) are borrowed for names.
@@ -65,7 +65,7 @@ static inline double nv_relerr(const double *x, const double *ref, size_t count)
   return nv_relerr_floor(x, ref, count, 0.0);
 }
 
-/* ---- Feature maps, DESIGN.md §2 ---- */
+/* ---- Feature maps, docs/design.md §2 ---- */
 typedef struct {
   la_map_kind map;
   int heads, dk, m, r; /* r = dk (elu1, relu, identity, precomputed), m, or 2m */
@@ -169,7 +169,7 @@ static inline void nv_chain(const nv_map *f, int h, const double *x, const doubl
   }
 }
 
-/* ---- Key sets A(i), DESIGN.md §3 ---- */
+/* ---- Key sets A(i), docs/design.md §3 ---- */
 typedef struct {
   la_mode mode;
   int64_t window;     /* causal: i - W < j <= i; 0 = none */
