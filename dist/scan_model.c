@@ -20,7 +20,7 @@ static const double coef[][2] = {
     [LA_SCAN_EXSCAN] = {6.144e-08, 1.532e-10},
     [LA_SCAN_DOUBLING] = {1.206e-06, 1.327e-10},
     [LA_SCAN_CHAIN] = {5.895e-07, 6.471e-11},
-    [LA_SCAN_ALLGATHER] = {1.191e-06, 1.676e-10},
+    [LA_SCAN_ALLGATHER] = {1.393e-06, 1.714e-10},
     [LA_SCAN_PIPELINED] = {6.052e-07, 6.874e-11},
 };
 static const double gamma_combine = 1.733e-10;
