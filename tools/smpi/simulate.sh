@@ -63,7 +63,8 @@ for P in $PS; do
     echo "scan_${P}_${H}_${r}_p2p $P scan --heads $H --r $r --dv $r --algs doubling,chain,pipelined,auto --skip-combines --combine-seconds $comb" >> "$jl"
     # LASP-2's all-gather: P^2 messages, each payload copied by SMPI; its P-state buffers are
     # shared. Host time on the machine of docs/simulation.md: 70 s at 1024 x 133 KB, 323 s at
-    # 1024 x 1.07 MB; so up to 1024 ranks, 4096 for the smallest state, 256 for 16.8 MB.
+    # 1024 x 1.07 MB, 1823 s at 4096 x 133 KB (4.3 GB of page tables, which grow as P^2 x
+    # state); so up to 1024 ranks, 4096 for the smallest state, 256 for 16.8 MB.
     { [ "$P" -le 256 ] || { [ "$P" -le 1024 ] && [ "$st" != "32:256" ]; } ||
       [ "$st" = "4:64" ]; } && echo "scan_${P}_${H}_${r}_ag $P scan --heads $H --r $r --dv $r --algs allgather --skip-combines --combine-seconds $comb" >> "$jl"
   done
