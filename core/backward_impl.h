@@ -83,7 +83,15 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
   const int64_t ldk = (int64_t)H * e->dk;
   double M = bidir ? *m : 0.0, mprev = *m;
   features_at(e, h, p0, len, p0 + len, n, q, w->phiq, w->aq, g, dv);
-  chunk_values(e, h, p0, len, v, w->vp);
+#ifdef LA_K512
+  /* causal float32 on the AVX-512 kernels: the forward's own chunk (so the replayed outputs
+   * are the forward's bits), then kern512_bwd.c's dq products */
+  const int k512 = e->k512 && !bidir;
+  const LA_REAL *vrow = v + p0 * (int64_t)H * dv + (int64_t)h * dv;
+#else
+  const int k512 = 0;
+#endif
+  if (!k512) chunk_values(e, h, p0, len, v, w->vp);
   if (!bidir) {
     if (la_is_segment_start(e, token0 + p0)) {
       memset(sz, 0, sizeof(double) * rsz);
@@ -97,12 +105,19 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
     for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
   }
   /* [num | den] of the piece */
+#ifdef LA_K512
+  if (k512) {
+    la_k512_causal_chunk(len, r, dv, w->phiq, w->phik, vrow, (ptrdiff_t)H * dv,
+                         mprev != -INFINITY ? sf : NULL, o, tmp, w->kT, A, w->zf, e->C);
+    state_add_tmp(e, w, sz, m); /* sz += the key summary; sf keeps the prefix for dq */
+  } else
+#endif
   if (mprev != -INFINITY)
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,
             dv1, (LA_REAL)0, o, dv1);
   else
     memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
-  if (!bidir) {
+  if (!bidir && !k512) {
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
             w->phik, r, (LA_REAL)0, A, len);
     for (int i = 0; i < len; i++)
@@ -114,12 +129,18 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
   grad_coeffs(e, w, h, token0 + p0, len, g + p0 * (int64_t)H * dv, o, w->ak2, AB,
                      la_side_rows(side, p0, H));
   /* dphi_s(q) = AB (S|z)^T (+ intra: tril(AB [V|1]^T) Phi_k) */
+#ifdef LA_K512
+  if (k512)
+    la_k512_bwd_dq(len, r, dv, AB, mprev != -INFINITY ? sf : NULL, w->phik, vrow,
+                   (ptrdiff_t)H * dv, dphi, A, w->tb, e->C);
+  else
+#endif
   if (mprev != -INFINITY)
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, r, dv1, (LA_REAL)1, AB, dv1, sf, dv1,
             (LA_REAL)0, dphi, r);
   else
     memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
-  if (!bidir) {
+  if (!bidir && !k512) {
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, dv1, (LA_REAL)1, AB, dv1, w->vp,
             dv1, (LA_REAL)0, A, len);
     for (int i = 0; i < len; i++)
@@ -138,7 +159,7 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
     int f0 = 0, f1 = 0;
     la_state_combine_head(rsz_, rm, &f0, wsz, &wm, &f1, rsz);
   }
-  if (!bidir) state_add(e, w, len, 1, sz, m);
+  if (!bidir && !k512) state_add(e, w, len, 1, sz, m);
 }
 
 /* bwd_replay of heads [h0, h1) together, piece by piece (causal only, or a single head: a
@@ -227,6 +248,21 @@ static void reverse_piece(la_engine e, la_work *w, int h, int64_t token0, int64_
   /* inter: dphi_k = [V|1] dS'^T, dv = Keff dS ; intra: masked by i >= j */
   const int have = *mu != -INFINITY || bidir;
   LA_REAL *dvp = dvo + p0 * ldv + (int64_t)h * dv;
+#ifdef LA_K512
+  if (e->k512 && !bidir) { /* kern512_bwd.c: the same products, triangles by tiles */
+    if (have) for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)dsz[i];
+    la_k512_bwd_reverse(len, r, dv, AB, w->phiq, w->phik, w->vp, have ? sf : NULL, dphi, dvp,
+                        (ptrdiff_t)ldv, tmp, A, w->kT, w->tb, e->C);
+    la_k512_add_to_f64(rsz, dsz, tmp);
+    if (la_is_segment_start(e, token0 + p0)) {
+      memset(dsz, 0, sizeof(double) * rsz);
+      *mu = -INFINITY;
+    }
+    LA_MAP_CHAIN(e->fm, h, len, k + p0 * ldk + (int64_t)h * e->dk, ldk, dphi, w->phik,
+                 dk + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
+    return;
+  }
+#endif
   if (have) {
     for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)dsz[i];
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, r, dv1, (LA_REAL)1, w->vp, dv1, sf,

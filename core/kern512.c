@@ -89,18 +89,20 @@ AI void ukern(const int mr, const int nv, __mmask16 mlast, int K, const float *A
                          ptrdiff_t ldc, int acc) {                                            \
     int i0 = 0;                                                                               \
     for (; i0 + 6 <= M; i0 += 6) {                                                            \
-      const int Kt = tri && i0 + 6 < K ? i0 + 6 : K;                                          \
-      ukern(6, NV, ml, Kt, A + i0 * ars, ars, acs, B, ldb, C + i0 * ldc, ldc, acc);           \
+      const int Kt = tri == 1 && i0 + 6 < K ? i0 + 6 : K, k0 = tri == 3 && i0 < K ? i0 : 0;   \
+      ukern(6, NV, ml, Kt - k0, A + i0 * ars + k0 * acs, ars, acs, B + k0 * ldb, ldb,         \
+            C + i0 * ldc, ldc, acc);                                                          \
     }                                                                                         \
-    const int rest = M - i0, Kt = tri && M < K ? M : K;                                       \
-    const float *Ai = A + i0 * ars;                                                           \
+    const int rest = M - i0, Kt = tri == 1 && M < K ? M : K;                                  \
+    const int k0 = tri == 3 && i0 < K ? i0 : 0, Kr = Kt - k0;                                 \
+    const float *Ai = A + i0 * ars + k0 * acs, *Bk = B + k0 * ldb;                            \
     float *Ci = C + i0 * ldc;                                                                 \
     switch (rest) {                                                                           \
-    case 5: ukern(5, NV, ml, Kt, Ai, ars, acs, B, ldb, Ci, ldc, acc); break;                  \
-    case 4: ukern(4, NV, ml, Kt, Ai, ars, acs, B, ldb, Ci, ldc, acc); break;                  \
-    case 3: ukern(3, NV, ml, Kt, Ai, ars, acs, B, ldb, Ci, ldc, acc); break;                  \
-    case 2: ukern(2, NV, ml, Kt, Ai, ars, acs, B, ldb, Ci, ldc, acc); break;                  \
-    case 1: ukern(1, NV, ml, Kt, Ai, ars, acs, B, ldb, Ci, ldc, acc); break;                  \
+    case 5: ukern(5, NV, ml, Kr, Ai, ars, acs, Bk, ldb, Ci, ldc, acc); break;                 \
+    case 4: ukern(4, NV, ml, Kr, Ai, ars, acs, Bk, ldb, Ci, ldc, acc); break;                 \
+    case 3: ukern(3, NV, ml, Kr, Ai, ars, acs, Bk, ldb, Ci, ldc, acc); break;                 \
+    case 2: ukern(2, NV, ml, Kr, Ai, ars, acs, Bk, ldb, Ci, ldc, acc); break;                 \
+    case 1: ukern(1, NV, ml, Kr, Ai, ars, acs, Bk, ldb, Ci, ldc, acc); break;                 \
     default: break;                                                                           \
     }                                                                                         \
   }

@@ -412,6 +412,11 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
              "--data-seed, for every n)");
   }
   LA_CHECK(!(sub == LA_SUB_GRAD && o->checkpoint), LA_ERR_ARG, "--checkpoint: %s", GRAD_NO_CKPT);
+  /* grad's outputs are its replay's (la_engine_set_replay_output), which keeps one state per
+   * head and has no form for segment resets or a window's far edge */
+  LA_CHECK(!(sub == LA_SUB_GRAD && o->out && (o->segments || o->cfg.window > 0)), LA_ERR_ARG,
+           "--out: grad writes the outputs only without --segments and --window (write them "
+           "with linattn run)");
   /* a policy for a denominator the operator does not have would be named in the report and
    * never applied (docs/design.md §1.1): refused */
   for (int j = 0; j < NROWS && (sub & RG); j++)

@@ -1,6 +1,7 @@
 /* `linattn grad`: the backward pass (docs/cli.md "linattn grad"). Each rank holds its shard
  * of Q, K, V and dL/dout in memory, la_dist_backward combines across ranks, and dL/dQ, dL/dK,
- * dL/dV are written collectively like `run` writes its output (temporary name, then rename). */
+ * dL/dV (and with --out the outputs, from the replay) are written collectively like `run`
+ * writes its output (temporary name, then rename; all or none). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,20 +14,22 @@ int la_cmd_grad(la_dist d, la_cli *o) {
   const int rank = la_dist_rank(d), P = la_dist_size(d);
   la_job job;
   la_den_stats stats = {0};
-  la_pout outs[3];
+  la_pout outs[4];
   memset(outs, 0, sizeof outs);
-  const char *paths[3] = {o->grad_q, o->grad_k, o->grad_v};
-  void *buf[4] = {NULL, NULL, NULL, NULL}, *grad[3] = {NULL, NULL, NULL};
+  const char *paths[4] = {o->grad_q, o->grad_k, o->grad_v, o->out};
+  void *buf[4] = {NULL, NULL, NULL, NULL}, *grad[4] = {NULL, NULL, NULL, NULL};
   la_error_clear(); /* la_error_reason below reads only what this run records */
   la_status st = la_job_setup(&job, d, o, 1, err, sizeof err);
   if (st == LA_OK) {
     st = la_den_stats_init(&stats);
     st = la_dist_agree(d, st, err, sizeof err);
   }
-  /* outputs: each the shape of its input ([N,H,d], or [N,d] when the input was 2-D) */
-  for (int t = 0; t < 3 && st == LA_OK; t++) {
+  /* gradients: each the shape of its input ([N,H,d], or [N,d] when the input was 2-D); the
+   * outputs (t = 3) that of V, as run writes them */
+  for (int t = 0; t < 4 && st == LA_OK; t++) {
     if (!paths[t]) continue;
-    int d3 = job.in[t].path ? job.in[t].info.ndim == 3 : 1, w = t == 2 ? job.dv : job.dk;
+    const int ti = t == 3 ? 2 : t;
+    int d3 = job.in[ti].path && t < 3 ? job.in[ti].info.ndim == 3 : 1, w = ti == 2 ? job.dv : job.dk;
     int64_t shp[3] = {job.N, d3 ? job.H : w, w};
     st = la_pout_open(d, paths[t], job.dt, d3 ? 3 : 2, shp, o->force, &outs[t], err, sizeof err);
   }
@@ -35,16 +38,19 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     la_split_ownership(job.N, P, rank, &n, &row0);
     size_t es = la_dtype_size(job.dt), rows = (size_t)(n > 0 ? n : 1) * job.H;
     for (int t = 0; t < 4; t++) buf[t] = la_alloc_rows(es * rows * (t == 0 || t == 1 ? job.dk : job.dv));
-    for (int t = 0; t < 3; t++) grad[t] = la_alloc_rows(es * rows * (t == 2 ? job.dv : job.dk));
     for (int t = 0; t < 4; t++)
-      if (!buf[t] || (t < 3 && !grad[t])) st = LA_ERR_NOMEM;
+      if (t < 3 || paths[3]) grad[t] = la_alloc_rows(es * rows * (t >= 2 ? job.dv : job.dk));
+    for (int t = 0; t < 4; t++)
+      if (!buf[t] || ((t < 3 || paths[3]) && !grad[t])) st = LA_ERR_NOMEM;
     if (st != LA_OK) snprintf(err, sizeof err, "out of memory for this rank's %lld rows of inputs and gradients", (long long)n);
     for (int t = 0; t < 4 && st == LA_OK && n > 0; t++)
       st = la_job_read(&job, t, row0, n, buf[t], err, sizeof err);
     /* Touch the gradient buffers now, so that their page faults (3 GB at N = 2^20, H = 4,
      * d = 64) are set-up time, as the inputs' are, and not counted as compute. */
-    for (int t = 0; t < 3 && st == LA_OK; t++)
-      memset(grad[t], 0, la_dtype_size(job.dt) * rows * (t == 2 ? job.dv : job.dk));
+    for (int t = 0; t < 4 && st == LA_OK; t++)
+      if (grad[t]) memset(grad[t], 0, la_dtype_size(job.dt) * rows * (t >= 2 ? job.dv : job.dk));
+    if (st == LA_OK && grad[3] && n > 0) /* the replay writes this rank's outputs there */
+      st = la_engine_set_replay_output(job.eng, grad[3], row0, n);
     st = la_dist_agree(d, st, err, sizeof err);
   }
   if (st == LA_OK) {
@@ -55,23 +61,23 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "backward: %s", la_error_reason(st));
   }
   if (st == LA_OK) st = la_job_verdict(&job, &stats, "gradient", err, sizeof err);
-  for (int t = 0; t < 3 && st == LA_OK; t++) {
+  for (int t = 0; t < 4 && st == LA_OK; t++) {
     if (!paths[t]) continue;
     double t0 = MPI_Wtime();
     if (n > 0) st = la_pout_write(&outs[t], row0, n, grad[t], err, sizeof err);
     st = la_dist_agree(d, st, err, sizeof err);
     job.t_write += MPI_Wtime() - t0;
   }
-  /* All three appear, or none: each is synced and closed, the report written, and then the
-   * three are renamed into place (docs/design.md §6). */
-  for (int t = 0; t < 3; t++) {
+  /* All appear, or none: each is synced and closed, the report written, and then they are
+   * renamed into place (docs/design.md §6). */
+  for (int t = 0; t < 4; t++) {
     if (!paths[t]) continue;
     la_status cs = la_pout_finish(d, &outs[t], st == LA_OK, err, sizeof err);
     if (st == LA_OK) st = cs;
   }
   if (st == LA_OK) st = la_job_report(&job, "grad", &stats, o->grad_q, 3.0, err, sizeof err);
   {
-    la_status cs = la_pout_commit(d, outs, 3, st == LA_OK, err, sizeof err);
+    la_status cs = la_pout_commit(d, outs, 4, st == LA_OK, err, sizeof err);
     if (st == LA_OK && cs != LA_OK && rank == 0 && o->report) unlink(o->report);
     if (st == LA_OK) st = cs;
   }
@@ -81,7 +87,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     exitc = la_status_exit_code(st);
   }
   for (int t = 0; t < 4; t++) free(buf[t]);
-  for (int t = 0; t < 3; t++) free(grad[t]);
+  for (int t = 0; t < 4; t++) free(grad[t]);
   la_den_stats_free(&stats);
   la_job_close(&job);
   return exitc;

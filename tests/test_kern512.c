@@ -32,8 +32,8 @@ static void test_gemm(void) {
   double worst = 0;
   for (int t = 0; t < 400; t++) {
     const int M = irand(1, 90), N = irand(1, 150), K = irand(1, 100), acc = t % 2;
-    const int trans = (t / 2) % 2, tri = t % 3 == 0 ? 0 : (t % 3 == 1 ? 1 : 2);
-    const int Kt = tri == 1 ? M : K; /* tri = 1: A is M x M lower triangular */
+    const int trans = (t / 2) % 2, tri = (t / 4) % 4;
+    const int Kt = tri == 1 || tri == 3 ? M : K; /* tri = 1 (3): A is M x M lower (upper) */
     const int lda = (trans ? M : Kt) + irand(0, 5), ldb = N + irand(0, 5), ldc = N + irand(0, 5);
     const size_t asz = (size_t)lda * (trans ? Kt : M);
     float *A = malloc(sizeof(float) * asz), *B = malloc(sizeof(float) * (size_t)Kt * ldb);
@@ -42,15 +42,21 @@ static void test_gemm(void) {
     for (int i = 0; i < Kt * ldb; i++) B[i] = urand();
     for (int i = 0; i < M * ldc; i++) C0[i] = C[i] = urand();
     const ptrdiff_t ars = trans ? 1 : lda, acs = trans ? lda : 1;
+    /* the triangle's zeros inside a row's 6-row tile are read; beyond the tile they must not
+     * be (NaN there would show) */
     if (tri == 1)
       for (int i = 0; i < M; i++)
-        for (int k = i + 1; k < Kt; k++) A[i * ars + k * acs] = 0;
+        for (int k = i + 1; k < Kt; k++) A[i * ars + k * acs] = k < (i / 6) * 6 + 6 ? 0 : NAN;
+    if (tri == 3)
+      for (int i = 0; i < M; i++)
+        for (int k = 0; k < i; k++) A[i * ars + k * acs] = k >= (i / 6) * 6 ? 0 : NAN;
     la_k512_gemm(M, N, Kt, A, ars, acs, B, ldb, C, ldc, acc, tri);
     for (int i = 0; i < M; i++)
       for (int j = 0; j < N; j++) {
         const int written = tri != 2 || j < (i / 6) * 6 + 6;
         double ref = acc ? C0[i * ldc + j] : 0, mag = fabs(ref);
         for (int k = 0; k < Kt; k++) {
+          if ((tri == 1 && k > i) || (tri == 3 && k < i)) continue;
           const double p = (double)A[i * ars + k * acs] * B[k * ldb + j];
           ref += p;
           mag += fabs(p);

@@ -23,6 +23,10 @@ Claims tested:
     a success leaves all three files and no *.tmp.* file; --force overwrites; the synthetic
     workload without --grad-out draws G itself (exit 0, three finite arrays of the right shape;
     under a launcher, equal to the one-rank run to 1e-12).
+(d) grad --out: the replay's outputs against the float64 quadratic operator (reference.py),
+    within the tolerances of (a), causal and bidirectional, f32 (the AVX-512 replay where the
+    CPU has it) and f64, 2-D and 3-D inputs written as [N,H,dv] like run's; --out with
+    --window or --segments exits 2 naming --out and writes nothing.
 
 Usage: check_grad.py --linattn build/linattn --workdir DIR [--launcher "mpiexec -n 3"] [--quick]
 """
@@ -341,6 +345,41 @@ def cli_checks(run, tally):
                        "identically for every rank count)", e, 1e-12, cmd=one.last)
 
 
+def out_checks(run, tally):
+    for mode, dt, two_d in (("causal", "f32", False), ("causal", "f64", False),
+                            ("bidirectional", "f32", False), ("causal", "f32", True)):
+        c = base(f"out-{mode}-{dt}-{two_d}", "elu1", mode, n=150, h=2, dk=8, dv=5, two_d=two_d)
+        make_data(c)
+        for nm in "qkvg":
+            common.save(run.path(f"o_{nm}.npy"), c[nm], dt)
+        o = run.path("o_out.npy")
+        common.rm(o)
+        rc, _, err = run("--q", "o_q.npy", "--k", "o_k.npy", "--v", "o_v.npy", "--grad-out",
+                         "o_g.npy", "--grad-q", "o_gq.npy", "--out", "o_out.npy", "--mode", mode,
+                         "--dtype", dt, "--chunk", 16, "--threads", 2, "--force", sub="grad")
+        name = f"grad --out {mode} {dt}" + " (2-D inputs)" * two_d + ": the float64 operator"
+        if rc != 0 or not os.path.exists(o):
+            tally.case(False, name, note=f"exit {rc}: {common.first_error(err)}", cmd=run.last)
+            continue
+        qf, kf, vf = (np.asarray(c[x], dtype=np.float32 if dt == "f32" else np.float64)
+                      for x in "qkv")
+        want, _ = ref.quadratic(ref.feature_map("elu1", qf), ref.feature_map("elu1", kf), vf,
+                                mode)
+        e = ref.rel_err(np.load(o), want)
+        tally.case(e <= TOL[dt], name, e, TOL[dt], cmd=run.last)
+    common.rm(run.path("o_out.npy"))
+    for extra in (("--window", 3), ("--segments", "o_seg.npy")):
+        np.save(run.path("o_seg.npy"), np.array([0, 70, 150], dtype=np.int64))
+        rc, _, err = run("--q", "o_q.npy", "--k", "o_k.npy", "--v", "o_v.npy", "--grad-out",
+                         "o_g.npy", "--out", "o_out.npy", *extra, sub="grad")
+        probs = [] if rc == 2 else [f"exit {rc}, want 2"]
+        probs += common.error_line_problems(rc, err)
+        probs += [] if "--out" in err else ["stderr does not name --out"]
+        probs += ["o_out.npy was written"] if os.path.exists(run.path("o_out.npy")) else []
+        tally.case(not probs, f"grad --out with {extra[0]}: exit 2 naming --out, nothing written",
+                   note="; ".join(probs), cmd=run.last)
+
+
 def main():
     a = common.parse_args(__doc__)
     run = common.runner(a)
@@ -360,6 +399,7 @@ def main():
     else:
         fd_check.run_cases(run, tally)
     cli_checks(run, tally)
+    out_checks(run, tally)
     if torch_oracle is None and not tally.failed:
         # the rest passed, but the main claim (a) was not checked: report a skip (77), never
         # a pass

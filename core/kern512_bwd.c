@@ -1,0 +1,104 @@
+/* AVX-512 float32 kernels of the causal backward (docs/design.md §4.4), for one piece of
+ * len <= C tokens of one head, chosen with the forward's kernels (kern512.c, e->k512). With
+ * the gradient coefficients ab = [a | b] (len x (dv+1)) of the piece's queries:
+ *   replay  dphi_q = ab (S|z)^T + tril(ab [V|1]^T) Phi_k                (la_k512_bwd_dq)
+ *   reverse dphi_k = [V|1] dS'^T + triu([V|1] ab^T) Phi_q,
+ *           dv     = Phi_k dS + triu(Phi_k Phi_q^T) a,   tmp = Phi_q^T ab  (la_k512_bwd_reverse)
+ * where the upper-triangular factors are the transposes of the lower ones, tril(ab [V|1]^T)
+ * and tril(Phi_q Phi_k^T), read in place with la_k512_gemm's tri = 3: each intra-piece product
+ * computes only the 6-row tiles that meet the triangle, as the forward's chunk does.
+ * Accuracy: float32 FMA chains over k, within the gamma_K bounds of tests/test_kern512.c.
+ * Domain: finite operands (the engine checks its inputs). */
+#include "kern512.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__AVX512F__)
+#include <immintrin.h>
+
+/* Zero A[i][j] for i < j inside each diagonal 6-row tile: the entries that a tri = 2 product
+ * wrote past the triangle (columns j >= the tile's end are never read). */
+static void zero_tile_upper(int len, float *A, ptrdiff_t lda) {
+  for (int i = 0; i < len; i++) {
+    float *ai = A + (ptrdiff_t)i * lda;
+    const int edge = (i / 6) * 6 + 6 < len ? (i / 6) * 6 + 6 : len;
+    for (int j = i + 1; j < edge; j++) ai[j] = 0;
+  }
+}
+
+/* out[i * ldo] = sum_k phi[k r + i] w[k ldw] for i < r, k < len, in k order (16 features per
+ * register): the b column of Phi_q^T [a | b]. */
+static void weighted_colsum(int len, int r, const float *phi, const float *w, ptrdiff_t ldw,
+                            float *out, ptrdiff_t ldo) {
+  for (int i0 = 0; i0 < r; i0 += 16) {
+    const __mmask16 mk = r - i0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (r - i0)) - 1);
+    __m512 z = _mm512_setzero_ps();
+    for (int k = 0; k < len; k++)
+      z = _mm512_fmadd_ps(_mm512_set1_ps(w[(ptrdiff_t)k * ldw]),
+                          _mm512_maskz_loadu_ps(mk, phi + (ptrdiff_t)k * r + i0), z);
+    float t[16];
+    _mm512_storeu_ps(t, z);
+    for (int u = 0; u < 16 && i0 + u < r; u++) out[(ptrdiff_t)(i0 + u) * ldo] = t[u];
+  }
+}
+
+void la_k512_bwd_dq(int len, int r, int dv, const float *ab, const float *sf, const float *phik,
+                    const float *V, ptrdiff_t ldv, float *dphi, float *A, float *tb, int C) {
+  const int dv1 = dv + 1;
+  if (sf) { /* ab (S|z)^T: tb = (S|z)^T, (dv+1) x r */
+    la_k512_transpose(r, dv1, sf, dv1, tb, r);
+    la_k512_gemm(len, r, dv1, ab, dv1, 1, tb, r, dphi, r, 0, 0);
+  } else {
+    memset(dphi, 0, sizeof(float) * (size_t)len * (size_t)r);
+  }
+  /* T = tril(ab [V|1]^T): tb = [V|1]^T, (dv+1) x C */
+  la_k512_transpose(len, dv, V, ldv, tb, C);
+  for (int j = 0; j < len; j++) tb[(ptrdiff_t)dv * C + j] = 1.0f;
+  la_k512_gemm(len, len, dv1, ab, dv1, 1, tb, C, A, C, 0, 2);
+  zero_tile_upper(len, A, C);
+  la_k512_gemm(len, r, len, A, C, 1, phik, r, dphi, r, 1, 1);
+}
+
+void la_k512_bwd_reverse(int len, int r, int dv, const float *ab, const float *phiq,
+                         const float *phik, const float *vp, const float *sf, float *dphik,
+                         float *dvo, ptrdiff_t lddv, float *tmp, float *A, float *kT, float *tb,
+                         int C) {
+  const int dv1 = dv + 1;
+  if (sf) { /* [V|1] dS'^T (tb = dS'^T) and Phi_k dS */
+    la_k512_transpose(r, dv1, sf, dv1, tb, r);
+    la_k512_gemm(len, r, dv1, vp, dv1, 1, tb, r, dphik, r, 0, 0);
+    la_k512_gemm(len, dv, r, phik, r, 1, sf, dv1, dvo, lddv, 0, 0);
+  } else {
+    memset(dphik, 0, sizeof(float) * (size_t)len * (size_t)r);
+    for (int j = 0; j < len; j++) memset(dvo + (ptrdiff_t)j * lddv, 0, sizeof(float) * (size_t)dv);
+  }
+  /* T = tril(ab [V|1]^T); dphi_k[j] += sum_{i >= j} T[i][j] phiq_i (T^T read in place) */
+  la_k512_transpose(len, dv1, vp, dv1, tb, C);
+  la_k512_gemm(len, len, dv1, ab, dv1, 1, tb, C, A, C, 0, 2);
+  zero_tile_upper(len, A, C);
+  la_k512_gemm(len, r, len, A, 1, C, phiq, r, dphik, r, 1, 3);
+  /* P = tril(Phi_q Phi_k^T); dv[j] += sum_{i >= j} P[i][j] a_i */
+  la_k512_transpose(len, r, phik, r, kT, C);
+  la_k512_gemm(len, len, r, phiq, r, 1, kT, C, A, C, 0, 2);
+  zero_tile_upper(len, A, C);
+  la_k512_gemm(len, dv, len, A, 1, C, ab, dv1, dvo, lddv, 1, 3);
+  /* tmp = Phi_q^T [a | b], r x (dv+1) */
+  la_k512_gemm(r, dv, len, phiq, 1, r, ab, dv1, tmp, dv1, 0, 0);
+  weighted_colsum(len, r, phiq, ab + dv, dv1, tmp + dv, dv1);
+}
+
+#else /* no AVX-512 at compile time: never selected (la_k512_enabled returns 0) */
+void la_k512_bwd_dq(int len, int r, int dv, const float *ab, const float *sf, const float *phik,
+                    const float *V, ptrdiff_t ldv, float *dphi, float *A, float *tb, int C) {
+  (void)len; (void)r; (void)dv; (void)ab; (void)sf; (void)phik; (void)V; (void)ldv;
+  (void)dphi; (void)A; (void)tb; (void)C;
+}
+void la_k512_bwd_reverse(int len, int r, int dv, const float *ab, const float *phiq,
+                         const float *phik, const float *vp, const float *sf, float *dphik,
+                         float *dvo, ptrdiff_t lddv, float *tmp, float *A, float *kT, float *tb,
+                         int C) {
+  (void)len; (void)r; (void)dv; (void)ab; (void)phiq; (void)phik; (void)vp; (void)sf;
+  (void)dphik; (void)dvo; (void)lddv; (void)tmp; (void)A; (void)kT; (void)tb; (void)C;
+}
+#endif
