@@ -120,6 +120,31 @@ int main(int argc, char **argv) {
   line("  key summary (la_k512_key_summary)", t, fks, peak);
   BEST(t, reps, inner, la_k512_query_apply(len, r, dv, pq, sf, o, zf));
   line("bidirectional rows (la_k512_query_apply)", t, fqs, peak);
+  /* the causal backward's pieces (kern512_bwd.c): ab = [a | b] (len x (dv+1)); the triangles
+   * counted by the tiles computed, as above (tri = 3 mirrors tri = 1: row tile i0 reads the
+   * len - i0 rows from i0) */
+  {
+    float *ab = fbuf((size_t)C * dv1, -1, 1), *dphi = fbuf((size_t)C * r, 0, 0);
+    float *dvo = fbuf((size_t)C * ldv, 0, 0), *vp = fbuf((size_t)C * dv1, -1, 1);
+    const int wmax = r > C ? r : C;
+    float *tb = fbuf((size_t)dv1 * wmax, 0, 0);
+    double fT = 0, fTr = 0, fup = 0, fupv = 0;
+    for (int i0 = 0; i0 < len; i0 += 6) {
+      const int mt = len - i0 < 6 ? len - i0 : 6, w = i0 + 6 < len ? i0 + 6 : len;
+      fT += 2.0 * mt * w * dv1;         /* tril(ab [V|1]^T) */
+      fTr += 2.0 * mt * w * r;          /* tril(...) Phi_k */
+      fup += 2.0 * mt * (len - i0) * r; /* triu(...) Phi_q */
+      fupv += 2.0 * mt * (len - i0) * dv;
+    }
+    const double f1 = 2.0 * len * r * dv1; /* ab S'^T, [V|1] dS'^T, Phi_q^T ab */
+    BEST(t, reps, inner, la_k512_bwd_dq(len, r, dv, ab, sf, pk, V, ldv, dphi, A, tb, C));
+    line("backward dq (la_k512_bwd_dq)", t, f1 + fT + fTr, peak);
+    BEST(t, reps, inner,
+         la_k512_bwd_reverse(len, r, dv, ab, pq, pk, vp, sf, dphi, dvo, ldv, tmp, A, kT, tb, C));
+    line("backward reverse (la_k512_bwd_reverse)", t,
+         f1 + fqs + fT + fup + ftri + fupv + f1, peak);
+    free(ab), free(dphi), free(dvo), free(vp), free(tb);
+  }
   /* elu1 on len rows of one head of 4 (rows of 4 x 64 floats), per 16 lanes */
   BEST(t, reps, inner * 4, la_k512_elu1(len, 64, x, H * 64, phi, 64, NULL));
   printf("%-38s %9.3f ns per 16 lanes (%d rows of 64)\n", "elu1 (la_k512_elu1)",
