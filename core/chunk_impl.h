@@ -8,6 +8,10 @@
  *   O' = Phi_q (S|z) + tril(Phi_q Phi_k^T) [V|1],   (S|z) += Phi_k^T [V|1].
  * (S|z) is float64; the GEMMs run in LA_REAL on a rounded copy. Domain: finite inputs. */
 
+#ifndef LA_INTRA_BLOCKS
+#define LA_INTRA_BLOCKS 3
+#endif
+
 /* window_impl.h uses it before backward_impl.h defines it */
 static void grad_coeffs(la_engine e, la_work *w, int h, int64_t tok0, int len,
                                const LA_REAL *g, const LA_REAL *o, const double *M, LA_REAL *AB,
@@ -340,14 +344,21 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   } else {
     memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
   }
-  /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1] */
-  LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
-          w->phik, r, (LA_REAL)0, A, len);
-  for (int i = 0; i < len; i++)
-    for (int j = 0; j < len; j++)
-      if (j > i || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
-  LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len, w->vp,
-          dv1, (LA_REAL)1, o, dv1);
+  /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1], by LA_INTRA_BLOCKS
+   * blocks of rows: rows [i0, i1) read keys j < i1 only, so the products skip most of the
+   * upper triangle (the columns past i1 would be zero) */
+  const int nb = len >= 8 * LA_INTRA_BLOCKS ? LA_INTRA_BLOCKS : 1;
+  for (int b = 0; b < nb; b++) {
+    const int i0 = len * b / nb, i1 = len * (b + 1) / nb;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, r, (LA_REAL)1,
+            (LA_REAL *)w->phiq + (size_t)i0 * r, r, w->phik, r, (LA_REAL)0,
+            A + (size_t)i0 * len, len);
+    for (int i = i0; i < i1; i++)
+      for (int j = 0; j < i1; j++)
+        if (j > i || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, dv1, i1, (LA_REAL)1,
+            A + (size_t)i0 * len, len, w->vp, dv1, (LA_REAL)1, o + (size_t)i0 * dv1, dv1);
+  }
   for (int i = 0; i < len; i++) w->aq[i] += w->mseg[segi[i]];
   if (raw) store_raw(e, w, h, c0, len, raw, lsc);
   else finalize_rows(e, w, h, token0, c0, len, out);
