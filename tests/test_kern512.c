@@ -126,6 +126,101 @@ static void test_causal_chunk(void) {
   CHECK(ok, "la_k512_causal_chunk equals its definition on %d cases (len, r, dv, state)", ncase);
 }
 
+/* The causal backward's piece products (kern512_bwd.c, docs/design.md §4.4) by their
+ * definitions, in float64, with ab = [a | b] of signed values: each entry within gamma_K of
+ * the sum of its products' magnitudes, K the longest chain that feeds it. */
+static void test_bwd_pieces(void) {
+  const int lens[] = {1, 5, 6, 7, 13, 48, 64}, rs_[] = {8, 64, 70}, dvs[] = {5, 16, 64};
+  int okq = 1, okr = 1, ncase = 0;
+  for (int a = 0; a < 7; a++)
+    for (int b = 0; b < 3; b++)
+      for (int c = 0; c < 3; c++)
+        for (int st = 0; st < 2; st++) {
+          const int len = lens[a], r = rs_[b], dv = dvs[c], dv1 = dv + 1, C = 64, ldv = dv + 3;
+          const int ldo = dv + 2, wmax = r > C ? r : C;
+          float *pq = malloc(sizeof(float) * len * r), *pk = malloc(sizeof(float) * len * r);
+          float *V = malloc(sizeof(float) * len * ldv), *vp = malloc(sizeof(float) * len * dv1);
+          float *ab = malloc(sizeof(float) * len * dv1), *sf = malloc(sizeof(float) * r * dv1);
+          float *dphi = malloc(sizeof(float) * len * r), *dvo = malloc(sizeof(float) * len * ldo);
+          float *tmp = malloc(sizeof(float) * r * dv1), *A = malloc(sizeof(float) * C * C);
+          float *kT = malloc(sizeof(float) * r * C), *tb = malloc(sizeof(float) * dv1 * wmax);
+          for (int i = 0; i < len * r; i++) pq[i] = urand() + 1.0f, pk[i] = urand() + 1.0f;
+          for (int i = 0; i < len * ldv; i++) V[i] = urand();
+          for (int l = 0; l < len; l++) {
+            for (int j = 0; j < dv; j++) vp[l * dv1 + j] = V[l * ldv + j];
+            vp[l * dv1 + dv] = 1.0f;
+          }
+          for (int i = 0; i < len * dv1; i++) ab[i] = urand();
+          for (int i = 0; i < r * dv1; i++) sf[i] = urand();
+          const float *S = st ? sf : NULL;
+          /* dq: dphi_i = sum_j ab_ij sf_kj + sum_{l <= i} (ab_i . [v_l; 1]) pk_l */
+          la_k512_bwd_dq(len, r, dv, ab, S, pk, V, ldv, dphi, A, tb, C);
+          for (int i = 0; i < len; i++)
+            for (int k = 0; k < r; k++) {
+              double ref = 0, mag = 0;
+              for (int j = 0; j < dv1 && st; j++) {
+                double p = (double)ab[i * dv1 + j] * sf[k * dv1 + j];
+                ref += p, mag += fabs(p);
+              }
+              for (int l = 0; l <= i; l++) {
+                double t = 0, tm = 0;
+                for (int j = 0; j < dv1; j++)
+                  t += (double)ab[i * dv1 + j] * vp[l * dv1 + j],
+                      tm += fabs((double)ab[i * dv1 + j] * vp[l * dv1 + j]);
+                ref += t * pk[l * r + k], mag += tm * pk[l * r + k];
+              }
+              if (!(fabs(dphi[i * r + k] - ref) <= gamma_k(2 * dv1 + len) * mag)) okq = 0;
+            }
+          /* reverse: dphik_l = sum_j vp_lj sf_kj + sum_{i >= l} (ab_i . vp_l) pq_i;
+           * dv_l = sum_k pk_lk sf_kj + sum_{i >= l} (pq_i . pk_l) a_i; tmp = pq^T ab */
+          la_k512_bwd_reverse(len, r, dv, ab, pq, pk, vp, S, dphi, dvo, ldo, tmp, A, kT, tb, C);
+          for (int l = 0; l < len; l++) {
+            for (int k = 0; k < r; k++) {
+              double ref = 0, mag = 0;
+              for (int j = 0; j < dv1 && st; j++) {
+                double p = (double)vp[l * dv1 + j] * sf[k * dv1 + j];
+                ref += p, mag += fabs(p);
+              }
+              for (int i = l; i < len; i++) {
+                double t = 0, tm = 0;
+                for (int j = 0; j < dv1; j++)
+                  t += (double)ab[i * dv1 + j] * vp[l * dv1 + j],
+                      tm += fabs((double)ab[i * dv1 + j] * vp[l * dv1 + j]);
+                ref += t * pq[i * r + k], mag += tm * pq[i * r + k];
+              }
+              if (!(fabs(dphi[l * r + k] - ref) <= gamma_k(2 * dv1 + len) * mag)) okr = 0;
+            }
+            for (int j = 0; j < dv; j++) {
+              double ref = 0, mag = 0;
+              for (int k = 0; k < r && st; k++) {
+                double p = (double)pk[l * r + k] * sf[k * dv1 + j];
+                ref += p, mag += fabs(p);
+              }
+              for (int i = l; i < len; i++) {
+                double t = 0;
+                for (int k = 0; k < r; k++) t += (double)pq[i * r + k] * pk[l * r + k];
+                ref += t * ab[i * dv1 + j], mag += fabs(t * ab[i * dv1 + j]);
+              }
+              if (!(fabs(dvo[l * ldo + j] - ref) <= gamma_k(2 * r + len) * mag)) okr = 0;
+            }
+          }
+          for (int k = 0; k < r; k++)
+            for (int j = 0; j <= dv; j++) {
+              double ref = 0, mag = 0;
+              for (int i = 0; i < len; i++) {
+                double p = (double)pq[i * r + k] * ab[i * dv1 + j];
+                ref += p, mag += fabs(p);
+              }
+              if (!(fabs(tmp[k * dv1 + j] - ref) <= gamma_k(len) * mag)) okr = 0;
+            }
+          ncase++;
+          free(pq), free(pk), free(V), free(vp), free(ab), free(sf), free(dphi), free(dvo);
+          free(tmp), free(A), free(kT), free(tb);
+        }
+  CHECK(okq, "la_k512_bwd_dq equals its definition on %d cases (len, r, dv, state)", ncase);
+  CHECK(okr, "la_k512_bwd_reverse equals its definition on %d cases (len, r, dv, state)", ncase);
+}
+
 static double ulps(float y, float r) {
   if (y == r) return 0;
   return fabs((double)y - r) / (double)(nextafterf(fabsf(r), INFINITY) - fabsf(r));
@@ -443,6 +538,7 @@ int main(void) {
   }
   test_gemm();
   test_causal_chunk();
+  test_bwd_pieces();
   test_maps();
   test_maps_f64();
   test_elu1_f64();
