@@ -94,6 +94,7 @@ void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m) {
     const double n = nmax > 0 ? (double)nmax : 1;
     /* q, k, v, G: n H (2 dk + 2 dv); dq, dk, dv: n H (2 dk + dv) elements (grad.c) */
     add(m, "shards of inputs and gradients", es * n * H * (4.0 * dk + 3.0 * dv));
+    if (o->out) add(m, "outputs (--out)", es * n * H * dv); /* the replay's, grad.c */
     /* side rows (fa, b, M): 24 bytes per (token, head) of their own with a window, or when
      * a dV row is shorter than 24 bytes (backward.c), else inside dV */
     if (win || es * dv < 3 * sizeof(double)) add(m, "side storage", 3.0 * sizeof(double) * n * H);

@@ -55,6 +55,7 @@ CONFIGS = [
                                                  "--reproducible"] + SYN),
     ("grad causal f32", "grad", ["--n", N // 4] + SYN),
     ("grad causal f64", "grad", ["--n", N // 4, "--dtype", "f64"] + SYN),
+    ("grad causal f32 --out", "grad", ["--n", N // 4, "--out", "gout.npy"] + SYN),
     ("grad bidirectional segments f32", "grad", ["--n", N // 4, "--mode", "bidirectional",
                                                  "--segments", "seg4.npy"] + SYN),
     ("grad causal window 1000 f64", "grad", ["--n", N // 4, "--window", 1000,
