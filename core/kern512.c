@@ -572,6 +572,14 @@ int la_k512_finalize_plain_f64(int len, int dv, const double *o, const double *l
   return 1;
 }
 
+void la_k512_zero_tile_upper(int len, float *A, ptrdiff_t lda) {
+  for (int i = 0; i < len; i++) {
+    float *ai = A + (ptrdiff_t)i * lda;
+    const int edge = (i / 6) * 6 + 6 < len ? (i / 6) * 6 + 6 : len;
+    for (int j = i + 1; j < edge; j++) ai[j] = 0;
+  }
+}
+
 /* Causal chunk of docs/design.md §4.2 for one segment, rows i < len:
  *   o_i = [ phiq_i Sf + sum_{j<=i} (phiq_i . phik_j) v_j  |  phiq_i zf + sum_{j<=i} phiq_i . phik_j ]
  *   tmp = [ phik^T V | phik^T 1 ]   (the chunk's key summary, r x (dv+1))
@@ -584,11 +592,7 @@ void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float
   la_k512_transpose(len, r, phik, r, kT, C);
   /* A = tril(Phi_q Phi_k^T): row tile i0 needs columns j < i0 + 6 only */
   la_k512_gemm(len, len, r, phiq, r, 1, kT, C, A, C, 0, 2);
-  for (int i = 0; i < len; i++) { /* zero j > i up to the tile's written edge */
-    float *ai = A + (ptrdiff_t)i * C;
-    const int edge = (i / 6) * 6 + 6 < len ? (i / 6) * 6 + 6 : len;
-    for (int j = i + 1; j < edge; j++) ai[j] = 0;
-  }
+  la_k512_zero_tile_upper(len, A, C);
   if (sf) {
     la_k512_gemm(len, dv, r, phiq, r, 1, sf, dv1, o, dv1, 0, 0);
     z_column(r, dv, sf, zf);
@@ -672,6 +676,7 @@ void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, floa
                        ptrdiff_t ldd) {
   (void)rows; (void)cols; (void)src; (void)lds; (void)dst; (void)ldd;
 }
+void la_k512_zero_tile_upper(int len, float *A, ptrdiff_t lda) { (void)len; (void)A; (void)lda; }
 void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
                           const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
                           float *kT, float *A, float *zf, int C) {

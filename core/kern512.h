@@ -17,6 +17,9 @@ void la_k512_gemm(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t 
                   const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc, int tri);
 void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, float *dst,
                        ptrdiff_t ldd);
+/* Zero A[i][j], i < j, inside each diagonal 6-row tile of a len x len product: what a tri = 2
+ * product wrote past the lower triangle (columns past the tile's end are not written). */
+void la_k512_zero_tile_upper(int len, float *A, ptrdiff_t lda);
 void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
                           const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
                           float *kT, float *A, float *zf, int C);

@@ -17,16 +17,6 @@
 #if defined(__x86_64__) && defined(__AVX512F__)
 #include <immintrin.h>
 
-/* Zero A[i][j] for i < j inside each diagonal 6-row tile: the entries that a tri = 2 product
- * wrote past the triangle (columns j >= the tile's end are never read). */
-static void zero_tile_upper(int len, float *A, ptrdiff_t lda) {
-  for (int i = 0; i < len; i++) {
-    float *ai = A + (ptrdiff_t)i * lda;
-    const int edge = (i / 6) * 6 + 6 < len ? (i / 6) * 6 + 6 : len;
-    for (int j = i + 1; j < edge; j++) ai[j] = 0;
-  }
-}
-
 /* out[i * ldo] = sum_k phi[k r + i] w[k ldw] for i < r, k < len, in k order (16 features per
  * register): the b column of Phi_q^T [a | b]. */
 static void weighted_colsum(int len, int r, const float *phi, const float *w, ptrdiff_t ldw,
@@ -56,7 +46,7 @@ void la_k512_bwd_dq(int len, int r, int dv, const float *ab, const float *sf, co
   la_k512_transpose(len, dv, V, ldv, tb, C);
   for (int j = 0; j < len; j++) tb[(ptrdiff_t)dv * C + j] = 1.0f;
   la_k512_gemm(len, len, dv1, ab, dv1, 1, tb, C, A, C, 0, 2);
-  zero_tile_upper(len, A, C);
+  la_k512_zero_tile_upper(len, A, C);
   la_k512_gemm(len, r, len, A, C, 1, phik, r, dphi, r, 1, 1);
 }
 
@@ -76,12 +66,12 @@ void la_k512_bwd_reverse(int len, int r, int dv, const float *ab, const float *p
   /* T = tril(ab [V|1]^T); dphi_k[j] += sum_{i >= j} T[i][j] phiq_i (T^T read in place) */
   la_k512_transpose(len, dv1, vp, dv1, tb, C);
   la_k512_gemm(len, len, dv1, ab, dv1, 1, tb, C, A, C, 0, 2);
-  zero_tile_upper(len, A, C);
+  la_k512_zero_tile_upper(len, A, C);
   la_k512_gemm(len, r, len, A, 1, C, phiq, r, dphik, r, 1, 3);
   /* P = tril(Phi_q Phi_k^T); dv[j] += sum_{i >= j} P[i][j] a_i */
   la_k512_transpose(len, r, phik, r, kT, C);
   la_k512_gemm(len, len, r, phiq, r, 1, kT, C, A, C, 0, 2);
-  zero_tile_upper(len, A, C);
+  la_k512_zero_tile_upper(len, A, C);
   la_k512_gemm(len, dv, len, A, 1, C, ab, dv1, dvo, lddv, 1, 3);
   /* tmp = Phi_q^T [a | b], r x (dv+1) */
   la_k512_gemm(r, dv, len, phiq, 1, r, ab, dv1, tmp, dv1, 0, 0);
