@@ -126,6 +126,17 @@ static void test_causal_chunk(void) {
   CHECK(ok, "la_k512_causal_chunk equals its definition on %d cases (len, r, dv, state)", ncase);
 }
 
+/* *ref += f sum_j x_j y_j and *mag += |f| sum_j |x_j y_j| in float64 (strides sx, sy). */
+static void dot_mag(int n, const float *x, int sx, const float *y, int sy, double f,
+                    double *ref, double *mag) {
+  double t = 0, tm = 0;
+  for (int j = 0; j < n; j++) {
+    const double p = (double)x[j * sx] * y[j * sy];
+    t += p, tm += fabs(p);
+  }
+  *ref += f * t, *mag += fabs(f) * tm;
+}
+
 /* The causal backward's piece products (kern512_bwd.c, docs/design.md §4.4) by their
  * definitions, in float64, with ab = [a | b] of signed values: each entry within gamma_K of
  * the sum of its products' magnitudes, K the longest chain that feeds it. */
@@ -158,17 +169,9 @@ static void test_bwd_pieces(void) {
           for (int i = 0; i < len; i++)
             for (int k = 0; k < r; k++) {
               double ref = 0, mag = 0;
-              for (int j = 0; j < dv1 && st; j++) {
-                double p = (double)ab[i * dv1 + j] * sf[k * dv1 + j];
-                ref += p, mag += fabs(p);
-              }
-              for (int l = 0; l <= i; l++) {
-                double t = 0, tm = 0;
-                for (int j = 0; j < dv1; j++)
-                  t += (double)ab[i * dv1 + j] * vp[l * dv1 + j],
-                      tm += fabs((double)ab[i * dv1 + j] * vp[l * dv1 + j]);
-                ref += t * pk[l * r + k], mag += tm * pk[l * r + k];
-              }
+              if (st) dot_mag(dv1, ab + i * dv1, 1, sf + k * dv1, 1, 1.0, &ref, &mag);
+              for (int l = 0; l <= i; l++)
+                dot_mag(dv1, ab + i * dv1, 1, vp + l * dv1, 1, pk[l * r + k], &ref, &mag);
               if (!(fabs(dphi[i * r + k] - ref) <= gamma_k(2 * dv1 + len) * mag)) okq = 0;
             }
           /* reverse: dphik_l = sum_j vp_lj sf_kj + sum_{i >= l} (ab_i . vp_l) pq_i;
@@ -177,17 +180,9 @@ static void test_bwd_pieces(void) {
           for (int l = 0; l < len; l++) {
             for (int k = 0; k < r; k++) {
               double ref = 0, mag = 0;
-              for (int j = 0; j < dv1 && st; j++) {
-                double p = (double)vp[l * dv1 + j] * sf[k * dv1 + j];
-                ref += p, mag += fabs(p);
-              }
-              for (int i = l; i < len; i++) {
-                double t = 0, tm = 0;
-                for (int j = 0; j < dv1; j++)
-                  t += (double)ab[i * dv1 + j] * vp[l * dv1 + j],
-                      tm += fabs((double)ab[i * dv1 + j] * vp[l * dv1 + j]);
-                ref += t * pq[i * r + k], mag += tm * pq[i * r + k];
-              }
+              if (st) dot_mag(dv1, vp + l * dv1, 1, sf + k * dv1, 1, 1.0, &ref, &mag);
+              for (int i = l; i < len; i++)
+                dot_mag(dv1, ab + i * dv1, 1, vp + l * dv1, 1, pq[i * r + k], &ref, &mag);
               if (!(fabs(dphi[l * r + k] - ref) <= gamma_k(2 * dv1 + len) * mag)) okr = 0;
             }
             for (int j = 0; j < dv; j++) {
