@@ -68,6 +68,44 @@ static void grad_coeffs(la_engine e, la_work *w, int h, int64_t tok0, int len,
   }
 }
 
+/* The generic intra-piece products (float64, and float32 without the AVX-512 kernels), by
+ * LA_INTRA_BLOCKS blocks of rows as in the forward's chunk (chunk_impl.h): out (ld ldo) +=
+ * tril(X Y^T) Z, where rows [i0, i1) of X Y^T are computed for the columns j < i1 only and
+ * zeroed above the diagonal (tril_product); or out += triu(X Y^T) Z, rows [j0, j1) for the
+ * columns i >= j0, zeroed below it (triu_product). X, Y: len x kx; Z: len x nz (ld ldz);
+ * A: len x len scratch. */
+static void tril_product(la_engine e, la_work *w, int len, int kx, const LA_REAL *X,
+                         const LA_REAL *Y, const LA_REAL *Z, int nz, int ldz, LA_REAL *out,
+                         int ldo, LA_REAL *A) {
+  const int nb = len >= 8 * LA_INTRA_BLOCKS ? LA_INTRA_BLOCKS : 1;
+  for (int b = 0; b < nb; b++) {
+    const int i0 = len * b / nb, i1 = len * (b + 1) / nb;
+    LA_REAL *Ai = A + (size_t)i0 * len;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, kx, (LA_REAL)1,
+            X + (size_t)i0 * kx, kx, Y, kx, (LA_REAL)0, Ai, len);
+    for (int i = i0; i < i1; i++)
+      for (int j = i + 1; j < i1; j++) A[(size_t)i * len + j] = 0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, nz, i1, (LA_REAL)1, Ai, len, Z,
+            ldz, (LA_REAL)1, out + (size_t)i0 * ldo, ldo);
+  }
+}
+
+static void triu_product(la_engine e, la_work *w, int len, int kx, const LA_REAL *X,
+                         const LA_REAL *Y, const LA_REAL *Z, int nz, int ldz, LA_REAL *out,
+                         int ldo, LA_REAL *A) {
+  const int nb = len >= 8 * LA_INTRA_BLOCKS ? LA_INTRA_BLOCKS : 1;
+  for (int b = 0; b < nb; b++) {
+    const int j0 = len * b / nb, j1 = len * (b + 1) / nb;
+    LA_REAL *Aj = A + (size_t)j0 * len + j0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, j1 - j0, len - j0, kx, (LA_REAL)1,
+            X + (size_t)j0 * kx, kx, Y + (size_t)j0 * kx, kx, (LA_REAL)0, Aj, len);
+    for (int j = j0; j < j1; j++)
+      for (int i = j0; i < j; i++) A[(size_t)j * len + i] = 0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, j1 - j0, nz, len - j0, (LA_REAL)1, Aj,
+            len, Z + (size_t)j0 * ldz, ldz, (LA_REAL)1, out + (size_t)j0 * ldo, ldo);
+  }
+}
+
 /* Forward replay of one piece [p0, p0+len) of head h: outputs are recomputed, the gradient
  * coefficients a, b formed, dq written, (fa, b, M) stored in side, and the rank's reverse-scan
  * element (the queries before the block's first segment start) accumulated into (rsz, rm).
@@ -117,14 +155,8 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
             dv1, (LA_REAL)0, o, dv1);
   else
     memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
-  if (!bidir && !k512) {
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phiq, r,
-            w->phik, r, (LA_REAL)0, A, len);
-    for (int i = 0; i < len; i++)
-      for (int j = i + 1; j < len; j++) A[(size_t)i * len + j] = 0;
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len,
-            w->vp, dv1, (LA_REAL)1, o, dv1);
-  }
+  if (!bidir && !k512) /* o += tril(Phi_q Phi_k^T) [V|1] */
+    tril_product(e, w, len, r, w->phiq, w->phik, w->vp, dv1, dv1, o, dv1, A);
   for (int i = 0; i < len; i++) w->ak2[i] = M;
   grad_coeffs(e, w, h, token0 + p0, len, g + p0 * (int64_t)H * dv, o, w->ak2, AB,
                      la_side_rows(side, p0, H));
@@ -140,14 +172,8 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
             (LA_REAL)0, dphi, r);
   else
     memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
-  if (!bidir && !k512) {
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, dv1, (LA_REAL)1, AB, dv1, w->vp,
-            dv1, (LA_REAL)0, A, len);
-    for (int i = 0; i < len; i++)
-      for (int j = i + 1; j < len; j++) A[(size_t)i * len + j] = 0;
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, (LA_REAL)1, A, len, w->phik,
-            r, (LA_REAL)1, dphi, r);
-  }
+  if (!bidir && !k512) /* dphi += tril(AB [V|1]^T) Phi_k */
+    tril_product(e, w, len, dv1, AB, w->vp, w->phik, r, r, dphi, r, A);
   LA_MAP_CHAIN(e->fm, h, len, q + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
                                    w->phiq, dq + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
   /* reverse-scan element: queries before the block's first segment start */
@@ -274,20 +300,10 @@ static void reverse_piece(la_engine e, la_work *w, int h, int64_t token0, int64_
     for (int i = 0; i < len; i++) memset(dvp + i * ldv, 0, sizeof(LA_REAL) * dv);
   }
   if (!bidir) {
-    /* Sc[j][i] = [v_j;1].[a_i;b_i], i >= j */
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, dv1, (LA_REAL)1, w->vp, dv1, AB,
-            dv1, (LA_REAL)0, A, len);
-    for (int j = 0; j < len; j++)
-      for (int i = 0; i < j; i++) A[(size_t)j * len + i] = 0;
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, (LA_REAL)1, A, len, w->phiq,
-            r, (LA_REAL)1, dphi, r);
-    /* Km[j][i] = Keff_j . Qs_i, i >= j */
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, w->phik, r,
-            w->phiq, r, (LA_REAL)0, A, len);
-    for (int j = 0; j < len; j++)
-      for (int i = 0; i < j; i++) A[(size_t)j * len + i] = 0;
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv, len, (LA_REAL)1, A, len, AB, dv1,
-            (LA_REAL)1, dvp, (int)ldv);
+    /* dphi_k += triu([V|1] AB^T) Phi_q: Sc[j][i] = [v_j;1].[a_i;b_i], i >= j */
+    triu_product(e, w, len, dv1, w->vp, AB, w->phiq, r, r, dphi, r, A);
+    /* dv += triu(Keff Qs^T) a: Km[j][i] = Keff_j . Qs_i, i >= j */
+    triu_product(e, w, len, r, w->phik, w->phiq, AB, dv, dv1, dvp, (int)ldv, A);
     /* dS' += Qs^T AB, then drop it at a segment start */
     LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, AB, dv1,
             (LA_REAL)0, tmp, dv1);
