@@ -140,6 +140,10 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
     for (int i = 0; i < len; i++) w->segi[i] = 0;
     rescale_keys(e, w, len, 1, 0, sz, m);
     M = w->mseg[0];
+#ifdef LA_K512
+    if (k512) la_k512_to_f32(rsz, sz, sf);
+    else
+#endif
     for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
   }
   /* [num | den] of the piece */
@@ -276,7 +280,7 @@ static void reverse_piece(la_engine e, la_work *w, int h, int64_t token0, int64_
   LA_REAL *dvp = dvo + p0 * ldv + (int64_t)h * dv;
 #ifdef LA_K512
   if (e->k512 && !bidir) { /* kern512_bwd.c: the same products, triangles by tiles */
-    if (have) for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)dsz[i];
+    if (have) la_k512_to_f32(rsz, dsz, sf);
     la_k512_bwd_reverse(len, r, dv, AB, w->phiq, w->phik, w->vp, have ? sf : NULL, dphi, dvp,
                         (ptrdiff_t)ldv, tmp, A, w->kT, w->tb, e->C);
     la_k512_add_to_f64(rsz, dsz, tmp);
