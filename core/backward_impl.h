@@ -122,14 +122,15 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
   double M = bidir ? *m : 0.0, mprev = *m;
   features_at(e, h, p0, len, p0 + len, n, q, w->phiq, w->aq, g, dv);
 #ifdef LA_K512
-  /* causal float32 on the AVX-512 kernels: the forward's own chunk (so the replayed outputs
-   * are the forward's bits), then kern512_bwd.c's dq products */
-  const int k512 = e->k512 && !bidir;
+  /* float32 on the AVX-512 kernels (k5): causal runs the forward's own chunk (k512; so the
+   * replayed outputs are the forward's bits), bidirectional the forward's query rows; then
+   * kern512_bwd.c's dq products */
+  const int k5 = e->k512, k512 = k5 && !bidir;
   const LA_REAL *vrow = v + p0 * (int64_t)H * dv + (int64_t)h * dv;
 #else
   const int k512 = 0;
 #endif
-  if (!k512) chunk_values(e, h, p0, len, v, w->vp);
+  if (!bidir && !k512) chunk_values(e, h, p0, len, v, w->vp); /* only the intra terms read it */
   if (!bidir) {
     if (la_is_segment_start(e, token0 + p0)) {
       memset(sz, 0, sizeof(double) * rsz);
@@ -152,6 +153,8 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
     la_k512_causal_chunk(len, r, dv, w->phiq, w->phik, vrow, (ptrdiff_t)H * dv,
                          mprev != -INFINITY ? sf : NULL, o, tmp, w->kT, A, w->zf, e->C);
     state_add_tmp(e, w, sz, m); /* sz += the key summary; sf keeps the prefix for dq */
+  } else if (k5 && mprev != -INFINITY) {
+    la_k512_query_apply(len, r, dv, w->phiq, sf, o, w->zf);
   } else
 #endif
   if (mprev != -INFINITY)
@@ -166,9 +169,9 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
                      la_side_rows(side, p0, H));
   /* dphi_s(q) = AB (S|z)^T (+ intra: tril(AB [V|1]^T) Phi_k) */
 #ifdef LA_K512
-  if (k512)
+  if (k5)
     la_k512_bwd_dq(len, r, dv, AB, mprev != -INFINITY ? sf : NULL, w->phik, vrow,
-                   (ptrdiff_t)H * dv, dphi, A, w->tb, e->C);
+                   (ptrdiff_t)H * dv, dphi, A, w->tb, e->C, !bidir);
   else
 #endif
   if (mprev != -INFINITY)
@@ -182,6 +185,10 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
                                    w->phiq, dq + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
   /* reverse-scan element: queries before the block's first segment start */
   if (token0 + p0 < cut) {
+#ifdef LA_K512
+    if (k5) la_k512_bwd_query_sum(len, r, dv, w->phiq, AB, tmp);
+    else
+#endif
     LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, AB,
             dv1, (LA_REAL)0, tmp, dv1);
     double *wsz = w->wsz, wm = -M;
@@ -279,14 +286,16 @@ static void reverse_piece(la_engine e, la_work *w, int h, int64_t token0, int64_
   const int have = *mu != -INFINITY || bidir;
   LA_REAL *dvp = dvo + p0 * ldv + (int64_t)h * dv;
 #ifdef LA_K512
-  if (e->k512 && !bidir) { /* kern512_bwd.c: the same products, triangles by tiles */
+  if (e->k512) { /* kern512_bwd.c: the same products, triangles by tiles */
     if (have) la_k512_to_f32(rsz, dsz, sf);
     la_k512_bwd_reverse(len, r, dv, AB, w->phiq, w->phik, w->vp, have ? sf : NULL, dphi, dvp,
-                        (ptrdiff_t)ldv, tmp, A, w->kT, w->tb, e->C);
-    la_k512_add_to_f64(rsz, dsz, tmp);
-    if (la_is_segment_start(e, token0 + p0)) {
-      memset(dsz, 0, sizeof(double) * rsz);
-      *mu = -INFINITY;
+                        (ptrdiff_t)ldv, tmp, A, w->kT, w->tb, e->C, !bidir);
+    if (!bidir) {
+      la_k512_add_to_f64(rsz, dsz, tmp);
+      if (la_is_segment_start(e, token0 + p0)) {
+        memset(dsz, 0, sizeof(double) * rsz);
+        *mu = -INFINITY;
+      }
     }
     LA_MAP_CHAIN(e->fm, h, len, k + p0 * ldk + (int64_t)h * e->dk, ldk, dphi, w->phik,
                  dk + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);

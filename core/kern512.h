@@ -26,18 +26,22 @@ void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float
 /* tmp = [Phi_k^T V | Phi_k^T 1] (r x (dv+1)) from phik (len x r) and V in place (ld ldv). */
 void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
                          ptrdiff_t ldv, float *tmp);
-/* The causal backward's piece products (kern512_bwd.c, docs/design.md §4.4); ab = [a | b]
+/* The backward's piece products (kern512_bwd.c, docs/design.md §4.4); ab = [a | b]
  * (len x (dv+1)), sf = (S|z) or dS' (r x (dv+1), NULL: zero). Scratch: A (C x C), tb
- * ((dv+1) x max(r, C)), kT (r x C).
- * la_k512_bwd_dq:      dphi = ab sf^T + tril(ab [V|1]^T) phik              (len x r)
- * la_k512_bwd_reverse: dphik = vp sf^T + triu(vp ab^T) phiq                (len x r),
- *                      dvo = phik sf[:, :dv] + triu(phik phiq^T) a (ld lddv), tmp = phiq^T ab */
+ * ((dv+1) x max(r, C)), kT (r x C). causal = 0 (bidirectional): no intra-piece terms, no tmp.
+ * la_k512_bwd_dq:        dphi = ab sf^T + tril(ab [V|1]^T) phik            (len x r)
+ * la_k512_bwd_reverse:   dphik = vp sf^T + triu(vp ab^T) phiq              (len x r),
+ *                        dvo = phik sf[:, :dv] + triu(phik phiq^T) a (ld lddv), tmp = phiq^T ab
+ * la_k512_bwd_query_sum: tmp = phiq^T ab                                   (r x (dv+1)) */
 void la_k512_bwd_dq(int len, int r, int dv, const float *ab, const float *sf, const float *phik,
-                    const float *V, ptrdiff_t ldv, float *dphi, float *A, float *tb, int C);
+                    const float *V, ptrdiff_t ldv, float *dphi, float *A, float *tb, int C,
+                    int causal);
 void la_k512_bwd_reverse(int len, int r, int dv, const float *ab, const float *phiq,
                          const float *phik, const float *vp, const float *sf, float *dphik,
                          float *dvo, ptrdiff_t lddv, float *tmp, float *A, float *kT, float *tb,
-                         int C);
+                         int C, int causal);
+void la_k512_bwd_query_sum(int len, int r, int dv, const float *phiq, const float *ab,
+                           float *tmp);
 void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o,
                          float *zf);
 /* favor+ / favor+orf (hyp = 0) and favor-hyp (hyp = 1) rows after the projection GEMM

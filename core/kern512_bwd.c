@@ -1,4 +1,4 @@
-/* AVX-512 float32 kernels of the causal backward (docs/design.md §4.4), for one piece of
+/* AVX-512 float32 kernels of the backward (docs/design.md §4.4), for one piece of
  * len <= C tokens of one head, chosen with the forward's kernels (kern512.c, e->k512). With
  * the gradient coefficients ab = [a | b] (len x (dv+1)) of the piece's queries:
  *   replay  dphi_q = ab (S|z)^T + tril(ab [V|1]^T) Phi_k                (la_k512_bwd_dq)
@@ -7,6 +7,8 @@
  * where the upper-triangular factors are the transposes of the lower ones, tril(ab [V|1]^T)
  * and tril(Phi_q Phi_k^T), read in place with la_k512_gemm's tri = 3: each intra-piece product
  * computes only the 6-row tiles that meet the triangle, as the forward's chunk does.
+ * With causal = 0 (bidirectional: the state is the segment's whole sum) only the products
+ * with sf remain. la_k512_bwd_query_sum is tmp = Phi_q^T ab alone (the replay's query sums).
  * Accuracy: float32 FMA chains over k, within the gamma_K bounds of tests/test_kern512.c.
  * Domain: finite operands (the engine checks its inputs). */
 #include "kern512.h"
@@ -33,8 +35,16 @@ static void weighted_colsum(int len, int r, const float *phi, const float *w, pt
   }
 }
 
+void la_k512_bwd_query_sum(int len, int r, int dv, const float *phiq, const float *ab,
+                           float *tmp) {
+  const int dv1 = dv + 1;
+  la_k512_gemm(r, dv, len, phiq, 1, r, ab, dv1, tmp, dv1, 0, 0);
+  weighted_colsum(len, r, phiq, ab + dv, dv1, tmp + dv, dv1);
+}
+
 void la_k512_bwd_dq(int len, int r, int dv, const float *ab, const float *sf, const float *phik,
-                    const float *V, ptrdiff_t ldv, float *dphi, float *A, float *tb, int C) {
+                    const float *V, ptrdiff_t ldv, float *dphi, float *A, float *tb, int C,
+                    int causal) {
   const int dv1 = dv + 1;
   if (sf) { /* ab (S|z)^T: tb = (S|z)^T, (dv+1) x r */
     la_k512_transpose(r, dv1, sf, dv1, tb, r);
@@ -42,6 +52,7 @@ void la_k512_bwd_dq(int len, int r, int dv, const float *ab, const float *sf, co
   } else {
     memset(dphi, 0, sizeof(float) * (size_t)len * (size_t)r);
   }
+  if (!causal) return;
   /* T = tril(ab [V|1]^T): tb = [V|1]^T, (dv+1) x C */
   la_k512_transpose(len, dv, V, ldv, tb, C);
   for (int j = 0; j < len; j++) tb[(ptrdiff_t)dv * C + j] = 1.0f;
@@ -53,7 +64,7 @@ void la_k512_bwd_dq(int len, int r, int dv, const float *ab, const float *sf, co
 void la_k512_bwd_reverse(int len, int r, int dv, const float *ab, const float *phiq,
                          const float *phik, const float *vp, const float *sf, float *dphik,
                          float *dvo, ptrdiff_t lddv, float *tmp, float *A, float *kT, float *tb,
-                         int C) {
+                         int C, int causal) {
   const int dv1 = dv + 1;
   if (sf) { /* [V|1] dS'^T (tb = dS'^T) and Phi_k dS */
     la_k512_transpose(r, dv1, sf, dv1, tb, r);
@@ -63,6 +74,7 @@ void la_k512_bwd_reverse(int len, int r, int dv, const float *ab, const float *p
     memset(dphik, 0, sizeof(float) * (size_t)len * (size_t)r);
     for (int j = 0; j < len; j++) memset(dvo + (ptrdiff_t)j * lddv, 0, sizeof(float) * (size_t)dv);
   }
+  if (!causal) return;
   /* T = tril(ab [V|1]^T); dphi_k[j] += sum_{i >= j} T[i][j] phiq_i (T^T read in place) */
   la_k512_transpose(len, dv1, vp, dv1, tb, C);
   la_k512_gemm(len, len, dv1, ab, dv1, 1, tb, C, A, C, 0, 2);
@@ -73,22 +85,26 @@ void la_k512_bwd_reverse(int len, int r, int dv, const float *ab, const float *p
   la_k512_gemm(len, len, r, phiq, r, 1, kT, C, A, C, 0, 2);
   la_k512_zero_tile_upper(len, A, C);
   la_k512_gemm(len, dv, len, A, 1, C, ab, dv1, dvo, lddv, 1, 3);
-  /* tmp = Phi_q^T [a | b], r x (dv+1) */
-  la_k512_gemm(r, dv, len, phiq, 1, r, ab, dv1, tmp, dv1, 0, 0);
-  weighted_colsum(len, r, phiq, ab + dv, dv1, tmp + dv, dv1);
+  la_k512_bwd_query_sum(len, r, dv, phiq, ab, tmp);
 }
 
 #else /* no AVX-512 at compile time: never selected (la_k512_enabled returns 0) */
+void la_k512_bwd_query_sum(int len, int r, int dv, const float *phiq, const float *ab,
+                           float *tmp) {
+  (void)len; (void)r; (void)dv; (void)phiq; (void)ab; (void)tmp;
+}
 void la_k512_bwd_dq(int len, int r, int dv, const float *ab, const float *sf, const float *phik,
-                    const float *V, ptrdiff_t ldv, float *dphi, float *A, float *tb, int C) {
+                    const float *V, ptrdiff_t ldv, float *dphi, float *A, float *tb, int C,
+                    int causal) {
   (void)len; (void)r; (void)dv; (void)ab; (void)sf; (void)phik; (void)V; (void)ldv;
-  (void)dphi; (void)A; (void)tb; (void)C;
+  (void)dphi; (void)A; (void)tb; (void)C; (void)causal;
 }
 void la_k512_bwd_reverse(int len, int r, int dv, const float *ab, const float *phiq,
                          const float *phik, const float *vp, const float *sf, float *dphik,
                          float *dvo, ptrdiff_t lddv, float *tmp, float *A, float *kT, float *tb,
-                         int C) {
+                         int C, int causal) {
   (void)len; (void)r; (void)dv; (void)ab; (void)phiq; (void)phik; (void)vp; (void)sf;
   (void)dphik; (void)dvo; (void)lddv; (void)tmp; (void)A; (void)kT; (void)tb; (void)C;
+  (void)causal;
 }
 #endif

@@ -146,7 +146,9 @@ static void test_bwd_pieces(void) {
   for (int a = 0; a < 7; a++)
     for (int b = 0; b < 3; b++)
       for (int c = 0; c < 3; c++)
-        for (int st = 0; st < 2; st++) {
+        for (int st = 0; st < 3; st++) {
+          /* st = 0: no state; 1: a state; 2: bidirectional (a state, no intra terms) */
+          const int causal = st < 2;
           const int len = lens[a], r = rs_[b], dv = dvs[c], dv1 = dv + 1, C = 64, ldv = dv + 3;
           const int ldo = dv + 2, wmax = r > C ? r : C;
           float *pq = malloc(sizeof(float) * len * r), *pk = malloc(sizeof(float) * len * r);
@@ -165,23 +167,25 @@ static void test_bwd_pieces(void) {
           for (int i = 0; i < r * dv1; i++) sf[i] = urand();
           const float *S = st ? sf : NULL;
           /* dq: dphi_i = sum_j ab_ij sf_kj + sum_{l <= i} (ab_i . [v_l; 1]) pk_l */
-          la_k512_bwd_dq(len, r, dv, ab, S, pk, V, ldv, dphi, A, tb, C);
+          la_k512_bwd_dq(len, r, dv, ab, S, pk, V, ldv, dphi, A, tb, C, causal);
           for (int i = 0; i < len; i++)
             for (int k = 0; k < r; k++) {
               double ref = 0, mag = 0;
               if (st) dot_mag(dv1, ab + i * dv1, 1, sf + k * dv1, 1, 1.0, &ref, &mag);
-              for (int l = 0; l <= i; l++)
+              for (int l = 0; l <= i && causal; l++)
                 dot_mag(dv1, ab + i * dv1, 1, vp + l * dv1, 1, pk[l * r + k], &ref, &mag);
               if (!(fabs(dphi[i * r + k] - ref) <= gamma_k(2 * dv1 + len) * mag)) okq = 0;
             }
           /* reverse: dphik_l = sum_j vp_lj sf_kj + sum_{i >= l} (ab_i . vp_l) pq_i;
            * dv_l = sum_k pk_lk sf_kj + sum_{i >= l} (pq_i . pk_l) a_i; tmp = pq^T ab */
-          la_k512_bwd_reverse(len, r, dv, ab, pq, pk, vp, S, dphi, dvo, ldo, tmp, A, kT, tb, C);
+          for (int i = 0; i < r * dv1; i++) tmp[i] = NAN; /* bidirectional: left alone */
+          la_k512_bwd_reverse(len, r, dv, ab, pq, pk, vp, S, dphi, dvo, ldo, tmp, A, kT, tb, C,
+                              causal);
           for (int l = 0; l < len; l++) {
             for (int k = 0; k < r; k++) {
               double ref = 0, mag = 0;
               if (st) dot_mag(dv1, vp + l * dv1, 1, sf + k * dv1, 1, 1.0, &ref, &mag);
-              for (int i = l; i < len; i++)
+              for (int i = l; i < len && causal; i++)
                 dot_mag(dv1, ab + i * dv1, 1, vp + l * dv1, 1, pq[i * r + k], &ref, &mag);
               if (!(fabs(dphi[l * r + k] - ref) <= gamma_k(2 * dv1 + len) * mag)) okr = 0;
             }
@@ -191,7 +195,7 @@ static void test_bwd_pieces(void) {
                 double p = (double)pk[l * r + k] * sf[k * dv1 + j];
                 ref += p, mag += fabs(p);
               }
-              for (int i = l; i < len; i++) {
+              for (int i = l; i < len && causal; i++) {
                 double t = 0;
                 for (int k = 0; k < r; k++) t += (double)pq[i * r + k] * pk[l * r + k];
                 ref += t * ab[i * dv1 + j], mag += fabs(t * ab[i * dv1 + j]);
@@ -201,19 +205,30 @@ static void test_bwd_pieces(void) {
           }
           for (int k = 0; k < r; k++)
             for (int j = 0; j <= dv; j++) {
-              double ref = 0, mag = 0;
-              for (int i = 0; i < len; i++) {
-                double p = (double)pq[i * r + k] * ab[i * dv1 + j];
-                ref += p, mag += fabs(p);
+              if (!causal) { /* untouched; la_k512_bwd_query_sum gives it */
+                if (!isnan(tmp[k * dv1 + j])) okr = 0;
+                continue;
               }
+              double ref = 0, mag = 0;
+              dot_mag(len, pq + k, r, ab + j, dv1, 1.0, &ref, &mag);
               if (!(fabs(tmp[k * dv1 + j] - ref) <= gamma_k(len) * mag)) okr = 0;
             }
+          if (!causal) { /* the replay's query sums */
+            la_k512_bwd_query_sum(len, r, dv, pq, ab, tmp);
+            for (int k = 0; k < r; k++)
+              for (int j = 0; j <= dv; j++) {
+                double ref = 0, mag = 0;
+                dot_mag(len, pq + k, r, ab + j, dv1, 1.0, &ref, &mag);
+                if (!(fabs(tmp[k * dv1 + j] - ref) <= gamma_k(len) * mag)) okr = 0;
+              }
+          }
           ncase++;
           free(pq), free(pk), free(V), free(vp), free(ab), free(sf), free(dphi), free(dvo);
           free(tmp), free(A), free(kT), free(tb);
         }
-  CHECK(okq, "la_k512_bwd_dq equals its definition on %d cases (len, r, dv, state)", ncase);
-  CHECK(okr, "la_k512_bwd_reverse equals its definition on %d cases (len, r, dv, state)", ncase);
+  CHECK(okq, "la_k512_bwd_dq equals its definition on %d cases (len, r, dv, state, mode)", ncase);
+  CHECK(okr, "la_k512_bwd_reverse and _query_sum equal their definitions on %d cases (len, r, "
+             "dv, state, mode)", ncase);
 }
 
 static double ulps(float y, float r) {

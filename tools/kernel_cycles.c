@@ -137,10 +137,10 @@ int main(int argc, char **argv) {
       fupv += 2.0 * mt * (len - i0) * dv;
     }
     const double f1 = 2.0 * len * r * dv1; /* ab S'^T, [V|1] dS'^T, Phi_q^T ab */
-    BEST(t, reps, inner, la_k512_bwd_dq(len, r, dv, ab, sf, pk, V, ldv, dphi, A, tb, C));
+    BEST(t, reps, inner, la_k512_bwd_dq(len, r, dv, ab, sf, pk, V, ldv, dphi, A, tb, C, 1));
     line("backward dq (la_k512_bwd_dq)", t, f1 + fT + fTr, peak);
     BEST(t, reps, inner,
-         la_k512_bwd_reverse(len, r, dv, ab, pq, pk, vp, sf, dphi, dvo, ldv, tmp, A, kT, tb, C));
+         la_k512_bwd_reverse(len, r, dv, ab, pq, pk, vp, sf, dphi, dvo, ldv, tmp, A, kT, tb, C, 1));
     line("backward reverse (la_k512_bwd_reverse)", t,
          f1 + fqs + fT + fup + ftri + fupv + f1, peak);
     free(ab), free(dphi), free(dvo), free(vp), free(tb);

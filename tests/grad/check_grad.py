@@ -27,7 +27,7 @@ Claims tested:
     within the tolerances of (a), causal and bidirectional, f32 (the AVX-512 replay where the
     CPU has it) and f64, 2-D and 3-D inputs written as [N,H,dv] like run's; --out with
     --window or --segments exits 2 naming --out and writes nothing; on one rank with the
-    AVX-512 kernels, causal f32, grad's outputs are run's, byte for byte.
+    AVX-512 kernels, f32 causal and bidirectional, grad's outputs are run's, byte for byte.
 
 Usage: check_grad.py --linattn build/linattn --workdir DIR [--launcher "mpiexec -n 3"] [--quick]
 """
@@ -369,26 +369,27 @@ def out_checks(run, tally, P):
                                 mode)
         e = ref.rel_err(np.load(o), want)
         tally.case(e <= TOL[dt], name, e, TOL[dt], cmd=run.last)
-    # causal float32 with the AVX-512 kernels on one rank: the replay is the forward's own
-    # chunk kernel, so grad's outputs are run's bits (docs/cli.md "linattn grad")
-    if P == 1:
-        syn = ["--n", 1000, "--heads", 3, "--dk", 20, "--dv", 24, "--threads", 2, "--force"]
+    # float32 with the AVX-512 kernels on one rank: the replay is the forward's own chunk
+    # kernel (causal) or query rows (bidirectional), so grad's outputs are run's bits
+    # (docs/cli.md "linattn grad")
+    for mode in ("causal", "bidirectional") if P == 1 else ():
+        syn = ["--n", 1000, "--heads", 3, "--dk", 20, "--dv", 24, "--threads", 2, "--mode",
+               mode, "--force"]
+        name = f"grad --out: run's bits ({mode} f32, one rank, AVX-512)"
         rc1, _, e1 = run(*syn, "--out", "o_run.npy", "--report", "o_run.json", sub="run")
         rc2, _, e2 = run(*syn, "--out", "o_out.npy", sub="grad")
         if rc1 != 0 or rc2 != 0:
-            tally.case(False, "grad --out: run's bits (causal f32, one rank, AVX-512)",
-                       note=f"exit {rc1}, {rc2}: {common.first_error(e1 + e2)}", cmd=run.last)
-        else:
-            with open(run.path("o_run.json")) as f:
-                kern = json.load(f).get("kernels")
-            if kern != "avx512":
-                print(f"SKIP grad --out bitwise against run: kernels {kern}, not avx512",
-                      flush=True)
-            else:
-                same = open(run.path("o_run.npy"), "rb").read() == \
-                    open(run.path("o_out.npy"), "rb").read()
-                tally.case(same, "grad --out: run's bits (causal f32, one rank, AVX-512)",
-                           note="" if same else "the files differ", cmd=run.last)
+            tally.case(False, name, note=f"exit {rc1}, {rc2}: {common.first_error(e1 + e2)}",
+                       cmd=run.last)
+            continue
+        with open(run.path("o_run.json")) as f:
+            kern = json.load(f).get("kernels")
+        if kern != "avx512":
+            print(f"SKIP {name}: kernels {kern}, not avx512", flush=True)
+            continue
+        same = open(run.path("o_run.npy"), "rb").read() == \
+            open(run.path("o_out.npy"), "rb").read()
+        tally.case(same, name, note="" if same else "the files differ", cmd=run.last)
     common.rm(run.path("o_out.npy"))
     for extra in (("--window", 3), ("--segments", "o_seg.npy")):
         np.save(run.path("o_seg.npy"), np.array([0, 70, 150], dtype=np.int64))
