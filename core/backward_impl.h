@@ -68,28 +68,10 @@ static void grad_coeffs(la_engine e, la_work *w, int h, int64_t tok0, int len,
   }
 }
 
-/* The generic intra-piece products (float64, and float32 without the AVX-512 kernels), by
- * LA_INTRA_BLOCKS blocks of rows as in the forward's chunk (chunk_impl.h): out (ld ldo) +=
- * tril(X Y^T) Z, where rows [i0, i1) of X Y^T are computed for the columns j < i1 only and
- * zeroed above the diagonal (tril_product); or out += triu(X Y^T) Z, rows [j0, j1) for the
- * columns i >= j0, zeroed below it (triu_product). X, Y: len x kx; Z: len x nz (ld ldz);
- * A: len x len scratch. */
-static void tril_product(la_engine e, la_work *w, int len, int kx, const LA_REAL *X,
-                         const LA_REAL *Y, const LA_REAL *Z, int nz, int ldz, LA_REAL *out,
-                         int ldo, LA_REAL *A) {
-  const int nb = len >= 8 * LA_INTRA_BLOCKS ? LA_INTRA_BLOCKS : 1;
-  for (int b = 0; b < nb; b++) {
-    const int i0 = len * b / nb, i1 = len * (b + 1) / nb;
-    LA_REAL *Ai = A + (size_t)i0 * len;
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, kx, (LA_REAL)1,
-            X + (size_t)i0 * kx, kx, Y, kx, (LA_REAL)0, Ai, len);
-    for (int i = i0; i < i1; i++)
-      for (int j = i + 1; j < i1; j++) A[(size_t)i * len + j] = 0;
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, nz, i1, (LA_REAL)1, Ai, len, Z,
-            ldz, (LA_REAL)1, out + (size_t)i0 * ldo, ldo);
-  }
-}
-
+/* The generic intra-piece products (float64, and float32 without the AVX-512 kernels): the
+ * lower ones by tril_product (chunk_impl.h); out (ld ldo) += triu(X Y^T) Z by LA_INTRA_BLOCKS
+ * blocks of rows, rows [j0, j1) of X Y^T computed for the columns i >= j0 only and zeroed
+ * below the diagonal. X, Y: len x kx; Z: len x nz (ld ldz); A: len x len scratch. */
 static void triu_product(la_engine e, la_work *w, int len, int kx, const LA_REAL *X,
                          const LA_REAL *Y, const LA_REAL *Z, int nz, int ldz, LA_REAL *out,
                          int ldo, LA_REAL *A) {
@@ -163,7 +145,7 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
   else
     memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
   if (!bidir && !k512) /* o += tril(Phi_q Phi_k^T) [V|1] */
-    tril_product(e, w, len, r, w->phiq, w->phik, w->vp, dv1, dv1, o, dv1, A);
+    tril_product(e, w, len, r, w->phiq, w->phik, w->vp, dv1, dv1, o, dv1, A, NULL);
   for (int i = 0; i < len; i++) w->ak2[i] = M;
   grad_coeffs(e, w, h, token0 + p0, len, g + p0 * (int64_t)H * dv, o, w->ak2, AB,
                      la_side_rows(side, p0, H));
@@ -180,7 +162,7 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
   else
     memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
   if (!bidir && !k512) /* dphi += tril(AB [V|1]^T) Phi_k */
-    tril_product(e, w, len, dv1, AB, w->vp, w->phik, r, r, dphi, r, A);
+    tril_product(e, w, len, dv1, AB, w->vp, w->phik, r, r, dphi, r, A, NULL);
   LA_MAP_CHAIN(e->fm, h, len, q + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
                                    w->phiq, dq + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
   /* reverse-scan element: queries before the block's first segment start */

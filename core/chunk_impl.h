@@ -284,6 +284,28 @@ static void base_plus(size_t rsz, const double *base, const double *sz, LA_REAL 
   for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)(base[i] + sz[i]);
 }
 
+/* out (ld ldo) += M Z with M = tril(X Y^T), and with segi also zero where segi[j] != segi[i]
+ * (pairs in different segments), for the generic products (float64, and float32 without the
+ * AVX-512 kernels; the backward's pieces too). By LA_INTRA_BLOCKS blocks of rows: rows
+ * [i0, i1) of X Y^T are computed for the columns j < i1 only, so the products skip most of
+ * the upper triangle. X, Y: len x kx; Z: len x nz (ld ldz); A: len x len scratch. */
+static void tril_product(la_engine e, la_work *w, int len, int kx, const LA_REAL *X,
+                         const LA_REAL *Y, const LA_REAL *Z, int nz, int ldz, LA_REAL *out,
+                         int ldo, LA_REAL *A, const int *segi) {
+  const int nb = len >= 8 * LA_INTRA_BLOCKS ? LA_INTRA_BLOCKS : 1;
+  for (int b = 0; b < nb; b++) {
+    const int i0 = len * b / nb, i1 = len * (b + 1) / nb;
+    LA_REAL *Ai = A + (size_t)i0 * len;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, kx, (LA_REAL)1,
+            X + (size_t)i0 * kx, kx, Y, kx, (LA_REAL)0, Ai, len);
+    for (int i = i0; i < i1; i++)
+      for (int j = segi ? 0 : i + 1; j < i1; j++)
+        if (j > i || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, nz, i1, (LA_REAL)1, Ai, len, Z,
+            ldz, (LA_REAL)1, out + (size_t)i0 * ldo, ldo);
+  }
+}
+
 /* One chunk [c0, c0+len) of head h of apply_causal; hi ends the range (the prefetch stops
  * there). *base (may be NULL) is dropped when a segment starts in the chunk. sf (r x (dv+1),
  * working precision) receives base + sz rounded once; sfok: the previous chunk of this head
@@ -344,21 +366,8 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   } else {
     memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
   }
-  /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1], by LA_INTRA_BLOCKS
-   * blocks of rows: rows [i0, i1) read keys j < i1 only, so the products skip most of the
-   * upper triangle (the columns past i1 would be zero) */
-  const int nb = len >= 8 * LA_INTRA_BLOCKS ? LA_INTRA_BLOCKS : 1;
-  for (int b = 0; b < nb; b++) {
-    const int i0 = len * b / nb, i1 = len * (b + 1) / nb;
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, r, (LA_REAL)1,
-            (LA_REAL *)w->phiq + (size_t)i0 * r, r, w->phik, r, (LA_REAL)0,
-            A + (size_t)i0 * len, len);
-    for (int i = i0; i < i1; i++)
-      for (int j = 0; j < i1; j++)
-        if (j > i || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
-    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, dv1, i1, (LA_REAL)1,
-            A + (size_t)i0 * len, len, w->vp, dv1, (LA_REAL)1, o + (size_t)i0 * dv1, dv1);
-  }
+  /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1] */
+  tril_product(e, w, len, r, w->phiq, w->phik, w->vp, dv1, dv1, o, dv1, A, segi);
   for (int i = 0; i < len; i++) w->aq[i] += w->mseg[segi[i]];
   if (raw) store_raw(e, w, h, c0, len, raw, lsc);
   else finalize_rows(e, w, h, token0, c0, len, out);
