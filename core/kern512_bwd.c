@@ -26,9 +26,14 @@ static void weighted_colsum(int len, int r, const float *phi, const float *w, pt
   for (int i0 = 0; i0 < r; i0 += 16) {
     const __mmask16 mk = r - i0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (r - i0)) - 1);
     __m512 z = _mm512_setzero_ps();
-    for (int k = 0; k < len; k++)
-      z = _mm512_fmadd_ps(_mm512_set1_ps(w[(ptrdiff_t)k * ldw]),
-                          _mm512_maskz_loadu_ps(mk, phi + (ptrdiff_t)k * r + i0), z);
+    if (mk == 0xFFFF) /* plain loads when whole, as la_k512_key_summary's z */
+      for (int k = 0; k < len; k++)
+        z = _mm512_fmadd_ps(_mm512_set1_ps(w[(ptrdiff_t)k * ldw]),
+                            _mm512_loadu_ps(phi + (ptrdiff_t)k * r + i0), z);
+    else
+      for (int k = 0; k < len; k++)
+        z = _mm512_fmadd_ps(_mm512_set1_ps(w[(ptrdiff_t)k * ldw]),
+                            _mm512_maskz_loadu_ps(mk, phi + (ptrdiff_t)k * r + i0), z);
     float t[16];
     _mm512_storeu_ps(t, z);
     for (int u = 0; u < 16 && i0 + u < r; u++) out[(ptrdiff_t)(i0 + u) * ldo] = t[u];
