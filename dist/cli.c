@@ -317,7 +317,7 @@ static const la_opt rows[] = {
                          "plots (DIR must not exist, or be empty, unless --force)"},
     {.name = "--out", .meta = "F", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR, F(out),
      .help = "output array [N,H,dv] (.npy, written atomically; without it, compute and "
-             "report only)"},
+             "report only; grad: its replay's outputs, not with --segments or --window)"},
     {.name = "--report", .meta = "F", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR,
      F(report), .help = "JSON report"},
     {.name = "--csv", .meta = "F", .subs = BENCH, .group = G_OUTPUT, .kind = LA_OPT_STR, F(csv),
