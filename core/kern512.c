@@ -252,6 +252,15 @@ void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes)
     for (int b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
 }
 
+/* Row i of the streams in pf (la_k512_pf), into L1: a map calls it once per row, so that the
+ * next chunk's prefetches are spread over its loop (la_k512_elu1). */
+AI void pf_row(const la_k512_pf *pf, int64_t i) {
+  if (pf && i < pf->rows)
+    for (int s = 0; s < 2; s++)
+      if (pf->p[s])
+        for (int b = 0; b < pf->bytes[s]; b += 64) _mm_prefetch(pf->p[s] + i * pf->ld[s] + b, _MM_HINT_T0);
+}
+
 /* float64 |x|^2 of a row of dk floats. */
 AI double norm2_f64(int dk, const float *xi) {
   __m512d n2 = _mm512_setzero_pd();
@@ -273,11 +282,12 @@ AI double norm2_f64(int dk, const float *xi) {
  * (|x|^2 summed in float64). Domain: finite x; every exp argument is <= 0, flushed to 0 below
  * the float range. */
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
-                        int r, double s, double *a, int hyp) {
+                        int r, double s, double *a, int hyp, const la_k512_pf *pf) {
   const __m512 c = _mm512_set1_ps((float)(1.0 / sqrt((hyp ? 2.0 : 1.0) * m)));
   for (int64_t i = 0; i < n; i++) {
     const float *xi = x + i * ld;
     float *pi = phi + i * r;
+    pf_row(pf, i);
     __m512 mx = _mm512_set1_ps(hyp ? 0.0f : -INFINITY);
     /* whole vectors with plain loads and stores, the tail masked (la_k512_elu1) */
     const int mw = m & ~15;
@@ -362,13 +372,8 @@ void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *ph
   for (int64_t i = 0; i < n; i++) {
     const double *xi = x + i * ld;
     double *pi = phi + i * r;
-    if (pf) { /* the next chunk's rows, one row of each stream per row here (as la_k512_elu1) */
-      if (i < pf->rows)
-        for (int s = 0; s < 2; s++)
-          if (pf->p[s])
-            for (int b = 0; b < pf->bytes[s]; b += 64)
-              _mm_prefetch(pf->p[s] + i * pf->ld[s] + b, _MM_HINT_T0);
-    } else if (i + 8 < n) { /* rows strided by all heads (ld = H dk): the row 8 ahead */
+    if (pf) pf_row(pf, i); /* the next chunk's rows, one row of each stream per row here */
+    else if (i + 8 < n) { /* rows strided by all heads (ld = H dk): the row 8 ahead */
       for (int j = 0; j < dk; j += 8) _mm_prefetch((const char *)(xi + 8 * ld + j), _MM_HINT_T0);
     }
     int j = 0;
@@ -383,11 +388,12 @@ void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *ph
 
 /* The float64 form of la_k512_favor_post: the same rows and scales, |x|^2 summed in order. */
 void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
-                            int r, double s, double *a, int hyp) {
+                            int r, double s, double *a, int hyp, const la_k512_pf *pf) {
   const __m512d c = _mm512_set1_pd(1.0 / sqrt((hyp ? 2.0 : 1.0) * m));
   for (int64_t i = 0; i < n; i++) {
     const double *xi = x + i * ld;
     double *pi = phi + i * r;
+    pf_row(pf, i);
     __m512d mx = _mm512_set1_pd(hyp ? 0.0 : -INFINITY);
     const int mw = m & ~7; /* whole vectors plain, the tail masked (la_k512_elu1) */
     const __mmask8 mt = (__mmask8)((1u << (m - mw)) - 1);
@@ -650,11 +656,7 @@ void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int
   for (int64_t i = 0; i < n; i++) {
     const float *xi = x + i * ld;
     float *pi = phi + i * r;
-    if (pf && i < pf->rows)
-      for (int s = 0; s < 2; s++)
-        if (pf->p[s])
-          for (int b = 0; b < pf->bytes[s]; b += 64)
-            _mm_prefetch(pf->p[s] + i * pf->ld[s] + b, _MM_HINT_T0);
+    pf_row(pf, i);
     int j = 0;
     /* whole vectors with plain loads and stores, only the tail masked: on this project's CPU
      * a masked load costs more even with a full mask (docs/performance.md) */
@@ -695,12 +697,12 @@ void la_k512_add_to_f64(size_t n, double *dst, const float *src) {
   (void)n; (void)dst; (void)src;
 }
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
-                        int r, double s, double *a, int hyp) {
-  (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a; (void)hyp;
+                        int r, double s, double *a, int hyp, const la_k512_pf *pf) {
+  (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a; (void)hyp; (void)pf;
 }
 void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
-                            int r, double s, double *a, int hyp) {
-  (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a; (void)hyp;
+                            int r, double s, double *a, int hyp, const la_k512_pf *pf) {
+  (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a; (void)hyp; (void)pf;
 }
 void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r,
                       const la_k512_pf *pf) {

@@ -9,6 +9,14 @@
  * la_k512_enabled: the process default, la_kernels_resolve(LA_KERNELS_AUTO) (core.h). */
 int la_k512_available(void);
 int la_k512_enabled(void);
+/* Up to two row streams to prefetch while a loop runs over rows: row i of stream s is
+ * bytes[s] at p[s] + i * ld[s] (bytes), for i < rows; p[s] NULL: unused. */
+typedef struct {
+  const char *p[2];
+  ptrdiff_t ld[2];
+  int bytes[2];
+  int rows;
+} la_k512_pf;
 /* C[M x N] = (acc ? C : 0) + A B, row-major B and C; A(i, k) = A[i*ars + k*acs].
  * tri = 1: row i only reads A(i, k) for k < (its 6-row tile's end) -- A lower triangular;
  * tri = 2: only columns j < (its 6-row tile's end) are written -- for a lower result;
@@ -47,10 +55,10 @@ void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float 
 /* favor+ / favor+orf (hyp = 0) and favor-hyp (hyp = 1) rows after the projection GEMM
  * (featmap_impl.h has the scalar form). */
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
-                        int r, double s, double *a, int hyp);
+                        int r, double s, double *a, int hyp, const la_k512_pf *pf);
 /* The same in float64 (the engine's f64 path and the eval's references of a map). */
 void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
-                            int r, double s, double *a, int hyp);
+                            int r, double s, double *a, int hyp, const la_k512_pf *pf);
 /* add_to_f64: dst[i] += src[i]; to_f32: dst[i] = (float)src[i]; scale_row: y[j] = (float)(o[j]
  * * f) in double. add_round: dst[i] += src[i], then f[i] = (float)(base[i] + dst[i]) (base
  * NULL: (float)dst[i]), one pass (the causal state update and its working copy, §4.2). */
@@ -76,14 +84,6 @@ int la_k512_finalize_plain_f64(int len, int dv, const double *o, const double *l
 double la_k512_dot_f64(int n, const float *a, const float *b);
 /* Prefetch rows of `bytes` at a stride of ld_bytes: the next chunk's inputs. */
 void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes);
-/* Up to two row streams to prefetch while a loop runs over rows: row i of stream s is
- * bytes[s] at p[s] + i * ld[s] (bytes), for i < rows; p[s] NULL: unused. */
-typedef struct {
-  const char *p[2];
-  ptrdiff_t ld[2];
-  int bytes[2];
-  int rows;
-} la_k512_pf;
 void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r,
                   const la_k512_pf *pf);
 /* elu(x) + 1 in float64 (x + 1 for x > 0, e^x otherwise; a NaN stays NaN), rows of dk;

@@ -38,16 +38,14 @@ static void project_k512(const la_featmap fm, int h, int64_t n, const float *x, 
 
 static void favor_eval_k512(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
                             float *phi, double *a, const la_k512_pf *pf) {
-  (void)pf;
   project_k512(fm, h, n, x, ld, phi);
-  la_k512_favor_post(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 0);
+  la_k512_favor_post(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 0, pf);
 }
 
 static void favor_hyp_eval_k512(const la_featmap fm, int h, int64_t n, const float *x,
                                 int64_t ld, float *phi, double *a, const la_k512_pf *pf) {
-  (void)pf;
   project_k512(fm, h, n, x, ld, phi);
-  la_k512_favor_post(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1);
+  la_k512_favor_post(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1, pf);
 }
 
 /* float64: elu1 on 8 lanes; the projection by dgemm (OpenBLAS), the exp on 8 lanes
@@ -61,16 +59,14 @@ static void elu1_eval_k512_f64(const la_featmap fm, int h, int64_t n, const doub
 
 static void favor_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
                                 int64_t ld, double *phi, double *a, const la_k512_pf *pf) {
-  (void)pf;
   project_f64(fm, h, n, x, ld, phi);
-  la_k512_favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 0);
+  la_k512_favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 0, pf);
 }
 
 static void favor_hyp_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
                                     int64_t ld, double *phi, double *a, const la_k512_pf *pf) {
-  (void)pf;
   project_f64(fm, h, n, x, ld, phi);
-  la_k512_favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1);
+  la_k512_favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1, pf);
 }
 
 /* trig: the projection on the kernel, cos and sin as in trig_eval_f32. */
@@ -102,13 +98,13 @@ static const la_map_info la_maps[LA_MAP_COUNT] = {
     [LA_MAP_IDENTITY] = {"identity", 0, LA_SIGN_SIGNED, LA_DRAW_NONE, 0, 0.0, identity_eval_f32,
                          identity_eval_f64, NULL, 0, identity_chain_f32, identity_chain_f64},
     [LA_MAP_FAVOR] = {"favor+", 1, LA_SIGN_POSITIVE, LA_DRAW_IID, 1, 2.0, favor_eval_f32,
-                      favor_eval_f64, favor_eval_k512, 0, favor_chain_f32, favor_chain_f64,
+                      favor_eval_f64, favor_eval_k512, 1, favor_chain_f32, favor_chain_f64,
                       favor_eval_k512_f64},
     [LA_MAP_FAVOR_ORF] = {"favor+orf", 1, LA_SIGN_POSITIVE, LA_DRAW_ORF, 1, 2.0, favor_eval_f32,
-                          favor_eval_f64, favor_eval_k512, 0, favor_chain_f32, favor_chain_f64,
+                          favor_eval_f64, favor_eval_k512, 1, favor_chain_f32, favor_chain_f64,
                       favor_eval_k512_f64},
     [LA_MAP_FAVOR_HYP] = {"favor-hyp", 2, LA_SIGN_POSITIVE, LA_DRAW_IID, 1, 2.0,
-                          favor_hyp_eval_f32, favor_hyp_eval_f64, favor_hyp_eval_k512, 0,
+                          favor_hyp_eval_f32, favor_hyp_eval_f64, favor_hyp_eval_k512, 1,
                           favor_hyp_chain_f32, favor_hyp_chain_f64, favor_hyp_eval_k512_f64},
     [LA_MAP_TRIG] = {"trig", 2, LA_SIGN_SIGNED, LA_DRAW_IID, 1, 2.0, trig_eval_f32,
                      trig_eval_f64, trig_eval_k512, 0, trig_chain_f32, trig_chain_f64},

@@ -262,7 +262,7 @@ static void test_maps(void) {
   double *av = malloc(sizeof(double) * rows);
   for (int i = 0; i < rows * r; i++) u0[i] = u[i] = 30.0f * urand();
   for (int i = 0; i < rows * d; i++) xx[i] = 3.0f * urand();
-  la_k512_favor_post(rows, m, d, xx, d, u, r, s, av, 0);
+  la_k512_favor_post(rows, m, d, xx, d, u, r, s, av, 0, NULL);
   double wp = 0, wa = 0;
   for (int i = 0; i < rows; i++) {
     float umax = -INFINITY;
@@ -282,7 +282,7 @@ static void test_maps(void) {
   float *uh = malloc(sizeof(float) * rows * 2 * m);
   for (int i = 0; i < rows; i++)
     for (int j = 0; j < m; j++) uh[i * 2 * m + j] = u0[i * r + j];
-  la_k512_favor_post(rows, m, d, xx, d, uh, 2 * m, s, av, 1);
+  la_k512_favor_post(rows, m, d, xx, d, uh, 2 * m, s, av, 1, NULL);
   wp = 0, wa = 0;
   for (int i = 0; i < rows; i++) {
     float umax = 0;
@@ -319,7 +319,7 @@ static void test_maps_f64(void) {
   }
   arg[7 * m + 1] = -708.5, arg[7 * m + 2] = -1000.0, arg[9 * m + 3] = NAN;
   memcpy(u, arg, sizeof(double) * rows * m);
-  la_k512_favor_post_f64(rows, m, d, x, d, u, m, 0.7, av, 0);
+  la_k512_favor_post_f64(rows, m, d, x, d, u, m, 0.7, av, 0, NULL);
   double worst = 0, wa = 0;
   int under_ok = u[7 * m + 1] == 0.0 && u[7 * m + 2] == 0.0, nan_ok = isnan(u[9 * m + 3]);
   for (int i = 0; i < rows; i++) {
@@ -340,7 +340,7 @@ static void test_maps_f64(void) {
   double *uh = malloc(sizeof(double) * rh * 2 * mh), *u0 = malloc(sizeof(double) * rh * mh);
   for (int i = 0; i < rh; i++)
     for (int j = 0; j < mh; j++) u0[i * mh + j] = uh[i * 2 * mh + j] = 30.0 * urand();
-  la_k512_favor_post_f64(rh, mh, d, x, d, uh, 2 * mh, 0.7, av, 1);
+  la_k512_favor_post_f64(rh, mh, d, x, d, uh, 2 * mh, 0.7, av, 1, NULL);
   double wp = 0;
   for (int i = 0; i < rh; i++) {
     double umax = 0;
