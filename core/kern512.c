@@ -289,10 +289,21 @@ void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, fl
     float *pi = phi + i * r;
     pf_row(pf, i);
     __m512 mx = _mm512_set1_ps(hyp ? 0.0f : -INFINITY);
-    /* whole vectors with plain loads and stores, the tail masked (la_k512_elu1) */
+    /* whole vectors with plain loads and stores, the tail masked (la_k512_elu1); the max in
+     * four independent registers (a max is exact, so the order does not change it) */
     const int mw = m & ~15;
     const __mmask16 mt = (__mmask16)((1u << (m - mw)) - 1);
-    for (int j = 0; j < mw; j += 16) {
+    int j4 = 0;
+    if (mw >= 64) {
+      __m512 m4[4] = {mx, mx, mx, mx};
+      for (; j4 + 64 <= mw; j4 += 64)
+        for (int v = 0; v < 4; v++) {
+          const __m512 u = _mm512_loadu_ps(pi + j4 + 16 * v);
+          m4[v] = _mm512_max_ps(m4[v], hyp ? _mm512_abs_ps(u) : u);
+        }
+      mx = _mm512_max_ps(_mm512_max_ps(m4[0], m4[1]), _mm512_max_ps(m4[2], m4[3]));
+    }
+    for (int j = j4; j < mw; j += 16) {
       const __m512 u = _mm512_loadu_ps(pi + j);
       mx = _mm512_max_ps(mx, hyp ? _mm512_abs_ps(u) : u);
     }

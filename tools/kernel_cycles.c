@@ -149,6 +149,21 @@ int main(int argc, char **argv) {
   BEST(t, reps, inner * 4, la_k512_elu1(len, 64, x, H * 64, phi, 64, NULL));
   printf("%-38s %9.3f ns per 16 lanes (%d rows of 64)\n", "elu1 (la_k512_elu1)",
          t * 1e9 / (len * 4.0), len);
+  /* favor+'s post-projection loop (max, exp, |x|^2) on len rows of m = 256 projections, per
+   * 16 lanes; each call starts from the same projections (copied back, timed apart) */
+  {
+    const int fm = 256;
+    float *u0 = fbuf((size_t)len * fm, -4, 4), *u = fbuf((size_t)len * fm, 0, 0);
+    double *av = aligned_alloc(64, sizeof(double) * (size_t)len);
+    double tc;
+    BEST(tc, reps, inner, memcpy(u, u0, sizeof(float) * (size_t)len * fm));
+    BEST(t, reps, inner,
+         (memcpy(u, u0, sizeof(float) * (size_t)len * fm),
+          la_k512_favor_post(len, fm, 64, x, H * 64, u, fm, 1.0, av, 0, NULL)));
+    printf("%-38s %9.3f ns per 16 lanes (%d rows of m = %d)\n", "favor+ post (la_k512_favor_post)",
+           (t - tc) * 1e9 / (len * fm / 16.0), len, fm);
+    free(u0), free(u), free(av);
+  }
   /* the same in float64, per 8 lanes (rows of 4 x 64 doubles) */
   double *x64 = aligned_alloc(64, sizeof(double) * (size_t)len * H * 64);
   double *phi64 = aligned_alloc(64, sizeof(double) * (size_t)len * 64);
