@@ -69,8 +69,14 @@ static int rescale_keys(la_engine e, la_work *w, int len, int nseg, int reset,
   *m = M[0];
   for (int i = 0; i < len; i++) {
     LA_REAL f = (LA_REAL)exp(w->ak[i] - M[segi[i]]);
-    if (f != (LA_REAL)1)
-      for (int j = 0; j < r; j++) phik[(size_t)i * r + j] *= f;
+    if (f == (LA_REAL)1) continue;
+#ifdef LA_K512
+    if (e->k512) { /* the same float products, 16 lanes at a time */
+      la_k512_mul_f32((size_t)r, phik + (size_t)i * r, f);
+      continue;
+    }
+#endif
+    for (int j = 0; j < r; j++) phik[(size_t)i * r + j] *= f;
   }
   return changed;
 }

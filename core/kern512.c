@@ -483,6 +483,13 @@ void la_k512_sum_to_f32(size_t n, const double *a, const double *b, float *dst) 
   for (; i < n; i++) dst[i] = (float)(a[i] + b[i]);
 }
 
+void la_k512_mul_f32(size_t n, float *x, float f) {
+  const __m512 fv = _mm512_set1_ps(f);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), fv));
+  for (; i < n; i++) x[i] *= f;
+}
+
 void la_k512_scale_row(int n, const float *o, double f, float *y) {
   const __m512d fv = _mm512_set1_pd(f);
   int j = 0;
@@ -731,6 +738,7 @@ double la_k512_dot_f64(int n, const float *a, const float *b) {
   (void)n; (void)a; (void)b;
   return 0;
 }
+void la_k512_mul_f32(size_t n, float *x, float f) { (void)n; (void)x; (void)f; }
 void la_k512_scale_row(int n, const float *o, double f, float *y) {
   (void)n; (void)o; (void)f; (void)y;
 }

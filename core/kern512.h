@@ -68,6 +68,8 @@ void la_k512_to_f32(size_t n, const double *src, float *dst);
 /* dst = (float)(a + b), the sum in float64 rounded once (--reproducible's base, §4.7). */
 void la_k512_sum_to_f32(size_t n, const double *a, const double *b, float *dst);
 void la_k512_scale_row(int n, const float *o, double f, float *y);
+/* x[i] *= f in float32 (the keys' rescaling by the stabilizer, §2.2). */
+void la_k512_mul_f32(size_t n, float *x, float f);
 /* The common case of finalize_rows (docs/design.md §1.1 "Statistics"), len <= 64 rows of
  * o = [num_s | den_s] (ld dv + 1) with log-scales lsc: when every row has lsc = 0 and den_s a
  * positive normal float64, y_i = (float)(num_s * (1 / den_s)) in float64 (row i at y + i ldy),
