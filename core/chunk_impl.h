@@ -126,8 +126,8 @@ static void prefetch_chunk(la_engine e, int h, int64_t c1, int64_t hi, const LA_
 /* chunk_features of x for rows [c0, c0+len); on the AVX-512 path it also prefetches rows
  * [c1, min(c1 + C, hi)) of x and of y (dy columns; NULL: none): the next chunk (c1 = c0 + C),
  * or the previous one in a reverse pass (c1 < 0: none). A map whose AVX-512 form takes the
- * prefetches (k512_prefetch in the map table, maps.c: elu1 and the favor maps) spreads them over its rows; for
- * the other maps they are issued at once. */
+ * prefetches (k512_prefetch in the map table, maps.c: elu1 and the favor maps) spreads them
+ * over its rows; for the other maps they are issued at once. */
 static void features_at(la_engine e, int h, int64_t c0, int len, int64_t c1, int64_t hi,
                                const LA_REAL *x, LA_REAL *phi, double *a, const LA_REAL *y,
                                int dy) {

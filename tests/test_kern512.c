@@ -257,50 +257,50 @@ static void test_maps(void) {
   /* favor+ after the projection: phi = m^-1/2 e^{u - max u}, a = max u - s |x|^2 / 2;
    * m = 150 also takes the max's four-register loop (m >= 64) */
   for (int mi = 0; mi < 2; mi++) {
-  const int m = mi ? 150 : 37, d = 21, rows = 50, r = m + 3;
-  const double s = 0.3;
-  float *u = malloc(sizeof(float) * rows * r), *xx = malloc(sizeof(float) * rows * d);
-  float *u0 = malloc(sizeof(float) * rows * r);
-  double *av = malloc(sizeof(double) * rows);
-  for (int i = 0; i < rows * r; i++) u0[i] = u[i] = 30.0f * urand();
-  for (int i = 0; i < rows * d; i++) xx[i] = 3.0f * urand();
-  la_k512_favor_post(rows, m, d, xx, d, u, r, s, av, 0, NULL);
-  double wp = 0, wa = 0;
-  for (int i = 0; i < rows; i++) {
-    float umax = -INFINITY;
-    double n2 = 0;
-    for (int j = 0; j < m; j++) umax = fmaxf(umax, u0[i * r + j]);
-    for (int j = 0; j < d; j++) n2 += (double)xx[i * d + j] * xx[i * d + j];
-    for (int j = 0; j < m; j++) {
-      const double ref = exp((double)(u0[i * r + j] - umax)) / sqrt((double)m);
-      if (ref > FLT_MIN) wp = worse(wp, fabs(u[i * r + j] - ref) / ref);
+    const int m = mi ? 150 : 37, d = 21, rows = 50, r = m + 3;
+    const double s = 0.3;
+    float *u = malloc(sizeof(float) * rows * r), *xx = malloc(sizeof(float) * rows * d);
+    float *u0 = malloc(sizeof(float) * rows * r);
+    double *av = malloc(sizeof(double) * rows);
+    for (int i = 0; i < rows * r; i++) u0[i] = u[i] = 30.0f * urand();
+    for (int i = 0; i < rows * d; i++) xx[i] = 3.0f * urand();
+    la_k512_favor_post(rows, m, d, xx, d, u, r, s, av, 0, NULL);
+    double wp = 0, wa = 0;
+    for (int i = 0; i < rows; i++) {
+      float umax = -INFINITY;
+      double n2 = 0;
+      for (int j = 0; j < m; j++) umax = fmaxf(umax, u0[i * r + j]);
+      for (int j = 0; j < d; j++) n2 += (double)xx[i * d + j] * xx[i * d + j];
+      for (int j = 0; j < m; j++) {
+        const double ref = exp((double)(u0[i * r + j] - umax)) / sqrt((double)m);
+        if (ref > FLT_MIN) wp = worse(wp, fabs(u[i * r + j] - ref) / ref);
+      }
+      const double aref = umax - 0.5 * s * n2;
+      wa = worse(wa, fabs(av[i] - aref) / fmax(1.0, fabs(aref)));
     }
-    const double aref = umax - 0.5 * s * n2;
-    wa = worse(wa, fabs(av[i] - aref) / fmax(1.0, fabs(aref)));
-  }
-  CHECK(wp < 4 * FLT_EPSILON, "favor+ features within 4 eps of the float64 formula (m %d, worst %.3g)", m, wp);
-  CHECK(wa < 1e-12, "favor+ log-scale a from a float64 norm (m %d, worst %.3g)", m, wa);
-  /* favor-hyp: (2m)^-1/2 [e^{u - max|u|}, e^{-u - max|u|}], a = max|u| - s |x|^2 / 2 */
-  float *uh = malloc(sizeof(float) * rows * 2 * m);
-  for (int i = 0; i < rows; i++)
-    for (int j = 0; j < m; j++) uh[i * 2 * m + j] = u0[i * r + j];
-  la_k512_favor_post(rows, m, d, xx, d, uh, 2 * m, s, av, 1, NULL);
-  wp = 0, wa = 0;
-  for (int i = 0; i < rows; i++) {
-    float umax = 0;
-    double n2 = 0;
-    for (int j = 0; j < m; j++) umax = fmaxf(umax, fabsf(u0[i * r + j]));
-    for (int j = 0; j < d; j++) n2 += (double)xx[i * d + j] * xx[i * d + j];
-    for (int j = 0; j < 2 * m; j++) {
-      const float uj = j < m ? u0[i * r + j] : -u0[i * r + j - m];
-      const double ref = exp((double)(uj - umax)) / sqrt(2.0 * m);
-      if (ref > FLT_MIN) wp = worse(wp, fabs(uh[i * 2 * m + j] - ref) / ref);
+    CHECK(wp < 4 * FLT_EPSILON, "favor+ features within 4 eps of the float64 formula (m %d, worst %.3g)", m, wp);
+    CHECK(wa < 1e-12, "favor+ log-scale a from a float64 norm (m %d, worst %.3g)", m, wa);
+    /* favor-hyp: (2m)^-1/2 [e^{u - max|u|}, e^{-u - max|u|}], a = max|u| - s |x|^2 / 2 */
+    float *uh = malloc(sizeof(float) * rows * 2 * m);
+    for (int i = 0; i < rows; i++)
+      for (int j = 0; j < m; j++) uh[i * 2 * m + j] = u0[i * r + j];
+    la_k512_favor_post(rows, m, d, xx, d, uh, 2 * m, s, av, 1, NULL);
+    wp = 0, wa = 0;
+    for (int i = 0; i < rows; i++) {
+      float umax = 0;
+      double n2 = 0;
+      for (int j = 0; j < m; j++) umax = fmaxf(umax, fabsf(u0[i * r + j]));
+      for (int j = 0; j < d; j++) n2 += (double)xx[i * d + j] * xx[i * d + j];
+      for (int j = 0; j < 2 * m; j++) {
+        const float uj = j < m ? u0[i * r + j] : -u0[i * r + j - m];
+        const double ref = exp((double)(uj - umax)) / sqrt(2.0 * m);
+        if (ref > FLT_MIN) wp = worse(wp, fabs(uh[i * 2 * m + j] - ref) / ref);
+      }
+      wa = worse(wa, fabs(av[i] - (umax - 0.5 * s * n2)) / fmax(1.0, fabs(umax - 0.5 * s * n2)));
     }
-    wa = worse(wa, fabs(av[i] - (umax - 0.5 * s * n2)) / fmax(1.0, fabs(umax - 0.5 * s * n2)));
-  }
-  CHECK(wp < 4 * FLT_EPSILON && wa < 1e-12, "favor-hyp features (m %d, worst %.3g) and a (%.3g)", m, wp, wa);
-  free(uh);
-  free(u), free(u0), free(xx), free(av);
+    CHECK(wp < 4 * FLT_EPSILON && wa < 1e-12, "favor-hyp features (m %d, worst %.3g) and a (%.3g)", m, wp, wa);
+    free(uh);
+    free(u), free(u0), free(xx), free(av);
   }
 }
 
