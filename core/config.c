@@ -1,6 +1,8 @@
 /* Configuration defaults and bounds (docs/design.md §1, §2; docs/cli.md "linattn run").
  * The maps' names and properties are in the map table (maps.c). */
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include "linattn/core.h"
@@ -53,4 +55,30 @@ la_status la_config_check(const la_config *cfg, int dk, char *err, size_t errlen
            la_map_name(cfg->map));
   return LA_OK;
 #undef LA_BAD
+}
+
+la_status la_config_set_denominator(la_config *cfg, const char *spec) {
+  LA_CHECK(spec, LA_ERR_ARG, "no denominator policy given");
+  if (!strcmp(spec, "error")) {
+    cfg->den_policy = LA_DEN_ERROR;
+    cfg->den_eps = 0.0;
+  } else if (!strcmp(spec, "zero-empty")) {
+    cfg->den_policy = LA_DEN_ZERO_EMPTY;
+    cfg->den_eps = 0.0;
+  } else if (!strncmp(spec, "add:", 4) || !strncmp(spec, "clamp:", 6)) {
+    const int add = spec[0] == 'a';
+    const char *e = spec + (add ? 4 : 6);
+    char *end;
+    errno = 0;
+    double eps = strtod(e, &end);
+    /* add:0 is the raw ratio num / den (signed maps with --allow-signed); clamp needs E > 0 */
+    LA_CHECK(!errno && end != e && !*end && (add ? eps >= 0 : eps > 0) && eps <= 1e300,
+             LA_ERR_ARG, "'%s' needs a finite epsilon %s, e.g. %s", spec, add ? ">= 0" : "> 0",
+             add ? "add:1e-6 (add:0: the raw ratio)" : "clamp:1e-6");
+    cfg->den_policy = add ? LA_DEN_ADD : LA_DEN_CLAMP;
+    cfg->den_eps = eps;
+  } else {
+    return la_error(LA_ERR_ARG, "'%s' is not error, add:EPS, clamp:EPS or zero-empty", spec);
+  }
+  return LA_OK;
 }

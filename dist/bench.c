@@ -23,7 +23,7 @@
 #include "la_alloc.h"
 #include "cli.h"
 #include "pio.h"
-#include "softmax_ring.h"
+#include "linattn/dist.h"
 #include "sysinfo.h"
 #include "linattn/linattn.h"
 #include "linattn/report.h"

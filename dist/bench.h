@@ -1,5 +1,5 @@
 /* `linattn bench` and the PBLAS exact baseline it times (docs/design.md §4.6 "Exact
- * references", ScaLAPACK); the softmax ring is in softmax_ring.h. Private to dist/: these
+ * references", ScaLAPACK); the softmax ring is in linattn/dist.h. Private to dist/: these
  * take MPI handles. */
 #ifndef LINATTN_BENCH_H
 #define LINATTN_BENCH_H

@@ -59,28 +59,15 @@ static const char *eval_map_refused(int v) {
              : NULL;
 }
 
-/* --denominator error | add:EPS | clamp:EPS | zero-empty (docs/cli.md "linattn run"). */
+/* --denominator error | add:EPS | clamp:EPS | zero-empty (docs/cli.md "linattn run"); the
+ * parser is core's (la_config_set_denominator), shared with the Python binding. */
 static la_status den_set(const la_opt *r, const char *val, void *vo) {
   la_cli *o = vo;
-  if (!strcmp(val, "error")) {
-    o->cfg.den_policy = LA_DEN_ERROR;
-  } else if (!strcmp(val, "zero-empty")) {
-    o->cfg.den_policy = LA_DEN_ZERO_EMPTY;
-  } else if (!strncmp(val, "add:", 4) || !strncmp(val, "clamp:", 6)) {
-    const int add = val[0] == 'a';
-    const char *e = val + (add ? 4 : 6);
-    char *end;
-    errno = 0;
-    double eps = strtod(e, &end);
-    /* add:0 is the raw ratio num / den (signed maps with --allow-signed); clamp needs E > 0 */
-    LA_CHECK(!errno && end != e && !*end && (add ? eps >= 0 : eps > 0) && eps <= 1e300,
-             LA_ERR_ARG, "%s: '%s' needs a finite epsilon %s, e.g. %s", r->name, val,
-             add ? ">= 0" : "> 0", add ? "add:1e-6 (add:0: the raw ratio)" : "clamp:1e-6");
-    o->cfg.den_policy = add ? LA_DEN_ADD : LA_DEN_CLAMP;
-    o->cfg.den_eps = eps;
-  } else {
-    return la_error(LA_ERR_ARG, "%s: '%s' is not error, add:EPS, clamp:EPS or zero-empty",
-                    r->name, val);
+  la_status st = la_config_set_denominator(&o->cfg, val);
+  if (st != LA_OK) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", la_error_message());
+    return la_error(st, "%s: %s", r->name, why);
   }
   return LA_OK;
 }

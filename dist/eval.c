@@ -21,7 +21,7 @@
 #include "linattn/baseline.h"
 #include "linattn/study.h"
 #include "run.h"
-#include "softmax_ring.h"
+#include "linattn/dist.h"
 #include "sysinfo.h"
 
 /* Where the sweep's wall time goes (rank 0's clock), for the closing line. */

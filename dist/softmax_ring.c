@@ -1,10 +1,10 @@
-/* The softmax ring (softmax_ring.h; docs/design.md §4.6 "Exact references"). Step s: rank p
+/* The softmax ring (declared in linattn/dist.h; docs/design.md §4.6 "Exact references"). Step s: rank p
  * holds the key/value block of rank o = p - s (mod P), computes on it if its rows read it,
  * and passes it right while the next one comes from the left. */
 #include <stdlib.h>
 #include <string.h>
 #include "la_alloc.h"
-#include "softmax_ring.h"
+#include "linattn/dist.h"
 
 enum { TAG_K, TAG_V, TAG_DK, TAG_DV, TAG_HOME_DK, TAG_HOME_DV };
 

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <mpi.h>
 #include "linattn/dist.h"
-#include "softmax_ring.h"
+#include "linattn/dist.h"
 
 #include "check.h"
 #include "test_softmax_naive.h"

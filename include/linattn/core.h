@@ -60,6 +60,9 @@ typedef struct {
 void la_config_default(la_config *cfg);
 /* Check the configuration for a head dimension dk. Writes a one-line reason to err. */
 la_status la_config_check(const la_config *cfg, int dk, char *err, size_t errlen);
+/* Set den_policy and den_eps from the --denominator spelling: error | add:EPS (EPS >= 0) |
+ * clamp:EPS (EPS > 0) | zero-empty. LA_ERR_ARG with the reason recorded (la_error). */
+la_status la_config_set_denominator(la_config *cfg, const char *spec);
 
 const char *la_map_name(la_map_kind k);       /* "elu1", "favor+", ... */
 int la_map_from_name(const char *s, la_map_kind *k); /* 0 on success */

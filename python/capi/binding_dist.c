@@ -1,0 +1,233 @@
+/* The flat C layer of the Python package across ranks (binding.h; docs/design.md §5.6): the
+ * caller's communicator arrives as its Fortran handle (mpi4py's comm.py2f(), the portable
+ * form) and each batch entry is one collective la_dist_forward / la_dist_backward (§4.5) on
+ * the rank's shard of that sequence. The library never calls MPI_Init: mpi4py has. */
+#include <stdlib.h>
+#include <string.h>
+#include "binding.h"
+#include "linattn/dist.h"
+#include "linattn/grad.h"
+
+/* The rows rank `rank` of P must pass for sequences of Ltot tokens (the package checks every
+ * rank's shard against this before any collective). Not Collective. */
+void la_py_shard(const la_py_op *op, int64_t Ltot, int P, int rank, int64_t *n, int64_t *row0) {
+  if (op) la_engine_ownership(op->eng, Ltot, P, rank, n, row0);
+  else la_split_ownership(Ltot, P, rank, n, row0);
+}
+
+static int open_comm(int comm_f, const char *scan, la_dist *d) {
+  int init = 0;
+  MPI_Initialized(&init);
+  LA_CHECK(init, LA_ERR_ARG, "comm: MPI is not initialized (import mpi4py.MPI first)");
+  la_scan_algorithm a = LA_SCAN_AUTO;
+  int found = !scan;
+  for (int i = 0; scan && la_scan_algorithm_names[i]; i++)
+    if (!strcmp(scan, la_scan_algorithm_names[i])) {
+      a = (la_scan_algorithm)i;
+      found = 1;
+    }
+  LA_CHECK(found, LA_ERR_ARG, "scan_algorithm '%s' is not auto, exscan, doubling, chain, "
+           "allgather or pipelined", scan);
+  LA_TRY(la_dist_create(MPI_Comm_f2c((MPI_Fint)comm_f), d));
+  la_dist_set_scan_algorithm(*d, a, 0);
+  return LA_OK;
+}
+
+/* Keep the first violation and overflow over the batch as (entry b, token t) = b Ltot + t. */
+static void merge_entry(la_den_stats *total, const la_den_stats *one, int64_t b, int64_t Ltot) {
+  const int64_t bad = total->first_bad_token, ovf = total->first_overflow_token;
+  const int bh = total->first_bad_head, oh = total->first_overflow_head;
+  la_den_stats_merge(total, one);
+  if (bad >= 0) {
+    total->first_bad_token = bad;
+    total->first_bad_head = bh;
+  } else if (one->first_bad_token >= 0) {
+    total->first_bad_token = b * Ltot + one->first_bad_token;
+  }
+  if (ovf >= 0) {
+    total->first_overflow_token = ovf;
+    total->first_overflow_head = oh;
+  } else if (one->first_overflow_token >= 0) {
+    total->first_overflow_token = b * Ltot + one->first_overflow_token;
+  }
+}
+
+/* The local checks, agreed across ranks before any collective of the operator. */
+static int local_checks(la_dist d, la_py_op *op, int64_t B, int64_t Lloc, int64_t row0,
+                        int64_t Ltot, const void *x0, const void *x1, const void *x2,
+                        const int64_t *seg, int64_t nseg) {
+  la_status s = LA_OK;
+  int64_t want_n, want_0;
+  la_py_shard(op, Ltot, la_dist_size(d), la_dist_rank(d), &want_n, &want_0);
+  if (Lloc != want_n || row0 != want_0)
+    s = la_error(LA_ERR_SHAPE, "comm: rank %d holds rows [%lld, %lld) of %lld; the split is "
+                 "rows [%lld, %lld) (linattn.shard)", la_dist_rank(d), (long long)row0,
+                 (long long)(row0 + Lloc), (long long)Ltot, (long long)want_0,
+                 (long long)(want_0 + want_n));
+  const char *names[3] = {x2 ? "q" : "the output's gradient", "k", "v"};
+  const void *xs[3] = {x0, x1, x2};
+  const int widths[3] = {x2 ? op->dk : op->dv, op->dk, op->dv};
+  for (int t = 0; t < 3 && s == LA_OK && Lloc > 0; t++)
+    for (int64_t b = 0; b < B && s == LA_OK && xs[t]; b++)
+      s = la_py_check_finite(names[t], op->dt,
+                             (const char *)xs[t] + (size_t)b * Lloc * op->H * widths[t] *
+                                                       la_dtype_size(op->dt),
+                             Lloc, op->H, widths[t], Lloc, row0, b);
+  if (s == LA_OK) s = la_py_check_segments(seg, nseg, Ltot);
+  if (s == LA_OK && seg) {
+    free(op->seg);
+    op->seg = malloc(sizeof(int64_t) * (size_t)nseg);
+    if (!op->seg) s = la_error(LA_ERR_NOMEM, "out of memory for %lld offsets", (long long)nseg);
+    else memcpy(op->seg, seg, sizeof(int64_t) * (size_t)nseg);
+    op->nseg = nseg;
+  }
+  if (s == LA_OK) s = la_engine_set_segments(op->eng, seg ? op->seg : NULL, seg ? nseg : 0);
+  return la_dist_agree(d, s, NULL, 0);
+}
+
+int la_py_forward_dist(la_py_op *op, int comm_f, const char *scan, int64_t B, int64_t Lloc,
+                       int64_t row0, int64_t Ltot, const void *q, const void *k, const void *v,
+                       void *out, const int64_t *seg, int64_t nseg, double *stats) {
+  la_error_clear();
+  la_dist d = NULL;
+  LA_TRY(open_comm(comm_f, scan, &d));
+  la_den_stats total, one;
+  la_status s = la_den_stats_init(&total);
+  if (s == LA_OK && (s = la_den_stats_init(&one)) != LA_OK) la_den_stats_free(&total);
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK) s = local_checks(d, op, B, Lloc, row0, Ltot, q, k, v, seg, nseg);
+  const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
+               rv = (size_t)Lloc * op->H * op->dv * es;
+  for (int64_t b = 0; b < B && s == LA_OK; b++) {
+    la_den_stats_free(&one);
+    s = la_den_stats_init(&one);
+    s = la_dist_agree(d, s, NULL, 0);
+    if (s == LA_OK)
+      s = la_dist_forward(d, op->eng, Lloc, row0, (const char *)q + b * rk,
+                          (const char *)k + b * rk, (const char *)v + b * rv,
+                          (char *)out + b * rv, &one);
+    if (s == LA_OK) merge_entry(&total, &one, b, Ltot);
+  }
+  if (s == LA_OK) s = la_py_verdict(op, &total, Ltot, "forward");
+  if (total.hist) la_py_fill_stats(&total, Ltot, stats);
+  la_den_stats_free(&one);
+  la_den_stats_free(&total);
+  la_dist_destroy(&d);
+  return s;
+}
+
+int la_py_backward_dist(la_py_op *op, int comm_f, const char *scan, int64_t B, int64_t Lloc,
+                        int64_t row0, int64_t Ltot, const void *q, const void *k,
+                        const void *v, const void *g, void *dq, void *dk, void *dv,
+                        const int64_t *seg, int64_t nseg, double *stats) {
+  la_error_clear();
+  la_dist d = NULL;
+  LA_TRY(open_comm(comm_f, scan, &d));
+  la_den_stats total, one;
+  la_status s = la_den_stats_init(&total);
+  if (s == LA_OK && (s = la_den_stats_init(&one)) != LA_OK) la_den_stats_free(&total);
+  s = la_dist_agree(d, s, NULL, 0);
+  if (s == LA_OK) s = local_checks(d, op, B, Lloc, row0, Ltot, g, NULL, NULL, seg, nseg);
+  const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
+               rv = (size_t)Lloc * op->H * op->dv * es;
+  for (int64_t b = 0; b < B && s == LA_OK; b++) {
+    la_den_stats_free(&one);
+    s = la_den_stats_init(&one);
+    s = la_dist_agree(d, s, NULL, 0);
+    if (s == LA_OK)
+      s = la_dist_backward(d, op->eng, Lloc, row0, (const char *)q + b * rk,
+                           (const char *)k + b * rk, (const char *)v + b * rv,
+                           (const char *)g + b * rv, (char *)dq + b * rk, (char *)dk + b * rk,
+                           (char *)dv + b * rv, &one);
+    if (s == LA_OK) merge_entry(&total, &one, b, Ltot);
+  }
+  if (s == LA_OK) s = la_py_verdict(op, &total, Ltot, "backward");
+  if (total.hist) la_py_fill_stats(&total, Ltot, stats);
+  la_den_stats_free(&one);
+  la_den_stats_free(&total);
+  la_dist_destroy(&d);
+  return s;
+}
+
+/* ---- exact softmax across ranks: the ring (linattn/dist.h) ---- */
+
+static int softmax_open(int comm_f, const char *mode, int64_t window, int64_t Lloc,
+                        int64_t row0, int64_t Ltot, const int64_t *seg, int64_t nseg,
+                        la_dist *d, la_softmax_mask *mask) {
+  LA_TRY(open_comm(comm_f, NULL, d));
+  memset(mask, 0, sizeof *mask);
+  la_status s = la_py_mode(mode, &mask->mode);
+  if (s == LA_OK && window < 0) s = la_error(LA_ERR_ARG, "window must be >= 1");
+  if (s == LA_OK && window && mask->mode != LA_CAUSAL)
+    s = la_error(LA_ERR_ARG, "window: a sliding window is a causal mask (refused in "
+                 "bidirectional mode)");
+  if (s == LA_OK) s = la_py_check_segments(seg, nseg, Ltot);
+  int64_t want_n, want_0;
+  la_py_shard(NULL, Ltot, la_dist_size(*d), la_dist_rank(*d), &want_n, &want_0);
+  if (s == LA_OK && (Lloc != want_n || row0 != want_0))
+    s = la_error(LA_ERR_SHAPE, "comm: rank %d holds rows [%lld, %lld) of %lld; the split is "
+                 "rows [%lld, %lld) (linattn.shard)", la_dist_rank(*d), (long long)row0,
+                 (long long)(row0 + Lloc), (long long)Ltot, (long long)want_0,
+                 (long long)(want_0 + want_n));
+  mask->window = window;
+  mask->seg = seg;
+  mask->nseg = seg ? nseg : 0;
+  s = la_dist_agree(*d, s, NULL, 0);
+  if (s != LA_OK) la_dist_destroy(d);
+  return s;
+}
+
+int la_py_softmax_forward_dist(int comm_f, int f64, const char *mode, double scale,
+                               int64_t window, int threads, int64_t B, int64_t Lloc,
+                               int64_t row0, int64_t Ltot, int heads, int dk, int dv,
+                               const void *q, const void *k, const void *v, void *out,
+                               const int64_t *seg, int64_t nseg) {
+  la_error_clear();
+  la_dist d = NULL;
+  la_softmax_mask mask;
+  LA_TRY(softmax_open(comm_f, mode, window, Lloc, row0, Ltot, seg, nseg, &d, &mask));
+  const la_dtype dt = f64 ? LA_F64 : LA_F32;
+  const size_t es = la_dtype_size(dt), rk = (size_t)Lloc * heads * dk * es,
+               rv = (size_t)Lloc * heads * dv * es;
+  la_status s = LA_OK;
+  for (int64_t b = 0; b < B && s == LA_OK; b++) {
+    s = la_py_check_finite("q", dt, (const char *)q + b * rk, Lloc, heads, dk, Lloc, row0, b);
+    if (s == LA_OK)
+      s = la_py_check_finite("k", dt, (const char *)k + b * rk, Lloc, heads, dk, Lloc, row0, b);
+    if (s == LA_OK)
+      s = la_py_check_finite("v", dt, (const char *)v + b * rv, Lloc, heads, dv, Lloc, row0, b);
+  }
+  s = la_dist_agree(d, s, NULL, 0);
+  for (int64_t b = 0; b < B && s == LA_OK; b++)
+    s = la_softmax_ring_mask(d, dt, Ltot, heads, dk, dv, scale, &mask, Lloc, row0,
+                             (const char *)q + b * rk, (const char *)k + b * rk,
+                             (const char *)v + b * rv, (char *)out + b * rv, threads);
+  la_dist_destroy(&d);
+  return s;
+}
+
+int la_py_softmax_backward_dist(int comm_f, const char *mode, double scale, int64_t window,
+                                int threads, int64_t B, int64_t Lloc, int64_t row0,
+                                int64_t Ltot, int heads, int dk, int dv, const double *q,
+                                const double *k, const double *v, const double *g, double *dq,
+                                double *dk_out, double *dv_out, const int64_t *seg,
+                                int64_t nseg) {
+  la_error_clear();
+  la_dist d = NULL;
+  la_softmax_mask mask;
+  LA_TRY(softmax_open(comm_f, mode, window, Lloc, row0, Ltot, seg, nseg, &d, &mask));
+  const size_t rk = (size_t)Lloc * heads * dk, rv = (size_t)Lloc * heads * dv;
+  double *out = malloc(sizeof(double) * (rv ? rv : 1));
+  la_status s = out ? LA_OK : la_error(LA_ERR_NOMEM, "softmax backward: out of memory");
+  for (int64_t b = 0; b < B && s == LA_OK; b++)
+    s = la_py_check_finite("the output's gradient", LA_F64, g + b * rv, Lloc, heads, dv, Lloc,
+                           row0, b);
+  s = la_dist_agree(d, s, NULL, 0);
+  for (int64_t b = 0; b < B && s == LA_OK; b++)
+    s = la_softmax_ring_grad(d, Ltot, heads, dk, dv, scale, &mask, Lloc, row0, q + b * rk,
+                             k + b * rk, v + b * rv, g + b * rv, out, dq + b * rk,
+                             dk_out + b * rk, dv_out + b * rv, threads);
+  free(out);
+  la_dist_destroy(&d);
+  return s;
+}
