@@ -343,7 +343,7 @@ int la_py_softmax_backward(const char *mode, double scale, int64_t window, int t
       memset(dq, 0, sizeof(double) * (size_t)n * heads * dk);
       memset(dk_out, 0, sizeof(double) * (size_t)n * heads * dk);
       memset(dv_out, 0, sizeof(double) * (size_t)n * heads * dv);
-      st = la_softmax_backward_partial(&s, D, dk, scale, &mask, 0, n, q, g, 0, n, k, v, dq,
+      st = la_softmax_backward_partial(&s, D, dk, scale, &mask, 0, q, g, 0, n, k, v, dq,
                                        dk_out, dv_out, threads);
     }
     la_softmax_state_free(&s);

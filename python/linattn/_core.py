@@ -1,0 +1,235 @@
+"""What linattn.numpy and linattn.torch share: the keyword arguments checked and turned into
+an operator handle, the shape checks, and the calls into the library on raw pointers. The
+front ends hand over each array as an `Arr` (shape, dtype, contiguity, address), so no array
+is copied here (docs/python.md)."""
+import ctypes
+import math
+from collections import namedtuple
+
+from . import _lib
+from ._lib import InputError, UnsupportedError, check
+
+# shape: tuple; dtype: "f32" | "f64" | other name; contiguous: bool; ptr: int address
+Arr = namedtuple("Arr", "name shape dtype contiguous ptr")
+
+SCAN_ALGORITHMS = ("auto", "exscan", "doubling", "chain", "allgather", "pipelined")
+KERNELS = ("auto", "blas", "avx512")
+
+
+def _int(name, x, lo, hi=None, none_ok=False):
+    if x is None and none_ok:
+        return None
+    if isinstance(x, bool) or not isinstance(x, int) and not hasattr(x, "__index__"):
+        raise InputError("%s must be an integer (got %r)" % (name, x))
+    x = int(x.__index__())
+    if x < lo or (hi is not None and x > hi):
+        raise InputError("%s = %d is outside [%d, %s]" % (name, x, lo, hi if hi else "inf"))
+    return x
+
+
+def check_arrays(arrs, widths_from=None):
+    """Common checks of q, k, v (and g): dtype, contiguity, rank, batch, length, heads.
+    Returns (dtype, B, L, H, dk, dv)."""
+    for a in arrs:
+        if a.dtype not in ("f32", "f64"):
+            raise InputError("%s has dtype %s: linattn takes float32 or float64" % (a.name, a.dtype))
+        if not a.contiguous:
+            raise InputError("%s is not contiguous (C order): linattn passes arrays without a copy; "
+                             "call .contiguous() (torch) or numpy.ascontiguousarray" % a.name)
+        if len(a.shape) != 4:
+            raise InputError("%s has shape %s: linattn takes [B, L, H, d]" % (a.name, tuple(a.shape)))
+    q = arrs[0]
+    for a in arrs[1:]:
+        if a.dtype != q.dtype:
+            raise InputError("%s is %s but %s is %s: all inputs must have one dtype"
+                             % (a.name, a.dtype, q.name, q.dtype))
+        if tuple(a.shape[:3]) != tuple(q.shape[:3]):
+            raise InputError("%s has shape %s, %s has %s: [B, L, H] must agree"
+                             % (a.name, tuple(a.shape), q.name, tuple(q.shape)))
+    k, v = arrs[1], arrs[2]
+    if k.shape[3] != q.shape[3]:
+        raise InputError("k has width %d, q has %d: they must agree" % (k.shape[3], q.shape[3]))
+    B, L, H, dk = (int(x) for x in q.shape)
+    dv = int(v.shape[3])
+    if min(B, L, H, dk, dv) < 1:
+        raise InputError("empty input: shape [B, L, H, d] = %s, %s" % (tuple(q.shape), tuple(v.shape)))
+    return q.dtype, B, L, H, dk, dv
+
+
+def segments_array(segments):
+    """The offsets of one sequence as an int64 ctypes array and its length ((None, 0) for
+    none); the engine checks 0 = o_0 < ... < o_S = L."""
+    if segments is None:
+        return None, 0
+    import numpy as np
+    if hasattr(segments, "detach"):
+        segments = segments.detach().cpu().numpy()
+    a = np.asarray(segments)
+    if a.ndim != 1 or a.dtype.kind not in "iu" or a.size < 2:
+        raise InputError("segments must be a 1-D integer array of offsets 0 = o_0 < ... < o_S = L "
+                         "(got %s of %s)" % (a.shape, a.dtype))
+    vals = a.astype(np.int64).tolist()
+    return (ctypes.c_int64 * len(vals))(*vals), len(vals)
+
+
+def _no_decay(decay, gates):
+    if decay is not None or gates is not None:
+        raise UnsupportedError("decay and gates are not implemented in the engine yet (issue 38); "
+                               "pass decay=None, gates=None")
+
+
+class Op:
+    """An operator handle (la_py_op): the configuration, the feature map with its projection,
+    and the planned engine. Freed with the object."""
+
+    def __init__(self, *, f64, heads, dk, dv, feature_map="elu1", features=256, mode="causal",
+                 normalize=True, denominator="error", allow_signed=False, scale=None, seed=0,
+                 projection=None, window=None, chunk=None, threads=None, kernels="auto",
+                 decay=None, gates=None):
+        self.h = None
+        _no_decay(decay, gates)
+        if feature_map not in _lib.MAP_NAMES:
+            raise InputError("feature_map %r is not one of %s" % (feature_map, ", ".join(_lib.MAP_NAMES)))
+        if mode not in ("causal", "bidirectional"):
+            raise InputError("mode %r is not 'causal' or 'bidirectional'" % (mode,))
+        if not isinstance(denominator, str):
+            raise InputError("denominator must be a string: error, add:EPS, clamp:EPS or zero-empty")
+        if kernels not in KERNELS:
+            raise InputError("kernels %r is not one of %s" % (kernels, ", ".join(KERNELS)))
+        features = _int("features", features, 1)
+        seed = _int("seed", seed, 0, 2**64 - 1)
+        window = _int("window", window, 1, none_ok=True)
+        chunk = _int("chunk", chunk, 1, 4096, none_ok=True)
+        threads = _int("threads", threads, 0, 4096, none_ok=True)
+        if scale is not None:
+            scale = float(scale)
+            if not (math.isfinite(scale) and scale > 0):
+                raise InputError("scale must be finite and > 0 (got %r)" % (scale,))
+        self.mode = mode
+        self.window = window
+        self.f64 = f64
+        self.heads, self.dk, self.dv = heads, dk, dv
+        pbuf, pm, pshared = None, 0, 0
+        if projection is not None:
+            pbuf, pm, pshared = projection
+            if pshared == 0 and pm and len(pbuf) != heads * pm * dk:
+                raise InputError("projection: %d heads, this call has %d" % (len(pbuf) // (pm * dk), heads))
+        h = ctypes.c_void_p()
+        check(_lib.lib.la_py_op_create(
+            feature_map.encode(), features, mode.encode(), int(bool(normalize)),
+            denominator.encode(), int(bool(allow_signed)), 0.0 if scale is None else scale, seed,
+            window or 0, chunk or 0, threads or 0, kernels.encode(), 0, int(bool(f64)), heads,
+            dk, dv, pbuf, pm, pshared, ctypes.byref(h)))
+        self.h = h
+        self.r = _lib.lib.la_py_op_width(h)
+        self.kernels = _lib.lib.la_py_op_kernels(h).decode()
+        self.threads = _lib.lib.la_py_op_threads(h)
+
+    def __del__(self):
+        if getattr(self, "h", None):
+            _lib.lib.la_py_op_destroy(self.h)
+            self.h = None
+
+    def projection(self):
+        """The projection [H, m, dk] as a flat ctypes double array, and m (None for maps
+        without one)."""
+        m = _lib.lib.la_py_op_features(self.h)
+        if m == 0:
+            return None, 0
+        buf = (ctypes.c_double * (self.heads * m * self.dk))()
+        check(_lib.lib.la_py_op_projection(self.h, buf, len(buf)))
+        return buf, m
+
+    # ---- calls on raw pointers ----
+    def forward(self, B, L, q, k, v, out, seg, dist=None):
+        st = _lib.stats_buffer()
+        sarr, ns = seg
+        if dist is None:
+            check(_lib.lib.la_py_forward(self.h, B, L, q, k, v, out, sarr, ns, st))
+        else:
+            commf, scan, row0, Ltot = dist
+            check(_lib.lib.la_py_forward_dist(self.h, commf, scan.encode(), B, L, row0, Ltot, q, k,
+                                              v, out, sarr, ns, st))
+        return _lib.record_stats(st, "forward")
+
+    def backward(self, B, L, q, k, v, g, dq, dk, dv, seg, dist=None):
+        st = _lib.stats_buffer()
+        sarr, ns = seg
+        if dist is None:
+            check(_lib.lib.la_py_backward(self.h, B, L, q, k, v, g, dq, dk, dv, sarr, ns, st))
+        else:
+            commf, scan, row0, Ltot = dist
+            check(_lib.lib.la_py_backward_dist(self.h, commf, scan.encode(), B, L, row0, Ltot, q,
+                                               k, v, g, dq, dk, dv, sarr, ns, st))
+        return _lib.record_stats(st, "backward")
+
+
+def projection_arg(proj, heads, dk, name="projection"):
+    """A projection given as nested floats / numpy / torch, [H, m, dk] or [m, dk], to the
+    (flat float64 ctypes array, m, shared) that Op takes."""
+    if proj is None:
+        return None
+    try:
+        import numpy as np
+        if hasattr(proj, "detach"):
+            proj = proj.detach().cpu().double().numpy()
+        a = np.ascontiguousarray(np.asarray(proj, dtype=np.float64))
+    except Exception as e:  # noqa: BLE001 - anything that is not an array of numbers
+        raise InputError("%s: not an array of numbers (%s)" % (name, e))
+    if a.ndim not in (2, 3) or a.shape[-1] != dk or (a.ndim == 3 and a.shape[0] != heads):
+        raise InputError("%s has shape %s: it must be [H=%d, m, dk=%d] or [m, dk=%d]"
+                         % (name, a.shape, heads, dk, dk))
+    m = int(a.shape[-2])
+    if m < 1:
+        raise InputError("%s has no rows" % name)
+    if not np.isfinite(a).all():
+        raise InputError("%s has a non-finite entry" % name)
+    flat = a.reshape(-1)
+    buf = (ctypes.c_double * flat.size).from_buffer_copy(flat.tobytes())
+    return buf, m, int(a.ndim == 2)
+
+
+def dist_args(comm, B, L, H, dk, dv, dtype, key, shard_of):
+    """Agree on the shapes across the ranks of an mpi4py communicator, before any collective
+    of the engine: returns (fortran handle, row0, Ltot), or raises the same InputError on
+    every rank. shard_of(Ltot, P, rank) gives the required (n, row0)."""
+    try:
+        commf = int(comm.py2f())
+        rank, P = comm.Get_rank(), comm.Get_size()
+    except AttributeError:
+        raise InputError("comm must be an mpi4py communicator (got %r)" % (comm,))
+    mine = (B, H, dk, dv, dtype, key, L)
+    every = comm.allgather(mine)
+    for p, other in enumerate(every):
+        if other[:6] != mine[:6]:
+            raise InputError("comm: rank %d calls with (B, H, dk, dv, dtype, options) = %s, rank %d "
+                             "with %s: every rank must pass the same" % (p, other[:6], rank, mine[:6]))
+    lens = [o[6] for o in every]
+    Ltot = sum(lens)
+    row0 = sum(lens[:rank])
+    for p in range(P):
+        n, r0 = shard_of(Ltot, P, p)
+        if lens[p] != n:
+            raise InputError("comm: rank %d holds %d rows of a sequence of %d; linattn.shard(%d, comm) "
+                             "gives rank %d rows [%d, %d)" % (p, lens[p], Ltot, Ltot, p, r0, r0 + n))
+    return commf, row0, Ltot
+
+
+def shard_range(Ltot, P, rank):
+    n, r0 = ctypes.c_int64(), ctypes.c_int64()
+    _lib.lib.la_py_shard(None, Ltot, P, rank, ctypes.byref(n), ctypes.byref(r0))
+    return n.value, r0.value
+
+
+def softmax_checks(mode, scale, window, dk):
+    if mode not in ("causal", "bidirectional"):
+        raise InputError("mode %r is not 'causal' or 'bidirectional'" % (mode,))
+    window = _int("window", window, 1, none_ok=True)
+    if window and mode != "causal":
+        raise InputError("window: a sliding window is a causal mask (refused in bidirectional mode)")
+    if scale is None:
+        scale = 1.0 / math.sqrt(dk)
+    scale = float(scale)
+    if not (math.isfinite(scale) and scale > 0):
+        raise InputError("scale must be finite and > 0 (got %r)" % (scale,))
+    return window or 0, scale

@@ -1,0 +1,217 @@
+"""linattn in PyTorch: autograd Functions whose backward is the engine's, and a module that
+owns its random projection (docs/python.md).
+
+Tensors are CPU, float32 or float64, contiguous, [B, L, H, d]; they reach the engine without
+a copy (data_ptr). Keyword arguments follow the CLI options (../shared/CONTRACT.md).
+"""
+import torch
+
+from . import _core
+from ._lib import InputError, check, lib
+
+__all__ = ["attention", "softmax_attention", "LinearAttention"]
+
+_DT = {torch.float32: "f32", torch.float64: "f64"}
+
+
+def _arr(name, t):
+    if not isinstance(t, torch.Tensor):
+        raise InputError("%s must be a torch.Tensor (got %s)" % (name, type(t).__name__))
+    if t.device.type != "cpu":
+        raise InputError("%s is on %s: linattn runs on the CPU" % (name, t.device))
+    return _core.Arr(name, tuple(t.shape), _DT.get(t.dtype, str(t.dtype).replace("torch.", "")),
+                     t.is_contiguous(), t.data_ptr())
+
+
+def _threads(threads):
+    return torch.get_num_threads() if threads is None else threads
+
+
+def _scan(scan_algorithm):
+    if scan_algorithm not in _core.SCAN_ALGORITHMS:
+        raise InputError("scan_algorithm %r is not one of %s"
+                         % (scan_algorithm, ", ".join(_core.SCAN_ALGORITHMS)))
+    return scan_algorithm
+
+
+class _LinearFn(torch.autograd.Function):
+    """out = attention(q, k, v); backward: the engine's (la_backward / la_dist_backward)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, op, seg, dist):
+        B, L, H, _ = q.shape
+        out = torch.empty((B, L, H, op.dv), dtype=q.dtype)
+        ctx.stats = op.forward(B, L, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                               seg, dist)
+        ctx.op, ctx.seg, ctx.dist = op, seg, dist
+        ctx.save_for_backward(q, k, v)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        q, k, v = ctx.saved_tensors
+        g = g.contiguous()
+        if g.dtype != q.dtype:
+            g = g.to(q.dtype)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        B, L = q.shape[0], q.shape[1]
+        ctx.op.backward(B, L, q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(),
+                        dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ctx.seg, ctx.dist)
+        return dq, dk, dv, None, None, None
+
+
+def _prepare(q, k, v, comm, scan_algorithm, kw):
+    arrs = [_arr("q", q), _arr("k", k), _arr("v", v)]
+    dt, B, L, H, dk, dv = _core.check_arrays(arrs)
+    proj = kw.get("projection")
+    kw = dict(kw)
+    kw["projection"] = _core.projection_arg(proj, H, dk)
+    kw["threads"] = _threads(kw.get("threads"))
+    op = _core.Op(f64=dt == "f64", heads=H, dk=dk, dv=dv, **kw)
+    dist = None
+    if comm is not None:
+        key = repr(sorted((a, b) for a, b in kw.items() if a not in ("projection", "threads")))
+        if proj is not None:
+            key += repr(hash(bytes(kw["projection"][0])))
+        commf, row0, Ltot = _core.dist_args(comm, B, L, H, dk, dv, dt, key, _core.shard_range)
+        dist = (commf, _scan(scan_algorithm), row0, Ltot)
+    else:
+        _scan(scan_algorithm)
+    return op, dist
+
+
+def attention(q, k, v, *, feature_map="elu1", features=256, mode="causal", normalize=True,
+              denominator="error", allow_signed=False, scale=None, seed=0, projection=None,
+              segments=None, window=None, decay=None, gates=None, chunk=None, comm=None,
+              scan_algorithm="auto", threads=None, kernels="auto"):
+    """Feature-map attention, differentiable in q, k, v (phi(q) and phi(k) with
+    feature_map="precomputed"). Returns [B, L, H, dv]. linattn.last_stats() then holds the
+    denominator statistics; a violated policy raises linattn.DenominatorError."""
+    op, dist = _prepare(q, k, v, comm, scan_algorithm, dict(
+        feature_map=feature_map, features=features, mode=mode, normalize=normalize,
+        denominator=denominator, allow_signed=allow_signed, scale=scale, seed=seed,
+        projection=projection, window=window, chunk=chunk, threads=threads, kernels=kernels,
+        decay=decay, gates=gates))
+    seg = _core.segments_array(segments)
+    return _LinearFn.apply(q, k, v, op, seg, dist)
+
+
+class _SoftmaxFn(torch.autograd.Function):
+    """The engine's exact softmax (baseline.h); backward in float64 (core/softmax_bwd.c)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, p):
+        B, L, H, dk = q.shape
+        dv = v.shape[3]
+        out = torch.empty((B, L, H, dv), dtype=q.dtype)
+        f64 = int(q.dtype == torch.float64)
+        sarr, ns = p["seg"]
+        if p["dist"] is None:
+            check(lib.la_py_softmax_forward(f64, p["mode"].encode(), p["scale"], p["window"],
+                                            p["threads"], B, L, H, dk, dv, q.data_ptr(),
+                                            k.data_ptr(), v.data_ptr(), out.data_ptr(), sarr, ns))
+        else:
+            commf, row0, Ltot = p["dist"]
+            check(lib.la_py_softmax_forward_dist(commf, f64, p["mode"].encode(), p["scale"],
+                                                 p["window"], p["threads"], B, L, row0, Ltot, H,
+                                                 dk, dv, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                                 out.data_ptr(), sarr, ns))
+        ctx.p = p
+        ctx.save_for_backward(q, k, v)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        q, k, v = ctx.saved_tensors
+        p = ctx.p
+        B, L, H, dk = q.shape
+        dv = v.shape[3]
+        x = [t.detach().to(torch.float64).contiguous() for t in (q, k, v, g)]
+        d = [torch.empty_like(x[0]), torch.empty_like(x[1]), torch.empty_like(x[2])]
+        ptrs = [t.data_ptr() for t in x + d]
+        sarr, ns = p["seg"]
+        if p["dist"] is None:
+            check(lib.la_py_softmax_backward(p["mode"].encode(), p["scale"], p["window"],
+                                             p["threads"], B, L, H, dk, dv, *ptrs, sarr, ns))
+        else:
+            commf, row0, Ltot = p["dist"]
+            check(lib.la_py_softmax_backward_dist(commf, p["mode"].encode(), p["scale"],
+                                                  p["window"], p["threads"], B, L, row0, Ltot, H,
+                                                  dk, dv, *ptrs, sarr, ns))
+        return d[0].to(q.dtype), d[1].to(k.dtype), d[2].to(v.dtype), None
+
+
+def softmax_attention(q, k, v, *, mode="causal", scale=None, segments=None, window=None,
+                      comm=None, threads=None):
+    """The engine's exact blocked softmax attention (docs/design.md §4.6), differentiable in
+    q, k, v: the reference inside one engine. Forward in the inputs' dtype with float64 row
+    statistics; backward in float64."""
+    arrs = [_arr("q", q), _arr("k", k), _arr("v", v)]
+    dt, B, L, H, dk, dv = _core.check_arrays(arrs)
+    window, scale = _core.softmax_checks(mode, scale, window, dk)
+    threads = _core._int("threads", _threads(threads), 0, 4096)
+    dist = None
+    if comm is not None:
+        dist = _core.dist_args(comm, B, L, H, dk, dv, dt, repr((mode, scale, window)),
+                               _core.shard_range)
+    p = dict(mode=mode, scale=scale, window=window, threads=threads,
+             seg=_core.segments_array(segments), dist=dist)
+    return _SoftmaxFn.apply(q, k, v, p)
+
+
+class LinearAttention(torch.nn.Module):
+    """Feature-map attention as a module that owns its random projection, as Performer's
+    FastAttention does: a buffer `projection` [H, m, dk] (float64; None for maps without
+    one), drawn by the engine from a seed, and `redraw_projection()` to draw a new one.
+    With `redraw_interval=n`, a training-mode forward redraws every n calls.
+
+        attn = LinearAttention(heads=4, dim_head=64, feature_map="favor+", features=256)
+        out = attn(q, k, v)          # [B, L, H, dv]
+    """
+
+    def __init__(self, heads, dim_head, *, feature_map="favor+", features=256, mode="causal",
+                 normalize=True, denominator="error", allow_signed=False, scale=None, seed=0,
+                 window=None, chunk=None, redraw_interval=None, threads=None, kernels="auto"):
+        super().__init__()
+        self.heads, self.dim_head = int(heads), int(dim_head)
+        self.options = dict(feature_map=feature_map, features=features, mode=mode,
+                            normalize=normalize, denominator=denominator,
+                            allow_signed=allow_signed, scale=scale, window=window, chunk=chunk,
+                            threads=threads, kernels=kernels)
+        self.redraw_interval = _core._int("redraw_interval", redraw_interval, 1, none_ok=True)
+        self.calls = 0
+        self.register_buffer("projection", None)
+        self.redraw_projection(seed)
+
+    def redraw_projection(self, seed=None):
+        """Draw a new projection from `seed` (default: one drawn from torch's generator, so
+        torch.manual_seed makes the draws reproducible). A no-op for maps without one."""
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        self.seed = int(seed)
+        kw = {a: b for a, b in self.options.items() if a != "threads"}
+        op = _core.Op(f64=True, heads=self.heads, dk=self.dim_head, dv=1, seed=self.seed, **kw)
+        buf, m = op.projection()
+        if buf is None:
+            self.projection = None
+            return
+        p = torch.frombuffer(bytearray(buf), dtype=torch.float64).reshape(self.heads, m,
+                                                                           self.dim_head)
+        if self.projection is not None:
+            p = p.to(self.projection.device)
+        self.projection = p
+
+    def forward(self, q, k, v, *, segments=None, comm=None, scan_algorithm="auto"):
+        if self.training and self.redraw_interval and self.calls and \
+                self.calls % self.redraw_interval == 0:
+            self.redraw_projection()
+        self.calls += 1
+        return attention(q, k, v, projection=self.projection, seed=self.seed,
+                         segments=segments, comm=comm, scan_algorithm=scan_algorithm,
+                         **self.options)
+
+    def extra_repr(self):
+        return "heads=%d, dim_head=%d, %s" % (self.heads, self.dim_head, ", ".join(
+            "%s=%r" % kv for kv in self.options.items() if kv[1] is not None))
