@@ -200,10 +200,13 @@ def dist_args(comm, B, L, H, dk, dv, dtype, key, shard_of):
         raise InputError("comm must be an mpi4py communicator (got %r)" % (comm,))
     mine = (B, H, dk, dv, dtype, key, L)
     every = comm.allgather(mine)
+    names = ("batch", "heads", "dk", "dv", "dtype", "options")
     for p, other in enumerate(every):
-        if other[:6] != mine[:6]:
-            raise InputError("comm: rank %d calls with (B, H, dk, dv, dtype, options) = %s, rank %d "
-                             "with %s: every rank must pass the same" % (p, other[:6], rank, mine[:6]))
+        for i, what in enumerate(names):
+            if other[i] != mine[i]:
+                shown = (other[i], mine[i]) if i < 5 else ("one set", "another")
+                raise InputError("comm: rank %d calls with %s %s, rank %d with %s: every rank must "
+                                 "pass the same" % (p, what, shown[0], rank, shown[1]))
     lens = [o[6] for o in every]
     Ltot = sum(lens)
     row0 = sum(lens[:rank])

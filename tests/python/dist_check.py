@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+"""The mpi4py path of the Python binding (docs/python.md "Across ranks"), run under mpirun at
+P ranks: every rank builds the same whole inputs from one seed, passes its shard
+(linattn.shard) with comm=, and its outputs and gradients (torch autograd through
+la_dist_forward / la_dist_backward) must equal the one-process call on the whole sequence,
+for every scan algorithm, both modes, segments, a window, float32 and float64; the softmax
+ring likewise. Errors on one rank (a NaN, a violated denominator, a wrong shard) must be
+raised on every rank, with no hang.
+
+Tolerances: the P-rank result differs from the one-process one only by the bracketing of the
+float64 state combines and the order of the sums, so in float64 every row agrees to 1e-12
+relative. In float32 both are compared with the float64 one-process result: sharding changes
+which float32 roundings happen, and the gradients amplify them by the operator's condition
+(favor+'s dq rows: 3e-5 in one process, 1.2e-4 at P = 4), so the P-rank error of each tensor
+must stay within 10 times the one-process float32 error (plus 1e-6). Rows are compared
+relative to max(||row||, 1e-3 x the median row norm): a row whose exact value is 0 (dq of a
+causal sequence's first token) has no relative error.
+Exit 0 ok, 1 failure, 77 skip (no torch or mpi4py).
+"""
+import os
+import sys
+
+try:
+    import torch
+    from mpi4py import MPI
+except ImportError as e:
+    print("dist_check.py: skipped: %s (apt-get install python3-torch python3-mpi4py)" % e)
+    sys.exit(77)
+
+import linattn  # noqa: E402
+
+comm = MPI.COMM_WORLD
+rank, P = comm.Get_rank(), comm.Get_size()
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("rank %d: FAIL %s" % (rank, what), flush=True)
+
+
+def rows_rel(x, ref):
+    """The largest relative error of a row ([.., dv] rows against the reference's)."""
+    num = (x.double() - ref.double()).flatten(0, -2).norm(dim=-1)
+    den = ref.double().flatten(0, -2).norm(dim=-1)
+    den = den.clamp_min(1e-3 * den.median().item() + 1e-300)
+    return (num / den).max().item()
+
+
+def inputs(dtype, B=2, L=203, H=2, dk=8, dv=5, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, L, H, dk, generator=g, dtype=torch.float64).to(dtype)
+    k = torch.randn(B, L, H, dk, generator=g, dtype=torch.float64).to(dtype)
+    v = torch.randn(B, L, H, dv, generator=g, dtype=torch.float64).to(dtype)
+    G = torch.randn(B, L, H, dv, generator=g, dtype=torch.float64).to(dtype)
+    return q, k, v, G
+
+
+def run(fn, q, k, v, G, shard, **kw):
+    """out and (dq, dk, dv) of sum(out * G), on the whole inputs or on this rank's shard."""
+    if shard:
+        row0, n = linattn.shard(q.shape[1], comm)
+        sl = slice(row0, row0 + n)
+        q, k, v, G = (t[:, sl].contiguous() for t in (q, k, v, G))
+        kw["comm"] = comm
+    q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+    out = fn(q, k, v, **kw)
+    (out * G).sum().backward()
+    return out.detach(), q.grad, k.grad, v.grad
+
+
+def compare(name, fn, dtype, tol, positive=False, **kw):
+    q, k, v, G = inputs(torch.float64)
+    if positive:  # features for "precomputed": positive, so every denominator is
+        q, k = q.abs() + 0.1, k.abs() + 0.1
+    one = {a: b for a, b in kw.items() if a != "scan_algorithm"}
+    row0, n = linattn.shard(q.shape[1], comm)
+    ref = [t[:, row0:row0 + n] for t in run(fn, q, k, v, G, False, **one)]
+    x = [t.to(dtype) for t in (q, k, v, G)]
+    mine = run(fn, *x, True, **kw)
+    errs = [comm.allreduce(rows_rel(m, w), op=MPI.MAX) for m, w in zip(mine, ref)]
+    if dtype == torch.float64:
+        bound = [tol] * 4
+    else:  # against the one-process float32 call's own error
+        single = [t[:, row0:row0 + n] for t in run(fn, *x, False, **one)]
+        bound = [10 * comm.allreduce(rows_rel(s1, w), op=MPI.MAX) + 1e-6
+                 for s1, w in zip(single, ref)]
+    for what, e, b in zip(("out", "dq", "dk", "dv"), errs, bound):
+        check(e <= b, "%s: %s worst row error %.3g > %.3g" % (name, what, e, b))
+    if rank == 0:
+        print("P=%d %-42s row errors out %.1e dq %.1e dk %.1e dv %.1e" % (P, name, *errs),
+              flush=True)
+
+
+att = linattn.torch.attention
+for scan in ("auto", "exscan", "doubling", "chain", "allgather", "pipelined"):
+    compare("causal elu1 f64 scan=%s" % scan, att, torch.float64, 1e-12, scan_algorithm=scan)
+compare("causal favor+ m=16 f64 chain", att, torch.float64, 1e-12, feature_map="favor+",
+        features=16, scan_algorithm="chain")
+compare("causal elu1 f32", att, torch.float32, None)
+compare("bidirectional elu1 f64", att, torch.float64, 1e-12, mode="bidirectional")
+compare("bidirectional favor+ f32", att, torch.float32, None, mode="bidirectional",
+        feature_map="favor+", features=16)
+for mode in ("causal", "bidirectional"):
+    compare("%s segments f64" % mode, att, torch.float64, 1e-12, mode=mode,
+            segments=[0, 3, 50, 51, 120, 203])
+compare("causal window 37 f64 pipelined", att, torch.float64, 1e-12, window=37,
+        scan_algorithm="pipelined")
+compare("causal window 5 + segments f64", att, torch.float64, 1e-12, window=5,
+        segments=[0, 60, 203])
+compare("precomputed f64 doubling", att, torch.float64, 1e-12, positive=True,
+        feature_map="precomputed", scan_algorithm="doubling")
+sm = linattn.torch.softmax_attention
+compare("softmax causal f64", sm, torch.float64, 1e-12)
+compare("softmax bidirectional segments f64", sm, torch.float64, 1e-12, mode="bidirectional",
+        segments=[0, 100, 203])
+compare("softmax causal window 9 f32", sm, torch.float32, None, window=9)
+
+
+def expect_raise(name, exc, fn):
+    """fn must raise exc (with a reason) on every rank."""
+    try:
+        fn()
+        got = None
+    except exc as e:
+        got = str(e)
+    except Exception as e:  # noqa: BLE001
+        got = "WRONG %s: %s" % (type(e).__name__, e)
+    ok = got is not None and not got.startswith("WRONG")
+    oks = comm.allgather(ok)
+    check(all(oks), "%s: raised %s on the ranks (this rank: %s)" % (name, oks, got))
+    if rank == 0:
+        print("P=%d %-58s raised on every rank: %s" % (P, name, got), flush=True)
+
+
+q, k, v, G = inputs(torch.float64)
+row0, n = linattn.shard(q.shape[1], comm)
+sl = slice(row0, row0 + n)
+qs, ks, vs = (t[:, sl].contiguous() for t in (q, k, v))
+# a NaN on the last rank only
+qbad = qs.clone()
+if rank == P - 1:
+    qbad[1, n - 1, 1, 3] = float("nan")
+expect_raise("NaN on the last rank", linattn.InputError,
+             lambda: att(qbad, ks, vs, comm=comm))
+# identity with the error policy: a zero denominator on rank 0 only (token 0: q = 0)
+qz = qs.clone()
+if rank == 0:
+    qz[0, 0, 0, :] = 0.0
+expect_raise("zero denominator on rank 0", linattn.DenominatorError,
+             lambda: att(qz, ks, vs, comm=comm, feature_map="identity", allow_signed=True))
+# a shard that is not linattn.shard's (when P > 1 the last rank passes one row too few)
+if P > 1:
+    cut = qs[:, :-1].contiguous() if rank == P - 1 else qs
+    cutk = ks[:, :-1].contiguous() if rank == P - 1 else ks
+    cutv = vs[:, :-1].contiguous() if rank == P - 1 else vs
+    expect_raise("a shard off the split", linattn.InputError,
+                 lambda: att(cut, cutk, cutv, comm=comm))
+    hh = qs if rank else qs[..., :1, :].contiguous()
+    kk = ks if rank else ks[..., :1, :].contiguous()
+    vv = vs if rank else vs[..., :1, :].contiguous()
+    expect_raise("heads that differ between ranks", linattn.InputError,
+                 lambda: att(hh, kk, vv, comm=comm))
+# after the errors the communicator still works
+compare("causal elu1 f64 after the errors", att, torch.float64, 1e-12)
+
+sys.exit(1 if comm.allreduce(len(failures)) else 0)
