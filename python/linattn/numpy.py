@@ -2,7 +2,7 @@
 
 Arrays are C-contiguous float32 or float64, [B, L, H, d] (or [L, H, d] for one sequence),
 passed to the engine without a copy. Keyword arguments are those of the CLI options
-(../shared/CONTRACT.md); `attention_backward` returns the gradients of sum(out * grad_out).
+(docs/cli.md, docs/python.md); `attention_backward` returns the gradients of sum(out * grad_out).
 """
 import numpy as np
 

@@ -2,7 +2,7 @@
 owns its random projection (docs/python.md).
 
 Tensors are CPU, float32 or float64, contiguous, [B, L, H, d]; they reach the engine without
-a copy (data_ptr). Keyword arguments follow the CLI options (../shared/CONTRACT.md).
+a copy (data_ptr). Keyword arguments follow the CLI options (docs/cli.md, docs/python.md).
 """
 import torch
 

@@ -10,7 +10,7 @@
 src=$1
 design=$src/docs/design.md
 [ -f "$design" ] || { echo "FAIL: $design missing"; exit 1; }
-files=$(find "$src/core" "$src/dist" "$src/include" "$src/tools" "$src/tests" "$src/jobs" \
+files=$(find "$src/core" "$src/dist" "$src/include" "$src/tools" "$src/tests" "$src/jobs" "$src/python" \
           -type f \( -name '*.c' -o -name '*.h' -o -name '*.py' -o -name '*.sh' -o \
           -name '*.sbatch' -o -name 'CMakeLists.txt' \) ! -name doc_refs.sh | sort)
 files="$files $src/README.md"
