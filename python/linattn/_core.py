@@ -126,9 +126,12 @@ class Op:
         self.threads = _lib.lib.la_py_op_threads(h)
 
     def __del__(self):
-        if getattr(self, "h", None):
-            _lib.lib.la_py_op_destroy(self.h)
-            self.h = None
+        h, self.h = getattr(self, "h", None), None
+        if h:
+            try:
+                _lib.lib.la_py_op_destroy(h)
+            except Exception:  # noqa: BLE001 - at interpreter exit the module may be gone
+                pass
 
     def projection(self):
         """The projection [H, m, dk] as a flat ctypes double array, and m (None for maps

@@ -7,7 +7,7 @@ a copy (data_ptr). Keyword arguments follow the CLI options (docs/cli.md, docs/p
 import torch
 
 from . import _core
-from ._lib import InputError, check, lib
+from ._lib import InputError, OutOfMemoryError, check, lib
 
 __all__ = ["attention", "softmax_attention", "LinearAttention"]
 
@@ -21,6 +21,19 @@ def _arr(name, t):
         raise InputError("%s is on %s: linattn runs on the CPU" % (name, t.device))
     return _core.Arr(name, tuple(t.shape), _DT.get(t.dtype, str(t.dtype).replace("torch.", "")),
                      t.is_contiguous(), t.data_ptr())
+
+
+def _empty(shape, dtype, like=None):
+    """torch.empty, with a failed allocation raised as linattn.OutOfMemoryError (a
+    MemoryError) rather than torch's RuntimeError."""
+    try:
+        return torch.empty_like(like) if like is not None else torch.empty(shape, dtype=dtype)
+    except RuntimeError as e:
+        if "alloc" not in str(e).lower():
+            raise
+        raise OutOfMemoryError("out of memory for a tensor of shape %s: %s"
+                               % (tuple(like.shape) if like is not None else tuple(shape),
+                                  str(e).splitlines()[0]), 8) from None
 
 
 def _threads(threads):
@@ -40,7 +53,7 @@ class _LinearFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, op, seg, dist):
         B, L, H, _ = q.shape
-        out = torch.empty((B, L, H, op.dv), dtype=q.dtype)
+        out = _empty((B, L, H, op.dv), q.dtype)
         ctx.stats = op.forward(B, L, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
                                seg, dist)
         ctx.op, ctx.seg, ctx.dist = op, seg, dist
@@ -54,7 +67,7 @@ class _LinearFn(torch.autograd.Function):
         g = g.contiguous()
         if g.dtype != q.dtype:
             g = g.to(q.dtype)
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        dq, dk, dv = _empty(None, None, q), _empty(None, None, k), _empty(None, None, v)
         B, L = q.shape[0], q.shape[1]
         ctx.op.backward(B, L, q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(),
                         dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ctx.seg, ctx.dist)
@@ -104,7 +117,7 @@ class _SoftmaxFn(torch.autograd.Function):
     def forward(ctx, q, k, v, p):
         B, L, H, dk = q.shape
         dv = v.shape[3]
-        out = torch.empty((B, L, H, dv), dtype=q.dtype)
+        out = _empty((B, L, H, dv), q.dtype)
         f64 = int(q.dtype == torch.float64)
         sarr, ns = p["seg"]
         if p["dist"] is None:
@@ -128,8 +141,14 @@ class _SoftmaxFn(torch.autograd.Function):
         p = ctx.p
         B, L, H, dk = q.shape
         dv = v.shape[3]
-        x = [t.detach().to(torch.float64).contiguous() for t in (q, k, v, g)]
-        d = [torch.empty_like(x[0]), torch.empty_like(x[1]), torch.empty_like(x[2])]
+        try:
+            x = [t.detach().to(torch.float64).contiguous() for t in (q, k, v, g)]
+        except RuntimeError as e:
+            if "alloc" not in str(e).lower():
+                raise
+            raise OutOfMemoryError("softmax backward: out of memory for the float64 copies: %s"
+                                   % str(e).splitlines()[0], 8) from None
+        d = [_empty(None, None, x[0]), _empty(None, None, x[1]), _empty(None, None, x[2])]
         ptrs = [t.data_ptr() for t in x + d]
         sarr, ns = p["seg"]
         if p["dist"] is None:
