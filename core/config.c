@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "linattn/core.h"
+#include "maps.h"
 
 void la_config_default(la_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -33,8 +34,8 @@ la_status la_config_check(const la_config *cfg, int dk, char *err, size_t errlen
   if (cfg->mode != LA_CAUSAL && cfg->mode != LA_BIDIRECTIONAL) LA_BAD("--mode: unknown mode");
   if (cfg->map < 0 || cfg->map >= LA_MAP_COUNT) LA_BAD("--feature-map: unknown map");
   if (dk < 1 || dk > LA_DIM_MAX) LA_BAD("dk = %d is outside [1, %d]", dk, LA_DIM_MAX);
-  if (la_map_is_random(cfg->map) && (cfg->features < 1 || cfg->features > LA_FEATURES_MAX))
-    LA_BAD("--features %d is outside [1, %d]", cfg->features, LA_FEATURES_MAX);
+  if (la_map_check_width(cfg->map, dk, cfg->features, err, errlen)) /* maps.c: m, nu, r */
+    return la_error(LA_ERR_ARG, "%s", err);
   if (!(cfg->scale >= 0.0) || !isfinite(cfg->scale)) LA_BAD("--scale must be finite and > 0");
   if (cfg->chunk != 0 && (cfg->chunk < LA_CHUNK_MIN || cfg->chunk > LA_CHUNK_MAX))
     LA_BAD("--chunk %d is outside [%d, %d]", cfg->chunk, LA_CHUNK_MIN, LA_CHUNK_MAX);

@@ -101,12 +101,12 @@ la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap 
   fm->heads = heads;
   fm->dk = dk;
   fm->s = cfg->scale > 0 ? cfg->scale : 1.0 / sqrt((double)dk);
+  char why[256];
+  if (la_map_check_width(cfg->map, dk, cfg->features, why, sizeof why)) {
+    free(fm);
+    return la_error(LA_ERR_ARG, "la_featmap_create: %s", why);
+  }
   if (mi->draw != LA_DRAW_NONE) {
-    if (cfg->features < 1 || cfg->features > LA_FEATURES_MAX) {
-      free(fm);
-      return la_error(LA_ERR_ARG, "la_featmap_create: features = %d is outside [1, %d]",
-                      cfg->features, LA_FEATURES_MAX);
-    }
     fm->m = cfg->features;
     fm->r = la_map_width(cfg->map, dk, fm->m);
     size_t n = (size_t)heads * fm->m * dk;
@@ -134,8 +134,9 @@ la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap 
       }
     }
     refresh_scaled(fm);
-  } else {
-    fm->r = la_map_width(cfg->map, dk, 0);
+  } else { /* dpfp: m = nu; the other maps ignore --features */
+    fm->m = la_map_uses_features(cfg->map) ? cfg->features : 0;
+    fm->r = la_map_width(cfg->map, dk, fm->m);
   }
   *out = fm;
   return LA_OK;

@@ -3,6 +3,7 @@
  * template maps_impl.h, instantiated here for float32 and float64; the AVX-512 forms wrap
  * kern512.c. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include "featmap_internal.h"
 #include "la_blas.h"
@@ -87,31 +88,42 @@ static void trig_eval_k512(const la_featmap fm, int h, int64_t n, const float *x
   }
 }
 
-/* One row per map, in la_map_kind order. The flop count is the contract's: 2 dk r per row for
- * the random maps (the projection and the exp), 0 for the elementwise maps. */
+/* One row per map, in la_map_kind order. The flop counts are the contract's: 2 dk r per row for
+ * the random maps (the projection and the exp), 0 for the elementwise maps; one multiply per
+ * product feature for taylor2 (r - 1 - dk products, dk scalings by sqrt(s), dk by 1/sqrt 2:
+ * counted as r + dk) and dpfp (r; rho is a relu, counted 0 like relu). */
 static const la_map_info la_maps[LA_MAP_COUNT] = {
-    [LA_MAP_ELU1] = {"elu1", 0, LA_SIGN_POSITIVE, LA_DRAW_NONE, 0, 0.0, elu1_eval_f32,
-                     elu1_eval_f64, elu1_eval_k512, 1, elu1_chain_f32, elu1_chain_f64,
-                     elu1_eval_k512_f64},
-    [LA_MAP_RELU] = {"relu", 0, LA_SIGN_NONNEG, LA_DRAW_NONE, 0, 0.0, relu_eval_f32,
-                     relu_eval_f64, NULL, 0, relu_chain_f32, relu_chain_f64},
-    [LA_MAP_IDENTITY] = {"identity", 0, LA_SIGN_SIGNED, LA_DRAW_NONE, 0, 0.0, identity_eval_f32,
-                         identity_eval_f64, NULL, 0, identity_chain_f32, identity_chain_f64},
-    [LA_MAP_FAVOR] = {"favor+", 1, LA_SIGN_POSITIVE, LA_DRAW_IID, 1, 2.0, favor_eval_f32,
-                      favor_eval_f64, favor_eval_k512, 1, favor_chain_f32, favor_chain_f64,
-                      favor_eval_k512_f64},
-    [LA_MAP_FAVOR_ORF] = {"favor+orf", 1, LA_SIGN_POSITIVE, LA_DRAW_ORF, 1, 2.0, favor_eval_f32,
-                          favor_eval_f64, favor_eval_k512, 1, favor_chain_f32, favor_chain_f64,
-                      favor_eval_k512_f64},
-    [LA_MAP_FAVOR_HYP] = {"favor-hyp", 2, LA_SIGN_POSITIVE, LA_DRAW_IID, 1, 2.0,
+    [LA_MAP_ELU1] = {"elu1", LA_WIDTH_DK, LA_SIGN_POSITIVE, LA_DRAW_NONE, 0, 0, 0, 0,
+                     elu1_eval_f32, elu1_eval_f64, elu1_eval_k512, 1, elu1_chain_f32,
+                     elu1_chain_f64, elu1_eval_k512_f64},
+    [LA_MAP_RELU] = {"relu", LA_WIDTH_DK, LA_SIGN_NONNEG, LA_DRAW_NONE, 0, 0, 0, 0,
+                     relu_eval_f32, relu_eval_f64, NULL, 0, relu_chain_f32, relu_chain_f64},
+    [LA_MAP_IDENTITY] = {"identity", LA_WIDTH_DK, LA_SIGN_SIGNED, LA_DRAW_NONE, 0, 0, 0, 0,
+                         identity_eval_f32, identity_eval_f64, NULL, 0, identity_chain_f32,
+                         identity_chain_f64},
+    [LA_MAP_FAVOR] = {"favor+", LA_WIDTH_M, LA_SIGN_POSITIVE, LA_DRAW_IID, 1, 2, 0, 0,
+                      favor_eval_f32, favor_eval_f64, favor_eval_k512, 1, favor_chain_f32,
+                      favor_chain_f64, favor_eval_k512_f64},
+    [LA_MAP_FAVOR_ORF] = {"favor+orf", LA_WIDTH_M, LA_SIGN_POSITIVE, LA_DRAW_ORF, 1, 2, 0, 0,
+                          favor_eval_f32, favor_eval_f64, favor_eval_k512, 1, favor_chain_f32,
+                          favor_chain_f64, favor_eval_k512_f64},
+    [LA_MAP_FAVOR_HYP] = {"favor-hyp", LA_WIDTH_2M, LA_SIGN_POSITIVE, LA_DRAW_IID, 1, 2, 0, 0,
                           favor_hyp_eval_f32, favor_hyp_eval_f64, favor_hyp_eval_k512, 1,
                           favor_hyp_chain_f32, favor_hyp_chain_f64, favor_hyp_eval_k512_f64},
-    [LA_MAP_TRIG] = {"trig", 2, LA_SIGN_SIGNED, LA_DRAW_IID, 1, 2.0, trig_eval_f32,
-                     trig_eval_f64, trig_eval_k512, 0, trig_chain_f32, trig_chain_f64},
+    [LA_MAP_TRIG] = {"trig", LA_WIDTH_2M, LA_SIGN_SIGNED, LA_DRAW_IID, 1, 2, 0, 0,
+                     trig_eval_f32, trig_eval_f64, trig_eval_k512, 0, trig_chain_f32,
+                     trig_chain_f64},
     /* the user's phi(Q), phi(K): passed through; the denominator policy judges every row */
-    [LA_MAP_PRECOMPUTED] = {"precomputed", 0, LA_SIGN_ANY, LA_DRAW_NONE, 0, 0.0,
+    [LA_MAP_PRECOMPUTED] = {"precomputed", LA_WIDTH_DK, LA_SIGN_ANY, LA_DRAW_NONE, 0, 0, 0, 0,
                             identity_eval_f32, identity_eval_f64, NULL, 0, identity_chain_f32,
                             identity_chain_f64},
+    /* signed features, positive kernel 1 + t + t^2/2 >= 1/2 (§2): not LA_SIGN_SIGNED, so
+     * normalized mode needs no --allow-signed; the policy still judges every row */
+    [LA_MAP_TAYLOR2] = {"taylor2", LA_WIDTH_TAYLOR2, LA_SIGN_POSITIVE, LA_DRAW_NONE, 0, 0, 1, 1,
+                        taylor2_eval_f32, taylor2_eval_f64, NULL, 0, taylor2_chain_f32,
+                        taylor2_chain_f64},
+    [LA_MAP_DPFP] = {"dpfp", LA_WIDTH_2DK_M, LA_SIGN_NONNEG, LA_DRAW_NONE, 0, 0, 1, 0,
+                     dpfp_eval_f32, dpfp_eval_f64, NULL, 0, dpfp_chain_f32, dpfp_chain_f64},
 };
 
 const la_map_info *la_map_get(la_map_kind k) {
@@ -133,12 +145,43 @@ int la_map_from_name(const char *s, la_map_kind *k) {
 int la_map_is_signed(la_map_kind k) { return la_map_get(k) && la_maps[k].sign == LA_SIGN_SIGNED; }
 int la_map_is_stabilized(la_map_kind k) { return la_map_get(k) && la_maps[k].stabilized; }
 int la_map_is_random(la_map_kind k) { return la_map_get(k) && la_maps[k].draw != LA_DRAW_NONE; }
+int la_map_uses_features(la_map_kind k) {
+  return la_map_is_random(k) || (la_map_get(k) && la_maps[k].width == LA_WIDTH_2DK_M);
+}
 int la_map_width(la_map_kind k, int dk, int m) {
   const la_map_info *mi = la_map_get(k);
-  return !mi ? 0 : mi->r_per_m == 0 ? dk : mi->r_per_m * m;
+  if (!mi) return 0;
+  const int64_t d = dk;
+  int64_t r = d;
+  switch (mi->width) {
+  case LA_WIDTH_DK: r = d; break;
+  case LA_WIDTH_M: r = m; break;
+  case LA_WIDTH_2M: r = 2 * (int64_t)m; break;
+  case LA_WIDTH_TAYLOR2: r = 1 + d + d * (d + 1) / 2; break;
+  case LA_WIDTH_2DK_M: r = 2 * d * m; break;
+  }
+  /* precomputed takes its width from the input, up to LA_DIM_MAX */
+  return r > (mi->width == LA_WIDTH_DK ? LA_DIM_MAX : LA_WIDTH_MAX) ? 0 : (int)r;
 }
 double la_map_flops_per_row(la_map_kind k, int dk, int r) {
-  return la_map_get(k) ? la_maps[k].flops_dk_r * dk * r : 0.0;
+  const la_map_info *mi = la_map_get(k);
+  return mi ? mi->flops_dk_r * dk * r + mi->flops_r * r + mi->flops_dk * dk : 0.0;
+}
+
+int la_map_check_width(la_map_kind k, int dk, int m, char *err, size_t errlen) {
+  const la_map_info *mi = la_map_get(k);
+  if (!mi) return snprintf(err, errlen, "--feature-map: unknown map"), 1;
+  if (mi->draw != LA_DRAW_NONE && (m < 1 || m > LA_FEATURES_MAX))
+    return snprintf(err, errlen, "--features %d is outside [1, %d]", m, LA_FEATURES_MAX), 1;
+  /* DPFP-nu: nu in {1, ..., 2 dk - 1} (Schlag et al. 2021, section 5.3) */
+  if (mi->width == LA_WIDTH_2DK_M && (m < 1 || (int64_t)m > 2 * (int64_t)dk - 1))
+    return snprintf(err, errlen, "--feature-map %s: --features %d (nu) is outside [1, %lld] "
+                    "(2 dk - 1 for dk = %d)", mi->name, m, 2 * (long long)dk - 1, dk), 1;
+  if (dk >= 1 && la_map_width(k, dk, m) == 0)
+    return snprintf(err, errlen, "--feature-map %s: the width r for dk = %d%s exceeds %d", mi->name,
+                    dk, mi->width == LA_WIDTH_TAYLOR2 ? " (1 + dk + dk(dk+1)/2; dk <= 510)" : "",
+                    LA_WIDTH_MAX), 1;
+  return 0;
 }
 
 /* ---- Dispatch (featmap_internal.h): the AVX-512 form when the featmap chose it ---- */

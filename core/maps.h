@@ -3,12 +3,15 @@
  * (la_map_name, la_map_from_name). Adding a map = one row in maps.c and its functions. */
 #ifndef LINATTN_MAPS_H
 #define LINATTN_MAPS_H
+#include <stddef.h>
 #include <stdint.h>
 #include "kern512.h"
 #include "linattn/core.h"
 
 typedef enum { LA_SIGN_POSITIVE, LA_SIGN_NONNEG, LA_SIGN_SIGNED, LA_SIGN_ANY } la_map_sign;
 typedef enum { LA_DRAW_NONE, LA_DRAW_IID, LA_DRAW_ORF } la_map_draw;
+/* r from dk and m (--features): dk, m, 2m, 1 + dk + dk(dk+1)/2 (taylor2), 2 dk m (dpfp) */
+typedef enum { LA_WIDTH_DK, LA_WIDTH_M, LA_WIDTH_2M, LA_WIDTH_TAYLOR2, LA_WIDTH_2DK_M } la_map_width_rule;
 
 /* phi = phi_s e^a for n rows of head h (maps_impl.h has the contract). */
 typedef void (*la_map_eval_f32)(const la_featmap fm, int h, int64_t n, const float *x,
@@ -30,11 +33,12 @@ typedef void (*la_map_chain_f64)(const la_featmap fm, int h, int64_t n, const do
 
 typedef struct {
   const char *name;      /* --feature-map */
-  int r_per_m;           /* r = dk (0), m (1) or 2m (2) */
+  la_map_width_rule width; /* r from dk and m */
   la_map_sign sign;      /* signed maps need --allow-signed in normalized mode (§1) */
   la_map_draw draw;      /* projection omega [m, dk] per head: none, iid N(0, I), ORF (§2.1) */
   int stabilized;        /* carries a per-row log-scale a (§2.2) */
-  double flops_dk_r;     /* useful flops of one row's map = flops_dk_r * dk * r (docs/cli.md) */
+  /* useful flops of one row's map = flops_dk_r dk r + flops_r r + flops_dk dk (docs/cli.md) */
+  double flops_dk_r, flops_r, flops_dk;
   la_map_eval_f32 eval_f32;
   la_map_eval_f64 eval_f64;
   la_map_eval_k512 eval_k512; /* NULL: eval_f32 on every CPU */
@@ -46,4 +50,8 @@ typedef struct {
 
 /* The row of map k (k < LA_MAP_COUNT), or NULL. */
 const la_map_info *la_map_get(la_map_kind k);
+/* 0 if map k takes features m at input width dk (m in [1, LA_FEATURES_MAX] for the random
+ * maps, nu in [1, 2 dk - 1] for dpfp, r <= LA_WIDTH_MAX); else 1, with a one-line reason in
+ * err (la_config_check and la_featmap_create). */
+int la_map_check_width(la_map_kind k, int dk, int m, char *err, size_t errlen);
 #endif

@@ -116,6 +116,58 @@ static void LA_MFN(trig_eval)(const la_featmap fm, int h, int64_t n, const LA_RE
   }
 }
 
+/* taylor2 (Arora et al. 2024, Based; §2): x~ = sqrt(s) x, phi = [1, x~, then for j < dk:
+ * x~_j^2 / sqrt 2, x~_j x~_l (l > j)], r = 1 + dk + dk(dk+1)/2, so phi(q).phi(k) =
+ * 1 + t + t^2/2 (t = s q.k). Signed features, kernel >= 1/2 (§1). Domain: finite x. */
+static void LA_MFN(taylor2_eval)(const la_featmap fm, int h, int64_t n, const LA_REAL *x,
+                                 int64_t ld, LA_REAL *phi, double *a) {
+  (void)h;
+  const int dk = fm->dk, r = fm->r;
+  const LA_REAL rs = (LA_REAL)sqrt(fm->s), c = (LA_REAL)sqrt(0.5);
+  for (int64_t i = 0; i < n; i++) {
+    const LA_REAL *restrict xi = x + i * ld;
+    LA_REAL *restrict pi = phi + i * r, *restrict xt = pi + 1, *restrict q = pi + 1 + dk;
+    pi[0] = 1;
+    for (int j = 0; j < dk; j++) xt[j] = rs * xi[j];
+    for (int j = 0; j < dk; j++) {
+      const LA_REAL xj = xt[j];
+      q[0] = xj * (c * xj);
+      for (int l = j + 1; l < dk; l++) q[l - j] = xj * xt[l];
+      q += dk - j;
+    }
+    a[i] = 0.0;
+  }
+}
+
+/* dpfp (Schlag et al. 2021, section 5.3; §2): rho = [relu(x), relu(-x)] (w = 2 dk values),
+ * phi_{w(j-1) + i} = rho_i rho_{(i - j) mod w} for j = 1..nu (nu = m; torch.roll(rho, j) in
+ * the authors' code), r = w nu, nonnegative. rho goes into the first block, blocks 2..nu are
+ * formed from it, then block 1 in place (descending, rho_{w-1} kept aside). */
+static void LA_MFN(dpfp_eval)(const la_featmap fm, int h, int64_t n, const LA_REAL *x,
+                              int64_t ld, LA_REAL *phi, double *a) {
+  (void)h;
+  const int dk = fm->dk, r = fm->r, w = 2 * dk, nu = fm->m;
+  for (int64_t i = 0; i < n; i++) {
+    const LA_REAL *restrict xi = x + i * ld;
+    LA_REAL *pi = phi + i * r;
+    for (int l = 0; l < dk; l++) {
+      const LA_REAL v = xi[l];
+      pi[l] = v > 0 ? v : (LA_REAL)0;
+      pi[dk + l] = v < 0 ? -v : (LA_REAL)0;
+    }
+    const LA_REAL *restrict rho = pi;
+    for (int j = 2; j <= nu; j++) {
+      LA_REAL *restrict b = pi + (int64_t)(j - 1) * w;
+      for (int l = 0; l < j; l++) b[l] = rho[l] * rho[w - j + l];
+      for (int l = j; l < w; l++) b[l] = rho[l] * rho[l - j];
+    }
+    const LA_REAL last = pi[w - 1];
+    for (int l = w - 1; l >= 1; l--) pi[l] *= pi[l - 1];
+    pi[0] *= last;
+    a[i] = 0.0;
+  }
+}
+
 /* d/dx (elu(x)+1) = 1 for x > 0, e^x = phi otherwise; true scale. */
 static void LA_MFN(elu1_chain)(const la_featmap fm, int h, int64_t n, const LA_REAL *x,
                                int64_t ld, LA_REAL *dphi, const LA_REAL *phi, LA_REAL *dx,
@@ -152,6 +204,61 @@ static void LA_MFN(identity_chain)(const la_featmap fm, int h, int64_t n, const 
                                    int64_t ldx, double *sums) {
   (void)h, (void)x, (void)ld, (void)phi, (void)sums;
   for (int64_t i = 0; i < n; i++) memcpy(dx + i * ldx, dphi + i * fm->r, sizeof(LA_REAL) * fm->dk);
+}
+
+/* taylor2: dx = sqrt(s) (dphi_lin + G x~), G symmetric with G_jl = dphi_jl (j != l) and
+ * G_jj = sqrt 2 dphi_jj; x~ is read from phi (unstabilized: the true scale). */
+static void LA_MFN(taylor2_chain)(const la_featmap fm, int h, int64_t n, const LA_REAL *x,
+                                  int64_t ld, LA_REAL *dphi, const LA_REAL *phi, LA_REAL *dx,
+                                  int64_t ldx, double *sums) {
+  (void)h, (void)x, (void)ld, (void)sums;
+  const int dk = fm->dk, r = fm->r;
+  const LA_REAL rs = (LA_REAL)sqrt(fm->s), c2 = (LA_REAL)sqrt(2.0);
+  for (int64_t i = 0; i < n; i++) {
+    const LA_REAL *restrict xt = phi + i * r + 1, *restrict d = dphi + i * r + 1 + dk;
+    LA_REAL *restrict y = dx + i * ldx;
+    for (int j = 0; j < dk; j++) y[j] = dphi[i * r + 1 + j];
+    for (int j = 0; j < dk; j++) {
+      const LA_REAL xj = xt[j];
+      LA_REAL acc = y[j] + c2 * d[0] * xj;
+      for (int l = j + 1; l < dk; l++) {
+        acc += d[l - j] * xt[l];
+        y[l] += d[l - j] * xj;
+      }
+      y[j] = acc;
+      d += dk - j;
+    }
+    for (int j = 0; j < dk; j++) y[j] *= rs;
+  }
+}
+
+/* dpfp: dx_l = g_a (x_l > 0: a = l, g = 1; x_l < 0: a = l + dk, g = -1; x_l = 0: 0, relu'(0) =
+ * 0), with d phi / d rho_a = sum_j dphi_{j,a} rho_{a-j} + dphi_{j,a+j} rho_{a+j} (mod w). */
+static void LA_MFN(dpfp_chain)(const la_featmap fm, int h, int64_t n, const LA_REAL *x,
+                               int64_t ld, LA_REAL *dphi, const LA_REAL *phi, LA_REAL *dx,
+                               int64_t ldx, double *sums) {
+  (void)h, (void)phi, (void)sums;
+  const int dk = fm->dk, r = fm->r, w = 2 * dk, nu = fm->m;
+  for (int64_t i = 0; i < n; i++) {
+    const LA_REAL *restrict xi = x + i * ld, *restrict d = dphi + i * r;
+    LA_REAL *restrict y = dx + i * ldx;
+    for (int l = 0; l < dk; l++) {
+      const LA_REAL v = xi[l];
+      if (!(v > 0 || v < 0)) {
+        y[l] = 0;
+        continue;
+      }
+      const int ai = v > 0 ? l : l + dk;
+      double acc = 0;
+      for (int j = 1; j <= nu; j++) {
+        const LA_REAL *dj = d + (int64_t)(j - 1) * w;
+        const int km = ai - j < 0 ? ai - j + w : ai - j, kp = ai + j >= w ? ai + j - w : ai + j;
+        const LA_REAL um = km < dk ? xi[km] : -xi[km - dk], up = kp < dk ? xi[kp] : -xi[kp - dk];
+        acc += (double)dj[ai] * (um > 0 ? um : 0) + (double)dj[kp] * (up > 0 ? up : 0);
+      }
+      y[l] = (LA_REAL)(v > 0 ? acc : -acc);
+    }
+  }
 }
 
 /* dx = coeff (n x m, stride r) * omega_s (m x dk) + sums * x: the random maps' common tail. */

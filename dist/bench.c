@@ -258,7 +258,7 @@ static la_status time_linear(la_bctx *b, la_mode mode, int64_t n, int64_t nloc, 
   if (s == LA_OK) {
     int r = la_featmap_width(fm);
     la_brow row = {"linear", mode_name(mode), la_map_name(map), la_dtype_name(o->dtype),
-                   la_map_is_random(map) ? features : -1, r, o->heads, o->dk, o->dv,
+                   la_map_uses_features(map) ? features : -1, r, o->heads, o->dk, o->dv,
                    la_dist_size(b->d), T, la_engine_chunk(eng), o->repeat, n, best,
                    la_useful_flops(&cfg, n, o->heads, o->dk, o->dv, r), -1, 1, "allreduce",
                    "allreduce"};
@@ -324,7 +324,7 @@ static la_status bench_one(la_bctx *b, la_mode mode, int64_t n) {
     const int T = (int)o->threads_list.i[ti];
     for (int mi = 0; mi < o->maps.n && !o->no_linear && s == LA_OK; mi++) {
       const la_map_kind map = (la_map_kind)o->maps.i[mi];
-      for (int fi = 0; fi < (la_map_is_random(map) ? o->features_list.n : 1) && s == LA_OK; fi++)
+      for (int fi = 0; fi < (la_map_uses_features(map) ? o->features_list.n : 1) && s == LA_OK; fi++)
         s = time_linear(b, mode, n, nloc, row0, q, k, v, out, T, map, (int)o->features_list.i[fi]);
     }
     if (do_sm && s == LA_OK) {

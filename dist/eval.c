@@ -408,6 +408,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
                            double a, la_csv *res, la_csv *bias, la_csv *rowsc,
                            ev_progress *pg, char *err, size_t errlen) {
   const int rank = la_dist_rank(d), random = la_map_is_random(map), S = random ? o->seeds : 1;
+  const int sized = la_map_uses_features(map); /* m_feat is m or dpfp's nu */
   const int64_t H = x->H, dk = x->dk, dv = x->dv, rq = x->nloc * H, ne = x->ner * x->nek * H;
   const int bias_on = random && S >= 2;
   double *Yout = bias_on ? dalloc((int64_t)x->nm * S * rq * dv) : NULL;
@@ -516,7 +517,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
         if (!isnan(fl)) snprintf(flr, sizeof flr, "%.6g", fl);
         fprintf(res->f, "%s,%d,%d,%d,%lld,%lld,%lld,%lld,%.6g,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
                         "%lld,%s,%.6g,%.6g,%.4g\n",
-                la_map_name(map), random ? m_feat : r, r, s, (long long)x->n, (long long)H,
+                la_map_name(map), sized ? m_feat : r, r, s, (long long)x->n, (long long)H,
                 (long long)dk, (long long)dv, a, mode_name(cfg.mode),
                 sqrt(e[0] / x->sm_norm2[mi][0]), sqrt(e[1] / x->sm_norm2[mi][1]),
                 sqrt(e[2] / x->sm_norm2[mi][2]), sqrt(e[3] / x->sm_norm2[mi][3]),
@@ -539,7 +540,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
         for (int i = 0; i < ns; i++) {
           const double *p = gathered + 4 * i;
           fprintf(rowsc->f, "%s,%d,%d,%lld,%.6g,%s,%lld,%d,%.6g,%.6g,%.6g\n", la_map_name(map),
-                  random ? m_feat : r, s, (long long)x->n, a, mode_name(cfg.mode),
+                  sized ? m_feat : r, s, (long long)x->n, a, mode_name(cfg.mode),
                   (long long)p[0], (int)p[1], exp(p[2]), exp(p[2] - med), p[3]);
         }
       }
@@ -615,7 +616,23 @@ int la_cmd_eval(la_dist d, la_cli *o) {
   const double t_start = MPI_Wtime();
   memset(&ev_clock, 0, sizeof ev_clock);
   la_error_clear();
-  la_status st = out_dir_prepare(d, o->out_dir, o->force, err, sizeof err);
+  la_status st = LA_OK;
+  /* every (map, width) is valid before anything is written (dpfp's nu <= 2 dk - 1) */
+  for (int mp = 0; mp < o->maps.n && st == LA_OK; mp++) {
+    const la_map_kind map = (la_map_kind)o->maps.i[mp];
+    for (int w = 0; w < (la_map_uses_features(map) ? o->features_list.n : 1) && st == LA_OK; w++) {
+      char why[512];
+      la_config c;
+      la_config_default(&c);
+      c.map = map, c.features = (int)o->features_list.i[w], c.normalize = 0;
+      if (la_map_uses_features(map) && la_config_check(&c, o->dk, why, sizeof why) != LA_OK) {
+        snprintf(err, sizeof err, "%s (study dpfp in an eval of its own with its nu values, "
+                 "e.g. --feature-maps dpfp --features 1,2,3)", why);
+        st = la_error(LA_ERR_ARG, "%s", err);
+      }
+    }
+  }
+  if (st == LA_OK) st = out_dir_prepare(d, o->out_dir, o->force, err, sizeof err);
   const char *names[NCSV] = {"results.csv", "bias.csv", "rows.csv", "refs.csv", "recall.csv"};
   const char *heads[NCSV] = {RESULTS_HEADER, BIAS_HEADER, ROWS_HEADER, REFS_HEADER, RECALL_HEADER};
   for (int c = 0; c < NCSV && st == LA_OK; c++) st = csv_open(&csv[c], names[c], heads[c], rank);
@@ -626,9 +643,10 @@ int la_cmd_eval(la_dist d, la_cli *o) {
   for (int i = 0; i < nn; i++)
     for (int mp = 0; mp < o->maps.n; mp++) {
       const la_map_kind map = (la_map_kind)o->maps.i[mp];
-      const int nw = la_map_is_random(map) ? o->features_list.n : 1;
+      const int nw = la_map_uses_features(map) ? o->features_list.n : 1;
       for (int w = 0; w < nw; w++) {
-        const double r = la_map_is_random(map) ? la_map_width(map, o->dk, (int)o->features_list.i[w]) : o->dk;
+        const double r =
+            la_map_width(map, o->dk, la_map_uses_features(map) ? (int)o->features_list.i[w] : 0);
         pg.total += (o->q ? 1.0 : (double)o->n_list.i[i]) * (r + o->dk) * o->modes.n *
                     o->input_scales.n * (la_map_is_random(map) ? o->seeds : 1);
       }
@@ -656,9 +674,9 @@ int la_cmd_eval(la_dist d, la_cli *o) {
       st = data_prepare(d, o, &y, a, &csv[REFS], base, err, sizeof err);
       for (int mp = 0; mp < o->maps.n && st == LA_OK; mp++) {
         const la_map_kind map = (la_map_kind)o->maps.i[mp];
-        const int nw = la_map_is_random(map) ? o->features_list.n : 1;
+        const int nw = la_map_uses_features(map) ? o->features_list.n : 1;
         for (int w = 0; w < nw && st == LA_OK; w++) {
-          st = run_width(d, o, &y, map, la_map_is_random(map) ? (int)o->features_list.i[w] : 0,
+          st = run_width(d, o, &y, map, la_map_uses_features(map) ? (int)o->features_list.i[w] : 0,
                          a, &csv[RES], &csv[BIAS], &csv[ROWS], &pg, err, sizeof err);
           for (int c = 0; c < RECALL && st == LA_OK; c++)
             st = csv_flush(&csv[c], o->out_dir, err, sizeof err);

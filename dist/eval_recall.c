@@ -81,7 +81,7 @@ la_status la_eval_recall(la_dist d, const la_cli *o, la_csv *csv, char *err, siz
   /* columns: softmax, then every (map, width) */
   int ncol = 1;
   for (int mp = 0; mp < o->maps.n; mp++)
-    ncol += la_map_is_random((la_map_kind)o->maps.i[mp]) ? o->features_list.n : 1;
+    ncol += la_map_uses_features((la_map_kind)o->maps.i[mp]) ? o->features_list.n : 1;
   const int64_t nitems = (int64_t)ncol * np * S;
   int64_t *hits = la_calloc((size_t)(ncol * np) + 1, sizeof(int64_t));
   int *widths = la_calloc((size_t)ncol + 1, sizeof(int));
@@ -91,8 +91,8 @@ la_status la_eval_recall(la_dist d, const la_cli *o, la_csv *csv, char *err, siz
     int map = -1, m_feat = 0, c = 1;
     for (int mp = 0; mp < o->maps.n && col > 0 && map < 0; mp++) {
       const la_map_kind mk = (la_map_kind)o->maps.i[mp];
-      const int nw = la_map_is_random(mk) ? o->features_list.n : 1;
-      if (col < c + nw) map = (int)mk, m_feat = la_map_is_random(mk) ? (int)o->features_list.i[col - c] : 0;
+      const int nw = la_map_uses_features(mk) ? o->features_list.n : 1;
+      if (col < c + nw) map = (int)mk, m_feat = la_map_uses_features(mk) ? (int)o->features_list.i[col - c] : 0;
       c += nw;
     }
     int64_t ok = 0;
@@ -108,12 +108,12 @@ la_status la_eval_recall(la_dist d, const la_cli *o, la_csv *csv, char *err, siz
     int col = 1;
     for (int mp = 0; mp < o->maps.n; mp++) {
       const la_map_kind mk = (la_map_kind)o->maps.i[mp];
-      const int nw = la_map_is_random(mk) ? o->features_list.n : 1;
+      const int nw = la_map_uses_features(mk) ? o->features_list.n : 1;
       for (int w = 0; w < nw; w++, col++)
         for (int pi = 0; pi < np; pi++) {
           const double q = (double)o->recall_pairs.i[pi] * S;
           fprintf(csv->f, "%s,%d,%d,%lld,%d,%.0f,%.6g,%.6g\n", la_map_name(mk),
-                  la_map_is_random(mk) ? (int)o->features_list.i[w] : widths[col], widths[col],
+                  la_map_uses_features(mk) ? (int)o->features_list.i[w] : widths[col], widths[col],
                   (long long)o->recall_pairs.i[pi], S, q, hits[col * np + pi] / q, hits[pi] / q);
         }
     }

@@ -134,6 +134,10 @@ static void inputs_for(la_map_kind map, double *scale, double *offset) {
     *scale = 0.6;
     *offset = 0.5;
   }
+  if (map == LA_MAP_DPFP) { /* mostly positive: neighbours' products overlap, den > 0 */
+    *scale = 0.5;
+    *offset = 0.8;
+  }
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -239,7 +243,7 @@ static void test_featmap(void) {
       CHECK(la_map_is_random((la_map_kind)map) ? (om != NULL && mm == m) : om == NULL,
             "%s: projection present iff random (m = %d)", la_map_name((la_map_kind)map), mm);
       /* scale 2 makes the exponents of the random maps large (stabilizer at work) */
-      double x[n * dk], p[2 * m > dk ? 2 * m : dk], a, got_a[n];
+      double x[n * dk], p[2 * dk * m], a, got_a[n]; /* r <= 2 dk m: dpfp, the widest here */
       nv_fill(x, n * dk, 100 + map, map == LA_MAP_FAVOR ? 6.0 : 1.0, 0.0);
       if (dt == LA_F32) nv_round_f32(x, n * dk);
       void *xe = nv_to_dtype((la_dtype)dt, x, n * dk);
@@ -441,7 +445,8 @@ static void test_forward_grid(void) {
       for (int dt = 0; dt < 2; dt++) {
         /* trig's normalized denominators can change sign (signed estimator): unnormalized */
         if (map != LA_MAP_TRIG) run_forward_case(mode, map, 1, dt, 1.0, &nrun);
-        if (map == LA_MAP_ELU1 || map == LA_MAP_FAVOR || map == LA_MAP_TRIG || map == LA_MAP_IDENTITY)
+        if (map == LA_MAP_ELU1 || map == LA_MAP_FAVOR || map == LA_MAP_TRIG || map == LA_MAP_IDENTITY ||
+            map == LA_MAP_TAYLOR2 || map == LA_MAP_DPFP)
           run_forward_case(mode, map, 0, dt, 1.0, &nrun);
       }
   /* large inputs: the key log-scales of §2 span ~150 nats (input scale 6.4) in float64 and
@@ -515,12 +520,13 @@ static void test_segments(void) {
   /* starts mid-chunk, on chunk boundaries (16, 32), segments of length 1, a last one */
   const int64_t off[] = {0, 1, 2, 9, 16, 17, 32, 50, 66, 67};
   const int noff = 10, H = 2, dk = 4, dv = 3;
-  const la_map_kind maps[] = {LA_MAP_ELU1, LA_MAP_FAVOR, LA_MAP_RELU};
-  for (int mi = 0; mi < 3; mi++)
+  const la_map_kind maps[] = {LA_MAP_ELU1, LA_MAP_FAVOR, LA_MAP_RELU, LA_MAP_TAYLOR2, LA_MAP_DPFP};
+  for (int mi = 0; mi < 5; mi++)
     for (int mode = 0; mode < 2; mode++)
       for (int dt = 0; dt < 2; dt++) {
         data d;
-        data_make(&d, n, H, dk, dv, dt, 300 + mi, maps[mi] == LA_MAP_RELU ? 0.5 : 1.0, maps[mi] == LA_MAP_RELU ? 0.6 : 0);
+        const int pos = maps[mi] == LA_MAP_RELU || maps[mi] == LA_MAP_DPFP; /* den > 0 */
+        data_make(&d, n, H, dk, dv, dt, 300 + mi, pos ? 0.5 : 1.0, pos ? 0.8 : 0);
         la_config c0 = cfg_make(mode, maps[mi], 6, 1, 1);
         la_featmap fm;
         la_featmap_create(&c0, H, dk, &fm);
@@ -614,12 +620,14 @@ static void test_window(void) {
   const int H = 2, dk = 4, dv = 3;
   const int64_t Ws[] = {1, 2, 5, 16, 33, 66, 67, 80};
   const int chunks[] = {1, 4, 7, 16, 0};
-  for (int mi = 0; mi < 2; mi++)
+  const la_map_kind wmaps[] = {LA_MAP_ELU1, LA_MAP_FAVOR, LA_MAP_TAYLOR2, LA_MAP_DPFP};
+  for (int mi = 0; mi < 4; mi++)
     for (int dt = 0; dt < 2; dt++)
       for (int seg = 0; seg < 2; seg++) {
-        la_map_kind mk = mi ? LA_MAP_FAVOR : LA_MAP_ELU1;
+        la_map_kind mk = wmaps[mi];
         data d;
-        data_make(&d, n, H, dk, dv, dt, 500 + mi, mi ? 2.0 : 0.8, 0);
+        data_make(&d, n, H, dk, dv, dt, 500 + mi, mi == 1 ? 2.0 : mk == LA_MAP_DPFP ? 0.5 : 0.8,
+                  mk == LA_MAP_DPFP ? 0.8 : 0);
         la_config c0 = cfg_make(LA_CAUSAL, mk, 6, 1, 1);
         la_featmap fm;
         la_featmap_create(&c0, H, dk, &fm);
@@ -1128,6 +1136,107 @@ static void known_bugs(int which) {
   }
 }
 
+/* taylor2 and dpfp (docs/design.md §2): the kernel identity phi(q).phi(k) = 1 + t + t^2/2
+ * (t = s q.k) in float64, dpfp nonnegative with r = 2 dk nu and the same kernel as the
+ * authors' torch.roll form, their table entries, and the bounds la_config_check enforces. */
+static void test_taylor2_dpfp(void) {
+  char err[512];
+  const int dks[] = {1, 3, 16, 64};
+  for (int di = 0; di < 4; di++) {
+    const int dk = dks[di], n = 12, r = 1 + dk + dk * (dk + 1) / 2;
+    for (int sc = 0; sc < 2; sc++) {
+      la_config c = cfg_make(LA_CAUSAL, LA_MAP_TAYLOR2, 256, 0, 1);
+      c.scale = sc ? 0.37 : 0; /* 0: 1/sqrt(dk) */
+      const double s = sc ? 0.37 : 1 / sqrt((double)dk);
+      la_featmap fm;
+      CHECK(la_config_check(&c, dk, err, sizeof err) == LA_OK,
+            "taylor2 normalized needs no --allow-signed (dk %d): %s", dk, err);
+      CHECK(la_featmap_create(&c, 1, dk, &fm) == LA_OK && la_featmap_width(fm) == r &&
+                la_map_width(LA_MAP_TAYLOR2, dk, 7) == r,
+            "taylor2 dk %d: r = 1 + dk + dk(dk+1)/2 = %d", dk, r);
+      double *x = malloc(sizeof(double) * 2 * n * dk), *p = malloc(sizeof(double) * 2 * n * r);
+      double a[2 * n];
+      nv_fill(x, (size_t)2 * n * dk, 4242 + dk, 3.0, 0.0); /* |t| up to ~30 */
+      la_featmap_eval(fm, LA_F64, 0, 2 * n, x, dk, p, a);
+      double worst = 0;
+      for (int i = 0; i < n; i++)
+        for (int j = n; j < 2 * n; j++) {
+          double t = 0, kq = 0;
+          for (int l = 0; l < dk; l++) t += s * x[i * dk + l] * x[j * dk + l];
+          for (int l = 0; l < r; l++) kq += p[i * r + l] * p[j * r + l];
+          const double want = 1 + t + t * t / 2;
+          worst = fmax(worst, fabs(kq - want) / want);
+        }
+      CHECK(worst <= 1e-12, "taylor2 dk %d s %g: phi(q).phi(k) = 1 + t + t^2/2 to %.2g (want 1e-12)",
+            dk, s, worst);
+      free(x), free(p);
+      la_featmap_destroy(&fm);
+    }
+  }
+  for (int dk = 1; dk <= 6; dk++)
+    for (int nu = 1; nu <= 2 * dk - 1; nu++) {
+      const int n = 9, r = 2 * dk * nu, w = 2 * dk;
+      la_config c = cfg_make(LA_CAUSAL, LA_MAP_DPFP, nu, 0, 1);
+      la_featmap fm;
+      CHECK(la_config_check(&c, dk, err, sizeof err) == LA_OK, "dpfp dk %d nu %d valid: %s", dk, nu, err);
+      CHECK(la_featmap_create(&c, 1, dk, &fm) == LA_OK && la_featmap_width(fm) == r &&
+                la_map_width(LA_MAP_DPFP, dk, nu) == r,
+            "dpfp dk %d nu %d: r = 2 dk nu = %d", dk, nu, r);
+      double x[9 * 6], p[9 * 2 * 6 * 11], a[9];
+      nv_fill(x, (size_t)n * dk, 77 + dk, 1.0, 0.0);
+      la_featmap_eval(fm, LA_F64, 0, n, x, dk, p, a);
+      double neg = 0, zblock = 0, worst = 0;
+      for (int i = 0; i < n * r; i++) neg = fmin(neg, p[i]);
+      if (nu >= dk) /* block j = dk pairs relu(x_l) with relu(-x_l): identically 0 */
+        for (int i = 0; i < n; i++)
+          for (int l = 0; l < w; l++) zblock = fmax(zblock, fabs(p[i * r + (dk - 1) * w + l]));
+      for (int i = 0; i < n; i++) /* the kernel of the roll form, rho_l rho_{l-j} */
+        for (int j = 0; j < n; j++) {
+          double want = 0, got = 0;
+          for (int b = 1; b <= nu; b++)
+            for (int l = 0; l < w; l++)
+              want += nv_rho(x + i * dk, dk, l) * nv_rho(x + i * dk, dk, (l - b + w) % w) *
+                      nv_rho(x + j * dk, dk, l) * nv_rho(x + j * dk, dk, (l - b + w) % w);
+          for (int l = 0; l < r; l++) got += p[i * r + l] * p[j * r + l];
+          worst = fmax(worst, fabs(got - want) / fmax(want, 1e-300));
+        }
+      CHECK(neg == 0 && zblock == 0 && worst <= 1e-14,
+            "dpfp dk %d nu %d: phi >= 0 (min %g), block dk zero (%g), kernel of the roll form (%.2g)",
+            dk, nu, neg, zblock, worst);
+      la_featmap_destroy(&fm);
+    }
+  /* the table and the bounds */
+  CHECK(!la_map_is_signed(LA_MAP_TAYLOR2) && !la_map_is_signed(LA_MAP_DPFP) &&
+            !la_map_is_random(LA_MAP_TAYLOR2) && !la_map_is_random(LA_MAP_DPFP) &&
+            !la_map_is_stabilized(LA_MAP_TAYLOR2) && !la_map_is_stabilized(LA_MAP_DPFP) &&
+            la_map_uses_features(LA_MAP_DPFP) && !la_map_uses_features(LA_MAP_TAYLOR2) &&
+            la_map_uses_features(LA_MAP_FAVOR) && !la_map_uses_features(LA_MAP_ELU1),
+        "taylor2, dpfp: unsigned, not random, not stabilized; features: dpfp yes, taylor2 no");
+  CHECK(LA_MAP_PRECOMPUTED == 7 && LA_MAP_TAYLOR2 == 8 && LA_MAP_DPFP == 9,
+        "existing map values unchanged, the new maps appended");
+  CHECK(la_map_flops_per_row(LA_MAP_TAYLOR2, 16, 153) == 153 + 16 &&
+            la_map_flops_per_row(LA_MAP_DPFP, 16, 64) == 64,
+        "flops: taylor2 r + dk, dpfp r");
+  la_config c = cfg_make(LA_CAUSAL, LA_MAP_DPFP, 0, 0, 1);
+  const struct { int dk, features; la_map_kind map; const char *what; } bad[] = {
+      {8, 0, LA_MAP_DPFP, "dpfp nu = 0"}, {8, 16, LA_MAP_DPFP, "dpfp nu = 2 dk"},
+      {8, 256, LA_MAP_DPFP, "dpfp nu = 256 (the default m) at dk 8"},
+      {65536, 2, LA_MAP_DPFP, "dpfp r = 2 dk nu > LA_WIDTH_MAX"},
+      {511, 256, LA_MAP_TAYLOR2, "taylor2 dk 511 (r > LA_WIDTH_MAX)"}};
+  for (int b = 0; b < 5; b++) {
+    c.map = bad[b].map, c.features = bad[b].features;
+    err[0] = 0;
+    la_featmap fm = NULL;
+    CHECK(la_config_check(&c, bad[b].dk, err, sizeof err) == LA_ERR_ARG && strlen(err) > 10 &&
+              la_featmap_create(&c, 1, bad[b].dk, &fm) == LA_ERR_ARG && !fm,
+          "%s refused: '%s'", bad[b].what, err);
+  }
+  c.map = LA_MAP_TAYLOR2, c.features = 0; /* --features is ignored by taylor2 */
+  CHECK(la_config_check(&c, 510, err, sizeof err) == LA_OK &&
+            la_map_width(LA_MAP_TAYLOR2, 510, 0) == 130816,
+        "taylor2 dk 510 is valid (r = 130816): %s", err);
+}
+
 int main(int argc, char **argv) {
   if (argc > 2 && !strcmp(argv[1], "--known-bug")) {
     known_bugs(atoi(argv[2]));
@@ -1136,6 +1245,7 @@ int main(int argc, char **argv) {
   }
   test_config();
   test_featmap();
+  test_taylor2_dpfp();
   test_engine_basics();
   test_forward_grid();
   test_accumulate();

@@ -231,6 +231,18 @@ int main(void) {
       {"relu window 7", LA_CAUSAL, LA_MAP_RELU, 1, LA_DEN_ERROR, 0, 7, 0, 0.4, 0.9},
       {"elu1 window 36", LA_CAUSAL, LA_MAP_ELU1, 1, LA_DEN_ERROR, 0, 36, 0, 0.8, 0},
       {"elu1 window 100", LA_CAUSAL, LA_MAP_ELU1, 1, LA_DEN_ERROR, 0, 100, 0, 0.8, 0},
+      /* taylor2 (signed features, positive kernel) and dpfp (nu = m = 5; an offset keeps its
+       * denominators away from 0, like relu's) */
+      {"taylor2 causal", LA_CAUSAL, LA_MAP_TAYLOR2, 1, LA_DEN_ERROR, 0, 0, 0, 0.8, 0},
+      {"taylor2 bidir", LA_BIDIRECTIONAL, LA_MAP_TAYLOR2, 1, LA_DEN_ERROR, 0, 0, 0, 0.8, 0},
+      {"taylor2 causal unnormalized", LA_CAUSAL, LA_MAP_TAYLOR2, 0, LA_DEN_ERROR, 0, 0, 0, 0.8, 0},
+      {"taylor2 bidir segments", LA_BIDIRECTIONAL, LA_MAP_TAYLOR2, 1, LA_DEN_ERROR, 0, 0, 1, 0.8, 0},
+      {"taylor2 window 9 segments", LA_CAUSAL, LA_MAP_TAYLOR2, 1, LA_DEN_ERROR, 0, 9, 1, 0.8, 0},
+      {"dpfp causal", LA_CAUSAL, LA_MAP_DPFP, 1, LA_DEN_ERROR, 0, 0, 0, 0.5, 0.8},
+      {"dpfp bidir", LA_BIDIRECTIONAL, LA_MAP_DPFP, 1, LA_DEN_ERROR, 0, 0, 0, 0.5, 0.8},
+      {"dpfp bidir unnormalized", LA_BIDIRECTIONAL, LA_MAP_DPFP, 0, LA_DEN_ERROR, 0, 0, 0, 0.8, 0},
+      {"dpfp causal segments", LA_CAUSAL, LA_MAP_DPFP, 1, LA_DEN_ERROR, 0, 0, 1, 0.5, 0.8},
+      {"dpfp window 7", LA_CAUSAL, LA_MAP_DPFP, 1, LA_DEN_ERROR, 0, 7, 0, 0.5, 0.8},
   };
   const int ncase = (int)(sizeof cases / sizeof cases[0]);
   int nrun = 0;

@@ -68,7 +68,8 @@ static inline double nv_relerr(const double *x, const double *ref, size_t count)
 /* ---- Feature maps, docs/design.md §2 ---- */
 typedef struct {
   la_map_kind map;
-  int heads, dk, m, r; /* r = dk (elu1, relu, identity, precomputed), m, or 2m */
+  int heads, dk, m, r; /* r = dk (elu1, relu, identity, precomputed), m, 2m; taylor2
+                        * 1 + dk + dk(dk+1)/2; dpfp 2 dk m (m = nu) */
   double s;            /* similarity scale */
   const double *omega; /* [heads][m][dk] (random maps) */
 } nv_map;
@@ -78,7 +79,18 @@ static inline nv_map nv_map_make(la_map_kind map, int heads, int dk, int m, doub
   nv_map f = {map, heads, dk, m, dk, scale > 0 ? scale : 1.0 / sqrt((double)dk), omega};
   if (map == LA_MAP_FAVOR || map == LA_MAP_FAVOR_ORF) f.r = m;
   if (map == LA_MAP_FAVOR_HYP || map == LA_MAP_TRIG) f.r = 2 * m;
+  if (map == LA_MAP_TAYLOR2) f.r = 1 + dk + dk * (dk + 1) / 2;
+  if (map == LA_MAP_DPFP) f.r = 2 * dk * m;
   return f;
+}
+
+/* dpfp's rho(x)_i (i < 2 dk): relu(x_i), then relu(-x_{i-dk}); and d rho_i / d x_{i mod dk} */
+static inline double nv_rho(const double *x, int dk, int i) {
+  const double v = i < dk ? x[i] : -x[i - dk];
+  return v > 0 ? v : 0;
+}
+static inline double nv_drho(const double *x, int dk, int i) {
+  return i < dk ? (x[i] > 0 ? 1.0 : 0.0) : (x[i - dk] < 0 ? -1.0 : 0.0);
 }
 
 /* phi(x) = e^{*a} p for head h: p has r entries. Domain: finite x. */
@@ -95,6 +107,20 @@ static inline void nv_phi(const nv_map *f, int h, const double *x, double *p, do
   case LA_MAP_IDENTITY:
   case LA_MAP_PRECOMPUTED:
     for (int c = 0; c < dk; c++) p[c] = x[c];
+    return;
+  case LA_MAP_TAYLOR2: { /* [1, x~, per row j: x~_j^2 / sqrt 2, x~_j x~_l (l > j)] */
+    const double rs = sqrt(f->s);
+    int o = 0;
+    p[o++] = 1;
+    for (int c = 0; c < dk; c++) p[o++] = rs * x[c];
+    for (int j = 0; j < dk; j++)
+      for (int l = j; l < dk; l++) p[o++] = f->s * x[j] * x[l] / (l == j ? sqrt(2.0) : 1.0);
+    return;
+  }
+  case LA_MAP_DPFP: /* block j = 1..nu: rho_i rho_{(i - j) mod 2dk} */
+    for (int j = 1; j <= m; j++)
+      for (int i = 0; i < 2 * dk; i++)
+        p[(j - 1) * 2 * dk + i] = nv_rho(x, dk, i) * nv_rho(x, dk, ((i - j) % (2 * dk) + 2 * dk) % (2 * dk));
     return;
   default:
     break;
@@ -149,6 +175,26 @@ static inline void nv_chain(const nv_map *f, int h, const double *x, const doubl
   case LA_MAP_IDENTITY:
   case LA_MAP_PRECOMPUTED:
     for (int j = 0; j < dk; j++) out[j] = c[j];
+    return;
+  case LA_MAP_TAYLOR2: { /* d(sqrt(s) x_j) = sqrt(s); d(s x_j x_l w) = s w (x_l e_j + x_j e_l) */
+    int o = 1;
+    for (int j = 0; j < dk; j++) out[j] += c[o++] * rs;
+    for (int j = 0; j < dk; j++)
+      for (int l = j; l < dk; l++, o++) {
+        const double w = l == j ? 1 / sqrt(2.0) : 1.0;
+        out[j] += c[o] * s * w * x[l];
+        out[l] += c[o] * s * w * x[j];
+      }
+    return;
+  }
+  case LA_MAP_DPFP: /* product rule on rho_i rho_k */
+    for (int j = 1; j <= m; j++)
+      for (int i = 0; i < 2 * dk; i++) {
+        const int k = ((i - j) % (2 * dk) + 2 * dk) % (2 * dk);
+        const double cc = c[(j - 1) * 2 * dk + i];
+        out[i % dk] += cc * nv_drho(x, dk, i) * nv_rho(x, dk, k);
+        out[k % dk] += cc * nv_rho(x, dk, i) * nv_drho(x, dk, k);
+      }
     return;
   default:
     break;

@@ -12,7 +12,8 @@ extern "C" {
 
 typedef enum { LA_CAUSAL = 0, LA_BIDIRECTIONAL = 1 } la_mode;
 
-/* §2. Order matters: it indexes la_map_names. */
+/* §2. The values are stable: a new map is appended (taylor2 and dpfp came after precomputed),
+ * so a compiled client's integers keep their meaning. The value indexes the map table. */
 typedef enum {
   LA_MAP_ELU1 = 0,
   LA_MAP_RELU,
@@ -22,6 +23,8 @@ typedef enum {
   LA_MAP_FAVOR_HYP, /* favor-hyp */
   LA_MAP_TRIG,
   LA_MAP_PRECOMPUTED,
+  LA_MAP_TAYLOR2, /* Based's second-order Taylor map of exp(s q.k) */
+  LA_MAP_DPFP,    /* Schlag et al.'s DPFP-nu, nu = features */
   LA_MAP_COUNT
 } la_map_kind;
 
@@ -37,7 +40,7 @@ typedef enum { LA_KERNELS_AUTO = 0, LA_KERNELS_BLAS, LA_KERNELS_AVX512 } la_kern
 typedef struct {
   la_mode mode;             /* --mode */
   la_map_kind map;          /* --feature-map */
-  int features;             /* --features m (random maps); r = m or 2m */
+  int features;             /* --features: m (random maps; r = m or 2m), nu (dpfp; r = 2 dk nu) */
   double scale;             /* --scale s; <= 0 means 1/sqrt(dk) */
   uint64_t seed;            /* --seed */
   int normalize;            /* --normalize on|off */
@@ -56,6 +59,9 @@ typedef struct {
 #define LA_CHUNK_MIN 1
 #define LA_CHUNK_MAX 4096
 #define LA_DIM_MAX (1 << 16)
+/* The widest feature map (r) accepted: favor-hyp and trig at LA_FEATURES_MAX. It bounds taylor2
+ * (dk <= 510) and dpfp (2 dk nu). */
+#define LA_WIDTH_MAX (2 * LA_FEATURES_MAX)
 
 void la_config_default(la_config *cfg);
 /* Check the configuration for a head dimension dk. Writes a one-line reason to err. */
@@ -73,7 +79,11 @@ int la_map_is_signed(la_map_kind k);
 int la_map_is_stabilized(la_map_kind k);
 /* 1 if the map draws a random projection. */
 int la_map_is_random(la_map_kind k);
-/* Feature width r for input width dk and m projections (0 for an unknown map). */
+/* 1 if --features sets the map's width: m of the random maps, nu of dpfp (taylor2: r is fixed
+ * by dk). */
+int la_map_uses_features(la_map_kind k);
+/* Feature width r for input width dk and features m (m of the random maps, nu of dpfp); 0 for
+ * an unknown map or a width beyond LA_WIDTH_MAX. */
 int la_map_width(la_map_kind k, int dk, int m);
 /* Useful flops of evaluating the map on one row (the count of docs/cli.md "linattn bench"). */
 double la_map_flops_per_row(la_map_kind k, int dk, int r);

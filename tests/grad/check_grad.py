@@ -7,7 +7,7 @@ Claims tested:
     ||prog - torch||_F / ||torch||_F <= 1e-12 in f64 and 2e-6 in f32 (the denominator is
     floored at 1e-3 x the largest of the three gradient norms, because normalized N = 1 or
     W = 1 gives out_i = v_i and dQ = dK = 0 exactly), for: every map x mode x
-    normalize on/off; policies add:E, clamp:E (E near the median den, so rows on both sides)
+    normalize on/off (taylor2 and dpfp included; dpfp with nu = 3); policies add:E, clamp:E (E near the median den, so rows on both sides)
     and zero-empty (rows with den == 0 exactly, one with phi(q) != 0) including favor maps,
     where E acts on the TRUE den; segments straddling and touching rank boundaries (length-1
     segments too); windows 1, 2, 5, W > N/P and W > N, with and without segments; favor inputs
@@ -55,7 +55,7 @@ except ImportError as _e:          # torch missing: (a) is skipped
 # chunks of up to ~1000 terms (sqrt(1000) ~ 32): 4e-15 and 2e-6. Measured worst: 4e-15 (f64)
 # and 2e-7 (f32). f64 keeps a factor 250 of margin for the stabilized maps' exp arguments.
 TOL = {"f64": 1e-12, "f32": 2e-6}
-FEATURES = {"favor+": 8, "favor+orf": 8, "favor-hyp": 8, "trig": 16}
+FEATURES = {"favor+": 8, "favor+orf": 8, "favor-hyp": 8, "trig": 16, "dpfp": 3}   # dpfp: nu
 
 
 def ranks(launcher):
@@ -79,7 +79,7 @@ def make_data(c):
     g = lambda d: rng.standard_normal((n, h, d))
     if mp == "precomputed":
         q, k = (rng.uniform(0.1, 1.0, (n, h, dk)) for _ in "qk") if norm else (g(dk), g(dk))
-    elif mp == "relu" and norm:           # no accidental zero rows
+    elif mp in ("relu", "dpfp") and norm:  # no accidental zero rows (dpfp: rho is a relu)
         q, k = np.maximum(g(dk) + 1.0, 0.05), np.maximum(g(dk) + 1.0, 0.05)
     elif mp == "identity" and norm:
         q, k = 0.5 * g(dk) + 1.0, 0.5 * g(dk) + 1.0
@@ -155,7 +155,8 @@ def oracle_cases(P, quick):
     for mp, mode, chunk in (("elu1", "causal", 8), ("elu1", "bidirectional", None),
                             ("favor+", "causal", None), ("favor+", "bidirectional", None),
                             ("relu", "causal", 8), ("trig", "causal", 8),
-                            ("precomputed", "bidirectional", None), ("favor-hyp", "causal", 8)):
+                            ("precomputed", "bidirectional", None), ("favor-hyp", "causal", 8),
+                            ("taylor2", "bidirectional", None), ("dpfp", "causal", 8)):
         norm = mp != "trig"
         cs.append(base(f"{mp} {mode} {'norm' if norm else 'unnorm'} segments straddling ranks "
                        f"chunk={chunk or 'dflt'}", mp, mode, normalize=norm, n=n, seg=straddle,
@@ -175,6 +176,11 @@ def oracle_cases(P, quick):
                        window=w, seg=straddle, chunk=8 if w != 5 else None))
     cs.append(base("elu1 causal unnorm window W=1", "elu1", "causal", normalize=False, n=n,
                    window=1, chunk=8))
+    for mp in ("taylor2", "dpfp"):
+        cs.append(base(f"{mp} causal window W=9 + segments", mp, "causal", n=n, window=9,
+                       seg=straddle, chunk=8))
+    cs.append(base("taylor2 causal window W=5 f32", "taylor2", "causal", dtype="f32", n=n,
+                   window=5, chunk=8))
     cs.append(base("favor+ causal norm window W=2", "favor+", "causal", n=n, window=2, chunk=8))
     cs.append(base("identity causal unnorm window W=5 + segments", "identity", "causal",
                    normalize=False, n=n, window=5, seg=straddle, chunk=8))
@@ -212,7 +218,7 @@ def choose_eps(c):
     """E between two adjacent dens near the median (so add/clamp change many rows and no den
     sits on the clamp kink)."""
     r = torch_oracle.gradients(c["q"], c["k"], c["v"], c["g"], c["map"], c.get("omega"), None,
-                               c["mode"], False, "error", c["seg"], c["window"])
+                               c["mode"], False, "error", c["seg"], c["window"], c["features"])
     d = np.sort(r["den"].ravel())
     mid = len(d) // 2
     c["policy"] = c["policy"].replace("E", repr(float(0.5 * (d[mid - 1] + d[mid]))))
@@ -228,13 +234,14 @@ def oracle_case(run, tally, c):
         return tally.case(False, c["name"], note=prob, cmd=run.last)
     try:
         r = torch_oracle.gradients(c["q"], c["k"], c["v"], c["g"], c["map"], omega, None,
-                                   c["mode"], c["normalize"], c["policy"], c["seg"], c["window"])
+                                   c["mode"], c["normalize"], c["policy"], c["seg"], c["window"],
+                                   c["features"])
     except torch_oracle.DenominatorViolation as e:
         return tally.case(False, c["name"], note=f"TEST DATA: oracle den violates: {e}")
     den = r["den"]
     note = f"den[min={den.min():.2g},zeros={int((den == 0).sum())}]"
     if c["normalize"] and c["policy"] == "error" and c["map"] in ("relu", "identity", "trig",
-                                                                  "precomputed") \
+                                                                  "precomputed", "dpfp") \
             and den.min() < 1e-3 * np.median(den):
         return tally.case(False, c["name"], note="TEST DATA: den near 0; " + note)
     if c["policy"].startswith("clamp:"):          # no den on the kink, even after f32 rounding

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Central finite differences against `linattn grad` on tiny float64 cases.
 
-Claim: for every feature map x mode (normalized; unnormalized identity and trig; every
+Claim: for every feature map x mode (normalized; unnormalized identity, trig and taylor2; every
 denominator policy once with relu/elu1; segments and a window once each), the program's
 dQ, dK, dV are the derivatives of L = sum(out * G), where out is a NumPy quadratic forward
 written here (reference.feature_map for phi; explicit mask; policy on the true den).
@@ -52,10 +52,11 @@ def np_mask(n, mode, seg=None, window=None):
 
 
 def np_forward(q, k, v, mp, omega=None, scale=None, mode="causal", normalize=True,
-               policy="error", seg=None, window=None):
+               policy="error", seg=None, window=None, features=None):
     """(out [N,H,dv], den [N,H]) of the masked quadratic operator; raises
     ref.DenominatorError when the policy is violated."""
-    pq, pk, v = ref.feature_map(mp, q, omega, scale), ref.feature_map(mp, k, omega, scale), ref.as3d(v)
+    pq, pk = ref.feature_map(mp, q, omega, scale, features), ref.feature_map(mp, k, omega, scale, features)
+    v = ref.as3d(v)
     a = np.einsum("ihr,jhr->hij", pq, pk) * np_mask(pq.shape[0], mode, seg, window)
     num = np.einsum("hij,jhd->ihd", a, v)
     den = a.sum(2).T
@@ -79,7 +80,7 @@ def fd_grads(c, omega, step=STEP):
     """Central-difference dL/dq, dL/dk, dL/dv of L = sum(out * G) for case c."""
     args = dict(mp=c["map"], omega=omega, scale=c.get("scale"), mode=c["mode"],
                 normalize=c["normalize"], policy=c["policy"], seg=c.get("seg"),
-                window=c.get("window"))
+                window=c.get("window"), features=c.get("features"))
     x = {"q": c["q"], "k": c["k"], "v": c["v"]}
 
     def loss(xx):
@@ -114,6 +115,8 @@ def make_case(name, mp, mode, normalize=True, policy="error", n=12, h=2, dk=4, d
         q, k = rng.uniform(0.2, 1.0, (n, h, dk)), rng.uniform(0.2, 1.0, (n, h, dk))
     elif mp == "relu":
         q, k = away_from_kink(g(dk) + 0.8), away_from_kink(g(dk) + 0.8)
+    elif mp == "dpfp":                # rho is a relu of x and -x; mostly positive rows overlap
+        q, k = away_from_kink(g(dk) + 1.2), away_from_kink(g(dk) + 1.2)
     elif mp == "elu1":
         q, k = away_from_kink(g(dk)), away_from_kink(g(dk))
     elif mp == "identity" and normalize:
@@ -124,7 +127,8 @@ def make_case(name, mp, mode, normalize=True, policy="error", n=12, h=2, dk=4, d
         q, k = 0.8 * g(dk), 0.8 * g(dk)
     c = dict(name=name, map=mp, mode=mode, normalize=normalize, policy=policy, q=q, k=k,
              v=g(dv), g=g(dv), seg=None if seg is None else np.asarray(seg, np.int64),
-             window=window, scale=scale, chunk=chunk, seed=zlib.crc32(name.encode()) % 1000)
+             window=window, scale=scale, chunk=chunk, seed=zlib.crc32(name.encode()) % 1000,
+             features=3 if mp == "dpfp" else None)                # dpfp's nu
     if policy == "zero-empty":     # relu rows with phi = 0: den == 0 exactly, locally constant
         c["q"][0, 0] = -np.abs(c["q"][0, 0]) - 0.2     # empty query (both modes)
         c["k"][0, 1] = -np.abs(c["k"][0, 1]) - 0.2     # causal: query 0 head 1 reads nothing
@@ -148,6 +152,11 @@ def fd_cases():
     cs.append(make_case("fd relu bidirectional zero-empty", "relu", "bidirectional",
                         policy="zero-empty"))
     cs.append(make_case("fd favor+ causal scale=0.5", "favor+", "causal", scale=0.5, chunk=4))
+    cs.append(make_case("fd taylor2 causal scale=0.5", "taylor2", "causal", scale=0.5, chunk=4))
+    cs.append(make_case("fd taylor2 bidirectional unnorm", "taylor2", "bidirectional",
+                        normalize=False))
+    cs.append(make_case("fd dpfp causal segments+window3", "dpfp", "causal", seg=[0, 3, 4, 9, 12],
+                        window=3, chunk=2))
     cs.append(make_case("fd elu1 causal segments+window3", "elu1", "causal", seg=[0, 3, 4, 9, 12],
                         window=3, chunk=2))
     cs.append(make_case("fd favor-hyp bidirectional segments", "favor-hyp", "bidirectional",
@@ -160,7 +169,7 @@ def resolve_policy(c, omega):
     if c["policy"] not in ("add:E", "clamp:E"):
         return
     _, den = np_forward(c["q"], c["k"], c["v"], c["map"], omega, c.get("scale"), c["mode"],
-                        False, "error", c.get("seg"), c.get("window"))
+                        False, "error", c.get("seg"), c.get("window"), c.get("features"))
     d = np.sort(den.ravel())
     mid = len(d) // 2
     e = 0.5 * (d[mid - 1] + d[mid])                 # between two dens: about half are clamped
@@ -171,7 +180,8 @@ def check_data(c, omega):
     """Problems with the test data itself (den near 0, violation), or []."""
     try:
         _, den = np_forward(c["q"], c["k"], c["v"], c["map"], omega, c.get("scale"), c["mode"],
-                            c["normalize"], c["policy"], c.get("seg"), c.get("window"))
+                            c["normalize"], c["policy"], c.get("seg"), c.get("window"),
+                            c.get("features"))
     except ref.DenominatorError as e:
         return [f"reference den violates the policy: {e}"]
     if c["normalize"] and c["policy"] != "zero-empty" and np.min(den) < 1e-2 * np.median(den):
@@ -216,8 +226,10 @@ def grad_args(c, prefix, dtype="f64", threads=1, extra=()):
     if c["map"] in ref.RANDOM_MAPS and c.get("omega") is not None:    # fixed, given
         a += ["--projection", f"{prefix}_pin.npy"]
     elif c["map"] in ref.RANDOM_MAPS:                                 # drawn, saved
-        a += ["--features", c.get("features", FEATURES), "--seed", c["seed"],
+        a += ["--features", c.get("features") or FEATURES, "--seed", c["seed"],
               "--save-projection", f"{prefix}_p.npy"]
+    if c["map"] == "dpfp":                                            # nu
+        a += ["--features", c["features"]]
     if c["normalize"] and c["map"] in ("identity", "trig"):
         a += ["--allow-signed"]
     if c.get("scale") is not None:
@@ -295,9 +307,10 @@ def self_test(tally):
             continue
         r = torch_oracle.gradients(c["q"], c["k"], c["v"], c["g"], c["map"], om, c.get("scale"),
                                    c["mode"], c["normalize"], c["policy"], c.get("seg"),
-                                   c.get("window"))
+                                   c.get("window"), c.get("features"))
         out, _ = np_forward(c["q"], c["k"], c["v"], c["map"], om, c.get("scale"), c["mode"],
-                            c["normalize"], c["policy"], c.get("seg"), c.get("window"))
+                            c["normalize"], c["policy"], c.get("seg"), c.get("window"),
+                            c.get("features"))
         e_out = ref.rel_err(r["out"], out)
         compare(tally, "self-test " + c["name"], r, fd_grads(c, om), fd_grads(c, om, 2 * STEP),
                 extra=f" out={e_out:.1e}")

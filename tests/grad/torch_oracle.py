@@ -12,7 +12,7 @@ Independent of the engine and of reference.py's NumPy code (only its name tuples
 
 CLI (writes PREFIX_out.npy, PREFIX_grad_q.npy, PREFIX_grad_k.npy, PREFIX_grad_v.npy, PREFIX_den.npy):
     torch_oracle.py --q Q --k K --v V --grad-out G --feature-map M [--projection P]
-        [--scale S] [--mode causal|bidirectional] [--normalize on|off]
+        [--scale S] [--features NU (dpfp)] [--mode causal|bidirectional] [--normalize on|off]
         [--denominator error|add:E|clamp:E|zero-empty] [--segments F] [--window W] --prefix PREFIX
 Exit 3 if the denominator policy is violated (as the program would).
 """
@@ -34,8 +34,16 @@ class DenominatorViolation(Exception):
     """The policy rejects some den (count, first token, head)."""
 
 
-def phi(name, x, omega=None, scale=None):
+def phi(name, x, omega=None, scale=None, features=None):
     """Feature map of docs/design.md §2 on a torch tensor x [N, H, d] -> [N, H, r]."""
+    if name == "taylor2":     # Based: [1, x~, vec(x~ x~^T) / sqrt 2], kernel 1 + t + t^2/2
+        s = 1.0 / math.sqrt(x.shape[-1]) if scale is None else float(scale)
+        xt = math.sqrt(s) * x
+        outer = torch.einsum("nhi,nhj->nhij", xt, xt).reshape(*x.shape[:-1], -1)
+        return torch.cat([torch.ones(*x.shape[:-1], 1), xt, outer / math.sqrt(2.0)], -1)
+    if name == "dpfp":        # Schlag et al. 2021: rho * roll(rho, j), j = 1..nu
+        rho = torch.cat([torch.relu(x), torch.relu(-x)], -1)
+        return torch.cat([rho * torch.roll(rho, j, -1) for j in range(1, int(features) + 1)], -1)
     if name == "elu1":
         return torch.where(x > 0, x + 1.0, torch.exp(torch.clamp(x, max=0.0)))
     if name == "relu":
@@ -122,7 +130,7 @@ def operator(pq, pk, v, msk, normalize=True, policy="error"):
 
 
 def gradients(q, k, v, g, feature_map, omega=None, scale=None, mode="causal", normalize=True,
-              policy="error", segments=None, window=None):
+              policy="error", segments=None, window=None, features=None):
     """Autograd of L = sum(out * g). Inputs are NumPy arrays [N,H,d] (or [N,d]); returns a
     dict of float64 NumPy arrays out, den, dq, dk, dv (dq/dk/dv in the input's shape)."""
     shapes = [np.shape(x) for x in (q, k, v)]
@@ -132,8 +140,8 @@ def gradients(q, k, v, g, feature_map, omega=None, scale=None, mode="causal", no
     for x in (tq, tk, tv):
         x.requires_grad_(True)
     msk = mask(tq.shape[0], mode, segments, window)
-    out, den = operator(phi(feature_map, tq, omega, scale), phi(feature_map, tk, omega, scale),
-                        tv, msk, normalize, policy)
+    out, den = operator(phi(feature_map, tq, omega, scale, features),
+                        phi(feature_map, tk, omega, scale, features), tv, msk, normalize, policy)
     (out * tg).sum().backward()
     res = dict(out=out.detach().numpy(), den=den.detach().numpy())
     for name, x, shp in zip(("dq", "dk", "dv"), (tq, tk, tv), shapes):
@@ -148,6 +156,7 @@ def main():
     p.add_argument("--feature-map", required=True, choices=ref.MAPS)
     p.add_argument("--projection")
     p.add_argument("--scale", type=float)
+    p.add_argument("--features", type=int, help="nu of dpfp")
     p.add_argument("--mode", default="causal", choices=("causal", "bidirectional"))
     p.add_argument("--normalize", default="on", choices=("on", "off"))
     p.add_argument("--denominator", default="error")
@@ -159,7 +168,7 @@ def main():
     try:
         r = gradients(np.load(a.q), np.load(a.k), np.load(a.v), np.load(a.grad_out),
                       a.feature_map, om, a.scale, a.mode, a.normalize == "on", a.denominator,
-                      seg, a.window)
+                      seg, a.window, a.features)
     except DenominatorViolation as e:
         print(f"torch_oracle: {e}", file=sys.stderr)
         return 3

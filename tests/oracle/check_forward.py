@@ -13,7 +13,11 @@ Extra stress: inputs whose norm ramps 0.5 -> 3 along the sequence (the causal ke
 must rescale), N = 1, N = 131, N = 3000, 2-D [N, d] inputs, explicit --scale.
 
 Normalized identity and trig get --allow-signed (docs/cli.md requires it for those two only;
-precomputed runs without it) and data with den far from 0. Each line shows cond = || |A| |V| / |den| ||_F /
+precomputed and taylor2, whose kernel 1 + t + t^2/2 is positive, run without it) and data
+with den far from 0. taylor2's reference is Based's full form [1, x~, vec(x~ x~^T)/sqrt 2]
+(r = 1 + d + d^2; the engine keeps the symmetric half), dpfp's the authors' torch.roll form;
+--features is dpfp's nu. taylor2 is also checked row by row in float32 on large-norm inputs,
+where t^2/2 dominates and the signed products cancel (taylor2_rows_f32). Each line shows cond = || |A| |V| / |den| ||_F /
 ||out||_F, the amplification of rounding in the sums; it stays below ~20 for every case.
 
 This script says nothing about closeness to softmax; see check_softmax.py.
@@ -30,7 +34,7 @@ import common
 import reference as ref
 
 TOL = {"f64": 1e-12, "f32": 1e-5}
-FEATURES = {"favor+": 16, "favor+orf": 16, "favor-hyp": 16, "trig": 32}
+FEATURES = {"favor+": 16, "favor+orf": 16, "favor-hyp": 16, "trig": 32, "dpfp": 2}   # dpfp: nu
 
 
 def make_inputs(c):
@@ -44,6 +48,8 @@ def make_inputs(c):
         q, k = g(dk) + 1.0, g(dk) + 1.0
     elif mp == "identity" and norm:   # q.k ~ dk +- 2 sqrt(dk/4): den well above 0
         q, k = 0.5 * g(dk) + 1.0, 0.5 * g(dk) + 1.0
+    elif mp == "dpfp" and norm:       # mostly positive rows: products of neighbours overlap,
+        q, k = g(dk) + 1.0, g(dk) + 1.0   # so no den is 0 (a row can have phi = 0, like relu)
     elif mp == "trig":                # small |q~ - k~|: the cos sums stay positive
         q, k = 0.3 * g(dk), 0.3 * g(dk)
     elif mp in ref.RANDOM_MAPS:
@@ -67,6 +73,8 @@ def cmdline(c, tag, out, extra=()):
         a += ["--chunk", c["chunk"]]
     if c["map"] in ref.RANDOM_MAPS:
         a += ["--features", c["features"], "--seed", c["seed"]]
+    if c["map"] == "dpfp":
+        a += ["--features", c["features"]]
     if c.get("scale") is not None:
         a += ["--scale", repr(c["scale"])]
     if c["normalize"] and c["map"] in ("identity", "trig"):
@@ -108,8 +116,8 @@ def forward_case(run, tally, c):
     if out is None:
         return tally.case(False, c["name"], note=note, cmd=run.last)
     omega = np.load(proj_p) if extra else None
-    phiq = ref.feature_map(c["map"], q, omega, c.get("scale"))
-    phik = ref.feature_map(c["map"], k, omega, c.get("scale"))
+    phiq = ref.feature_map(c["map"], q, omega, c.get("scale"), c.get("features"))
+    phik = ref.feature_map(c["map"], k, omega, c.get("scale"), c.get("features"))
     try:
         r, den = ref.quadratic(phiq, phik, v, c["mode"], c["normalize"])
     except ref.DenominatorError as e:
@@ -140,7 +148,7 @@ def case_list(quick):
         cases.append(dict(map=mp, mode=mode, dtype="f64", normalize=False, n=200, h=2 + i % 2,
                           dk=8 + i % 9, dv=5 + i % 8, features=FEATURES.get(mp), seed=i % 5,
                           threads=1 + i % 2, name=f"{mp}/{mode}/f64/unnorm/t{1 + i % 2}"))
-    for mp in ("elu1", "identity", "favor+", "trig"):
+    for mp in ("elu1", "identity", "favor+", "trig", "taylor2", "dpfp"):
         cases.append(dict(map=mp, mode="causal", dtype="f32", normalize=False, n=200, h=2,
                           dk=12, dv=6, features=FEATURES.get(mp), seed=1, threads=2, chunk=7,
                           name=f"{mp}/causal/f32/unnorm/chunk7/t2"))
@@ -152,11 +160,13 @@ def case_list(quick):
                           chunk=chunk, name=f"{mp}/{mode}/f64/2-D[150,10]"))
     for mp, mode, dtype in (("elu1", "causal", "f32"), ("favor+", "causal", "f64"),
                             ("favor-hyp", "bidirectional", "f64"), ("trig", "causal", "f64"),
-                            ("precomputed", "bidirectional", "f32")):
+                            ("precomputed", "bidirectional", "f32"), ("taylor2", "causal", "f32"),
+                            ("dpfp", "bidirectional", "f64")):
         cases.append(dict(map=mp, mode=mode, dtype=dtype, normalize=True, n=1, h=2, dk=8, dv=5,
                           features=FEATURES.get(mp), seed=3, threads=2, chunk=7,
                           name=f"{mp}/{mode}/{dtype}/N=1"))
-    for mp in ("elu1", "relu", "favor+", "favor+orf", "favor-hyp", "trig", "precomputed"):
+    for mp in ("elu1", "relu", "favor+", "favor+orf", "favor-hyp", "trig", "precomputed",
+               "taylor2", "dpfp"):
         for chunk, dtype in ((7, "f64"), (64, "f64"), (64, "f32")):
             cases.append(dict(map=mp, mode="causal", dtype=dtype, normalize=True, n=131, h=3,
                               dk=9, dv=11, features=FEATURES.get(mp), seed=4, threads=2,
@@ -177,11 +187,23 @@ def case_list(quick):
         cases.append(dict(map=mp, mode="causal", dtype=dtype, normalize=True, n=3000, h=2, dk=8,
                           dv=8, features=FEATURES.get(mp), seed=0, threads=2, chunk=64,
                           name=f"{mp}/causal/{dtype}/norm/N=3000/chunk64"))
-    # Explicit --scale for the random maps.
-    for mp, s in (("favor+", 0.2), ("favor-hyp", 0.5), ("trig", 0.2), ("favor+orf", 0.05)):
+    # dpfp's nu: 1, 3 and the largest, 2 dk - 1 (its block j = dk is identically 0).
+    for nu, dtype in ((1, "f64"), (3, "f32"), (15, "f64")):
+        for mode in ("causal", "bidirectional"):
+            cases.append(dict(map="dpfp", mode=mode, dtype=dtype, normalize=True, n=150, h=2,
+                              dk=8, dv=5, features=nu, seed=0, threads=2, chunk=16,
+                              name=f"dpfp/{mode}/{dtype}/nu={nu}"))
+    # taylor2 at Based's head size (dk = 16: r = 153) and a wider one (dk = 40: r = 861).
+    for dk, dtype in ((16, "f64"), (16, "f32"), (40, "f64")):
+        cases.append(dict(map="taylor2", mode="causal", dtype=dtype, normalize=True, n=300, h=2,
+                          dk=dk, dv=8, seed=0, threads=2, chunk=None,
+                          name=f"taylor2/causal/{dtype}/dk={dk}"))
+    # Explicit --scale for the random maps and taylor2.
+    for mp, s in (("favor+", 0.2), ("favor-hyp", 0.5), ("trig", 0.2), ("favor+orf", 0.05),
+                  ("taylor2", 0.6)):
         for mode in ("causal", "bidirectional"):
             cases.append(dict(map=mp, mode=mode, dtype="f64", normalize=True, n=200, h=2, dk=16,
-                              dv=8, features=FEATURES[mp], seed=1, threads=2, chunk=64, scale=s,
+                              dv=8, features=FEATURES.get(mp), seed=1, threads=2, chunk=64, scale=s,
                               name=f"{mp}/{mode}/f64/scale={s}"))
     return cases
 
@@ -286,11 +308,80 @@ def reproducible_checks(run, tally):
                note=f"err {e:.2e}", cmd=run.last)
 
 
+def row_bounds(phiq, phik, v, mode, den, out):
+    """Per row, || |A| |V| ||_2 / |den| + ||out||_2 (|A| 1) / |den|, |A| = |phi(q)| . |phi(k)|:
+    the first-order rounding bound of num / den, to be multiplied by (terms) x unit roundoff."""
+    a = ref.kernel_matrix(np.abs(phiq), np.abs(phik), mode)
+    av = np.matmul(a, np.abs(ref.as3d(v)).transpose(1, 0, 2)).transpose(1, 0, 2)
+    a1 = a.sum(axis=2).T
+    return (np.linalg.norm(av, axis=-1) + np.linalg.norm(out, axis=-1) * a1) / np.abs(den)
+
+
+def taylor2_rows_f32(run, tally):
+    """taylor2 in float32 on large-norm inputs, row by row (docs/design.md §2): |x~| ~ 12, so
+    1 + t + t^2/2 is dominated by t^2/2; then every key orthogonal to every query in a rotated
+    basis (t = 0: kernel 1, but products of size |x~|^4 / dk: sum |products| is ~3e3 times the
+    kernel), where the signed sum cancels. Each row's error is held to the probabilistic
+    rounding bound 2 sqrt(L) u x row_bounds, L = r + n + 4 terms (Higham and Mary 2019: a
+    length-L sum errs by about sqrt(L) u sum |terms|), in float32 and, on the same rows, in
+    float64. At |x| ~ 800 the float32 den can come out <= 0: the policy either refuses it
+    (exit 3, naming a row; the case says which) or every row meets the bound."""
+    n, h, dk, dv = 300, 2, 16, 6
+    rng = np.random.default_rng(2024)
+    base = dict(map="taylor2", normalize=True, n=n, h=h, dk=dk, dv=dv, threads=2, chunk=64)
+    q, k, v = (6.0 * rng.standard_normal((n, h, dk)), 6.0 * rng.standard_normal((n, h, dk)),
+               rng.standard_normal((n, h, dv)))
+    # queries in a random half-space U, keys in its complement: t = 0, kernel 1, but the
+    # products share coordinates (U is rotated), so the quadratic block cancels
+    rot = np.linalg.qr(rng.standard_normal((dk, dk)))[0]
+    half = lambda sc, lo, hi: np.concatenate(
+        [np.zeros((n, h, lo)), sc * rng.standard_normal((n, h, hi - lo)),
+         np.zeros((n, h, dk - hi))], axis=-1) @ rot
+    r = 1 + dk + dk * (dk + 1) // 2
+    cases = (("large-norm", (q, k), ("causal", "bidirectional"), ("f32", "f64")),
+             ("keys orthogonal to queries", (half(8.0, 0, dk // 2), half(8.0, dk // 2, dk)),
+              ("causal",), ("f32", "f64")),
+             ("keys orthogonal to queries, |x| ~ 800", (half(200.0, 0, dk // 2),
+                                                        half(200.0, dk // 2, dk)),
+              ("causal",), ("f32",)))
+    for tag, (qq, kk), modes, dtypes in cases:
+        for mode, dtype in itertools.product(modes, dtypes):
+            c = dict(base, mode=mode, dtype=dtype)
+            name = f"taylor2/{mode}/{dtype}/{tag}/row-by-row"
+            qs = common.save(run.path("t_q.npy"), qq, dtype)
+            ks = common.save(run.path("t_k.npy"), kk, dtype)
+            vs = common.save(run.path("t_v.npy"), v, dtype)
+            common.rm(run.path("t_out.npy"))
+            rc, _, err = run(*cmdline(c, "t", "t_out.npy"))
+            pq, pk = ref.feature_map("taylor2", qs), ref.feature_map("taylor2", ks)
+            want, den = ref.quadratic(pq, pk, vs, mode)
+            kern = ref.kernel_matrix(pq, pk, mode)
+            cancel = float((ref.kernel_matrix(np.abs(pq), np.abs(pk), mode).sum()) / kern.sum())
+            if rc == 3 and "800" in tag:
+                tally.case("violate" in err or "denominator" in err, name,
+                           note=f"exit 3, the policy refused a den <= 0: "
+                                f"{common.first_error(err)}", cmd=run.last)
+                continue
+            if rc != 0:
+                tally.case(False, name, note=f"exit {rc}: {common.first_error(err)}", cmd=run.last)
+                continue
+            out, note = common.load_out(run.path("t_out.npy"), n, h, dv)
+            u = 2.0 ** -24 if dtype == "f32" else 2.0 ** -53
+            bound = 2.0 * np.sqrt(r + n + 4) * u * row_bounds(pq, pk, vs, mode, den, want)
+            e = np.linalg.norm(out - want, axis=-1)
+            worst = float(np.max(e / bound))
+            tally.case(worst <= 1.0, name, worst, 1.0,
+                       f"max row err / bound; sum|A|/sum A = {cancel:.0f}, "
+                       f"max row rel err {float(np.max(e / np.linalg.norm(want, axis=-1))):.1e}",
+                       run.last)
+
+
 def main():
     args = common.parse_args(__doc__)
     run, tally = common.runner(args), common.Tally()
     for c in case_list(args.quick):
         forward_case(run, tally, c)
+    taylor2_rows_f32(run, tally)
     projection_checks(run, tally)
     distribution_checks(run, tally)
     reproducible_checks(run, tally)

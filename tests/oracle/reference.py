@@ -10,9 +10,11 @@ Arrays follow the program's layout: x is [N, H, d]; outputs are [N, H, dv].
 import numpy as np
 
 MAPS = ("elu1", "relu", "identity", "favor+", "favor+orf", "favor-hyp", "trig",
-        "precomputed")
+        "precomputed", "taylor2", "dpfp")
 RANDOM_MAPS = ("favor+", "favor+orf", "favor-hyp", "trig")
-SIGNED_MAPS = ("identity", "trig", "precomputed")
+SIGNED_MAPS = ("identity", "trig", "precomputed")     # signed kernel (taylor2: signed features,
+                                                      # kernel 1 + t + t^2/2 > 0)
+FEATURES_MAPS = RANDOM_MAPS + ("dpfp",)               # --features sets r (dpfp: nu)
 
 
 class DenominatorError(Exception):
@@ -29,13 +31,26 @@ def as3d(x):
     return x[:, None, :] if x.ndim == 2 else x
 
 
-def feature_map(name, x, omega=None, scale=None):
+def feature_map(name, x, omega=None, scale=None, features=None):
     """phi(x) for every token and head: x [N, H, d] -> [N, H, r], float64.
 
     omega: projection [H, m, d] (or [m, d] shared by every head), random maps only.
-    scale: similarity scale s (None -> 1/sqrt(d)); random maps use x~ = sqrt(s) x.
+    scale: similarity scale s (None -> 1/sqrt(d)); random maps and taylor2 use x~ = sqrt(s) x.
+    features: nu of dpfp.
     """
     x = as3d(x)
+    if name == "taylor2":
+        # Based (Arora et al. 2024): [1, x~, vec(x~ x~^T) / sqrt 2], r = 1 + d + d^2, so that
+        # phi(q).phi(k) = 1 + t + t^2/2 with t = s q.k (the engine stores the symmetric half)
+        s = 1.0 / np.sqrt(x.shape[-1]) if scale is None else float(scale)
+        xt = np.sqrt(s) * x
+        outer = (xt[..., :, None] * xt[..., None, :]).reshape(x.shape[:-1] + (-1,))
+        return np.concatenate([np.ones(x.shape[:-1] + (1,)), xt, outer / np.sqrt(2.0)], axis=-1)
+    if name == "dpfp":
+        # DPFP-nu (Schlag et al. 2021, section 5.3; the authors' torch.roll form)
+        rho = np.concatenate([np.maximum(x, 0.0), np.maximum(-x, 0.0)], axis=-1)
+        return np.concatenate([rho * np.roll(rho, j, axis=-1) for j in range(1, int(features) + 1)],
+                              axis=-1)
     if name == "elu1":
         return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
     if name == "relu":
