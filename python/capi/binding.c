@@ -1,4 +1,4 @@
-/* The flat C layer of the Python package, one process (binding.h; docs/design.md §5.6).
+/* The flat C layer of the Python package, one process (binding.h; docs/design.md §5.4).
  * Everything here is a thin adapter over core.h, grad.h and baseline.h: it builds the
  * configuration from the CLI's spellings, packs a batch into segments (§3), checks the inputs
  * as the CLI does, and turns the denominator statistics into the CLI's verdict. */
@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "binding.h"
 #include "linattn/baseline.h"
 #include "linattn/grad.h"
@@ -36,6 +37,17 @@ const char *la_py_isa(void) {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
 #endif
   return "generic";
+}
+
+void la_py_advise_huge(void *p, int64_t bytes) {
+#ifdef MADV_HUGEPAGE
+  const uintptr_t huge = (uintptr_t)2 << 20, a = ((uintptr_t)p + huge - 1) & ~(huge - 1),
+                  b = ((uintptr_t)p + (uintptr_t)bytes) & ~(huge - 1);
+  if (bytes > 0 && b > a) (void)madvise((void *)a, b - a, MADV_HUGEPAGE); /* a hint only */
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 int la_py_mode(const char *s, la_mode *m) {

@@ -1,4 +1,4 @@
-/* The flat C layer the Python package loads with ctypes (docs/design.md §5.6): plain
+/* The flat C layer the Python package loads with ctypes (docs/design.md §5.4): plain
  * integers, doubles, strings and pointers only, so that ctypes needs no struct layouts.
  * Tensors are C-order [B, L, H, d] buffers of the operator's dtype, passed by pointer (no
  * copy). Batch entries are independent sequences: in one process they run as one packed
@@ -25,6 +25,11 @@ const char *la_py_version(void);
 const char *la_py_error(void);
 const char *la_py_map_names(void); /* "elu1,relu,..." in la_map_kind order */
 const char *la_py_isa(void);       /* "avx512f", "avx2", "generic" */
+/* Advise transparent huge pages on the 2 MiB-aligned interior of a fresh buffer the engine is
+ * about to write (an output the caller just allocated): first-touch faults then come 512
+ * times fewer (docs/performance.md "Training through the Python binding"). A hint; never
+ * fails. */
+void la_py_advise_huge(void *p, int64_t bytes);
 
 /* The operator for [*, *, heads, dk] queries and keys and [*, *, heads, dv] values. map,
  * mode ("causal" | "bidirectional"), den ("error" | "add:E" | "clamp:E" | "zero-empty") and

@@ -105,6 +105,7 @@ _sig("la_py_version", [], STR)
 _sig("la_py_error", [], STR)
 _sig("la_py_map_names", [], STR)
 _sig("la_py_isa", [], STR)
+_sig("la_py_advise_huge", [P, I64], None)
 _sig("la_py_op_create", [STR, INT, STR, INT, STR, INT, DBL, ctypes.c_uint64, I64, INT, INT, STR,
                          INT, INT, INT, INT, INT, DBLP, INT, INT, ctypes.POINTER(P)])
 _sig("la_py_op_destroy", [P], None)

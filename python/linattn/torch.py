@@ -23,11 +23,22 @@ def _arr(name, t):
                      t.is_contiguous(), t.data_ptr())
 
 
+# Outputs this large are fresh mappings on every call (glibc mmaps allocations above its
+# dynamic threshold, at most 32 MiB), so their first touch faults every 4 KiB page; huge pages
+# cut those faults 512-fold (docs/performance.md "Training through the Python binding").
+_HUGE_MIN = 32 << 20
+
+
 def _empty(shape, dtype, like=None):
-    """torch.empty, with a failed allocation raised as linattn.OutOfMemoryError (a
-    MemoryError) rather than torch's RuntimeError."""
+    """torch.empty for an output the engine writes next: a failed allocation raises
+    linattn.OutOfMemoryError (a MemoryError) rather than torch's RuntimeError, and a large one
+    is advised huge pages."""
     try:
-        return torch.empty_like(like) if like is not None else torch.empty(shape, dtype=dtype)
+        t = torch.empty_like(like) if like is not None else torch.empty(shape, dtype=dtype)
+        nbytes = t.numel() * t.element_size()
+        if nbytes >= _HUGE_MIN:
+            lib.la_py_advise_huge(t.data_ptr(), nbytes)
+        return t
     except RuntimeError as e:
         if "alloc" not in str(e).lower():
             raise
