@@ -94,6 +94,10 @@ class Op:
             raise InputError("mode %r is not 'causal' or 'bidirectional'" % (mode,))
         if not isinstance(denominator, str):
             raise InputError("denominator must be a string: error, add:EPS, clamp:EPS or zero-empty")
+        if not normalize and denominator != "error":
+            raise InputError("denominator %r: a policy acts on the normalized operator's "
+                             "denominator; with normalize=False there is none (refused, as "
+                             "the CLI refuses --denominator with --normalize off)" % (denominator,))
         if kernels not in KERNELS:
             raise InputError("kernels %r is not one of %s" % (kernels, ", ".join(KERNELS)))
         features = _int("features", features, 1)

@@ -140,11 +140,25 @@ MAP_NAMES = tuple(lib.la_py_map_names().decode().split(","))
 VERSION = lib.la_py_version().decode()
 
 
+# The engine's reasons name CLI options; here they name the keyword arguments instead.
+_SPELLING = [("--allow-signed", "allow_signed=True"), ("--normalize off", "normalize=False"),
+             ("--feature-map", "feature_map"), ("--features", "features"),
+             ("--denominator", "denominator"), ("--window", "window"), ("--scale", "scale"),
+             ("--chunk", "chunk"), ("--threads", "threads"), ("--mode", "mode"),
+             ("--kernels", "kernels"), ("--seed", "seed"), ("--projection", "projection")]
+
+
+def python_spelling(reason):
+    for cli, py in _SPELLING:
+        reason = reason.replace(cli, py)
+    return reason
+
+
 def check(status):
     """Raise the exception of a failed call, with the engine's reason."""
     if status != OK:
         reason = lib.la_py_error().decode(errors="replace") or "status %d" % status
-        raise error_for(status, reason)
+        raise error_for(status, python_spelling(reason))
 
 
 # The denominator statistics of the last call on each thread (linattn.last_stats()).
