@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef _OPENMP
+#include <omp.h>
+#else
+#define omp_get_max_threads() 1
+#endif
 #include "binding.h"
 #include "linattn/baseline.h"
 #include "linattn/grad.h"
@@ -160,10 +165,27 @@ int la_py_op_projection(const la_py_op *op, double *buf, int64_t cap) {
 /* ---- checks and verdicts shared with binding_dist.c ---- */
 
 int la_py_check_finite(const char *name, la_dtype dt, const void *x, int64_t n, int H, int d,
-                       int64_t L, int64_t token0, int64_t batch0) {
+                       int64_t L, int64_t token0, int64_t batch0, int threads) {
+  /* blocks of rows on the OpenMP threads (the check reads memory at one thread's bandwidth;
+   * 64 MiB took 2.4 ms on one thread, docs/performance.md "Training through the Python
+   * binding"); the first failing block names the first bad value */
+  const int64_t blk = 1 << 14, nb = (n + blk - 1) / blk;
+  int64_t first = nb;
+#pragma omp parallel for schedule(static) reduction(min : first) if (nb > 1) \
+    num_threads(threads > 0 ? threads : omp_get_max_threads())
+  for (int64_t b = 0; b < nb; b++) {
+    const int64_t r0 = b * blk, rn = n - r0 < blk ? n - r0 : blk;
+    int64_t t;
+    int h, c;
+    const char *xb = (const char *)x + (size_t)r0 * H * d * la_dtype_size(dt);
+    if (b < first && la_check_finite(dt, xb, rn, H, d, r0, &t, &h, &c) != LA_OK) first = b;
+  }
+  if (first == nb) return LA_OK;
   int64_t t;
   int h, c;
-  if (la_check_finite(dt, x, n, H, d, 0, &t, &h, &c) == LA_OK) return LA_OK;
+  const int64_t r0 = first * blk, rn = n - r0 < blk ? n - r0 : blk;
+  la_check_finite(dt, (const char *)x + (size_t)r0 * H * d * la_dtype_size(dt), rn, H, d, r0,
+                  &t, &h, &c);
   return la_error(LA_ERR_NONFINITE, "%s is not finite at (batch %lld, token %lld, head %d, column %d)",
                   name, (long long)(batch0 + t / L), (long long)(token0 + t % L), h, c);
 }
@@ -240,9 +262,9 @@ int la_py_forward(la_py_op *op, int64_t B, int64_t L, const void *q, const void 
   la_error_clear();
   LA_TRY(check_call(op, B, L));
   const int64_t n = B * L;
-  LA_TRY(la_py_check_finite("q", op->dt, q, n, op->H, op->dk, L, 0, 0));
-  LA_TRY(la_py_check_finite("k", op->dt, k, n, op->H, op->dk, L, 0, 0));
-  LA_TRY(la_py_check_finite("v", op->dt, v, n, op->H, op->dv, L, 0, 0));
+  LA_TRY(la_py_check_finite("q", op->dt, q, n, op->H, op->dk, L, 0, 0, op->cfg.threads));
+  LA_TRY(la_py_check_finite("k", op->dt, k, n, op->H, op->dk, L, 0, 0, op->cfg.threads));
+  LA_TRY(la_py_check_finite("v", op->dt, v, n, op->H, op->dv, L, 0, 0, op->cfg.threads));
   LA_TRY(set_batch_segments(op, B, L, seg, nseg));
   la_den_stats st;
   LA_TRY(la_den_stats_init(&st));
@@ -259,7 +281,7 @@ int la_py_backward(la_py_op *op, int64_t B, int64_t L, const void *q, const void
   la_error_clear();
   LA_TRY(check_call(op, B, L));
   const int64_t n = B * L;
-  LA_TRY(la_py_check_finite("the output's gradient", op->dt, g, n, op->H, op->dv, L, 0, 0));
+  LA_TRY(la_py_check_finite("the output's gradient", op->dt, g, n, op->H, op->dv, L, 0, 0, op->cfg.threads));
   LA_TRY(set_batch_segments(op, B, L, seg, nseg));
   la_den_stats st;
   LA_TRY(la_den_stats_init(&st));
@@ -311,9 +333,9 @@ int la_py_softmax_forward(int f64, const char *mode, double scale, int64_t windo
   LA_TRY(softmax_shape(B, L, heads, dk, dv, scale));
   const la_dtype dt = f64 ? LA_F64 : LA_F32;
   const int64_t n = B * L;
-  LA_TRY(la_py_check_finite("q", dt, q, n, heads, dk, L, 0, 0));
-  LA_TRY(la_py_check_finite("k", dt, k, n, heads, dk, L, 0, 0));
-  LA_TRY(la_py_check_finite("v", dt, v, n, heads, dv, L, 0, 0));
+  LA_TRY(la_py_check_finite("q", dt, q, n, heads, dk, L, 0, 0, threads));
+  LA_TRY(la_py_check_finite("k", dt, k, n, heads, dk, L, 0, 0, threads));
+  LA_TRY(la_py_check_finite("v", dt, v, n, heads, dv, L, 0, 0, threads));
   la_softmax_mask mask;
   int64_t *own;
   LA_TRY(softmax_mask(mode, window, B, L, seg, nseg, &mask, &own));
@@ -335,7 +357,7 @@ int la_py_softmax_backward(const char *mode, double scale, int64_t window, int t
   la_error_clear();
   LA_TRY(softmax_shape(B, L, heads, dk, dv, scale));
   const int64_t n = B * L;
-  LA_TRY(la_py_check_finite("the output's gradient", LA_F64, g, n, heads, dv, L, 0, 0));
+  LA_TRY(la_py_check_finite("the output's gradient", LA_F64, g, n, heads, dv, L, 0, 0, threads));
   la_softmax_mask mask;
   int64_t *own;
   LA_TRY(softmax_mask(mode, window, B, L, seg, nseg, &mask, &own));

@@ -109,9 +109,10 @@ struct la_py_op {
 int la_py_verdict(const la_py_op *op, const la_den_stats *st, int64_t L, const char *what);
 void la_py_fill_stats(const la_den_stats *st, int64_t L, double *out);
 /* Check that x [n, H, d] holds only finite values; the error names (batch, token, head,
- * column): row t is token token0 + t % L of batch entry batch0 + t / L. */
+ * column): row t is token token0 + t % L of batch entry batch0 + t / L. On `threads` OpenMP
+ * threads (<= 0: the default). */
 int la_py_check_finite(const char *name, la_dtype dt, const void *x, int64_t n, int H, int d,
-                       int64_t L, int64_t token0, int64_t batch0);
+                       int64_t L, int64_t token0, int64_t batch0, int threads);
 /* The rows [row0, row0 + n) rank `rank` of P passes for sequences of Ltot tokens (the engine's
  * ownership rule with op; la_split_ownership without). binding_dist.c. */
 void la_py_shard(const la_py_op *op, int64_t Ltot, int P, int rank, int64_t *n, int64_t *row0);

@@ -1,4 +1,4 @@
-/* The flat C layer of the Python package across ranks (binding.h; docs/design.md §5.6): the
+/* The flat C layer of the Python package across ranks (binding.h; docs/design.md §5.4): the
  * caller's communicator arrives as its Fortran handle (mpi4py's comm.py2f(), the portable
  * form) and each batch entry is one collective la_dist_forward / la_dist_backward (§4.5) on
  * the rank's shard of that sequence. The library never calls MPI_Init: mpi4py has. */
@@ -72,7 +72,7 @@ static int local_checks(la_dist d, la_py_op *op, int64_t B, int64_t Lloc, int64_
       s = la_py_check_finite(names[t], op->dt,
                              (const char *)xs[t] + (size_t)b * Lloc * op->H * widths[t] *
                                                        la_dtype_size(op->dt),
-                             Lloc, op->H, widths[t], Lloc, row0, b);
+                             Lloc, op->H, widths[t], Lloc, row0, b, op->cfg.threads);
   if (s == LA_OK) s = la_py_check_segments(seg, nseg, Ltot);
   if (s == LA_OK && seg) {
     free(op->seg);
@@ -191,11 +191,11 @@ int la_py_softmax_forward_dist(int comm_f, int f64, const char *mode, double sca
                rv = (size_t)Lloc * heads * dv * es;
   la_status s = LA_OK;
   for (int64_t b = 0; b < B && s == LA_OK; b++) {
-    s = la_py_check_finite("q", dt, (const char *)q + b * rk, Lloc, heads, dk, Lloc, row0, b);
+    s = la_py_check_finite("q", dt, (const char *)q + b * rk, Lloc, heads, dk, Lloc, row0, b, threads);
     if (s == LA_OK)
-      s = la_py_check_finite("k", dt, (const char *)k + b * rk, Lloc, heads, dk, Lloc, row0, b);
+      s = la_py_check_finite("k", dt, (const char *)k + b * rk, Lloc, heads, dk, Lloc, row0, b, threads);
     if (s == LA_OK)
-      s = la_py_check_finite("v", dt, (const char *)v + b * rv, Lloc, heads, dv, Lloc, row0, b);
+      s = la_py_check_finite("v", dt, (const char *)v + b * rv, Lloc, heads, dv, Lloc, row0, b, threads);
   }
   s = la_dist_agree(d, s, NULL, 0);
   for (int64_t b = 0; b < B && s == LA_OK; b++)
@@ -221,7 +221,7 @@ int la_py_softmax_backward_dist(int comm_f, const char *mode, double scale, int6
   la_status s = out ? LA_OK : la_error(LA_ERR_NOMEM, "softmax backward: out of memory");
   for (int64_t b = 0; b < B && s == LA_OK; b++)
     s = la_py_check_finite("the output's gradient", LA_F64, g + b * rv, Lloc, heads, dv, Lloc,
-                           row0, b);
+                           row0, b, threads);
   s = la_dist_agree(d, s, NULL, 0);
   for (int64_t b = 0; b < B && s == LA_OK; b++)
     s = la_softmax_ring_grad(d, Ltot, heads, dk, dv, scale, &mask, Lloc, row0, q + b * rk,
