@@ -11,11 +11,9 @@ Implementations (the `impl` column):
                     q, k, v [1, L, H, d] leaves that require grad; the clock is
                     time.perf_counter around the two calls (fwd_s: the first, bwd_s: the
                     second). The gradients are dropped (q.grad = None) before the clock.
-  binding_hugepages the same, with the binding's four fresh outputs (torch.empty in forward,
-                    torch.empty_like x 3 in backward) advised MADV_HUGEPAGE before the engine
-                    writes them, as the engine advises its own large buffers (core/alloc.c):
-                    torch.empty and torch.empty_like are wrapped during the two calls. A
-                    preview of a fix to the binding (docs/performance.md), not the binding.
+  binding_nohuge    the same with the binding's huge-page advice on its outputs turned off
+                    (linattn.torch._HUGE_MIN raised during the two calls): what the advice
+                    gains, in the same run (docs/performance.md).
   c_fresh           fwdbwd --modes fresh: the binding's pattern from C (feature map, engine
                     and the four output buffers made inside the timed region on every call)
   c_reused          fwdbwd --modes reused: engine and buffers made once, outside the clock
@@ -103,33 +101,16 @@ def blas_core():
     return "unknown"
 
 
-# ---------------------------------------------------------------- huge pages for the outputs
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-MADV_HUGEPAGE, HUGE, HUGE_MIN = 14, 2 << 20, 8 << 20
-
-
-def advise_huge(t):
-    """core/alloc.c's advise_huge on a tensor's storage: the 2 MiB-aligned interior."""
-    n = t.numel() * t.element_size()
-    if n >= HUGE_MIN:
-        p = t.data_ptr()
-        lo, hi = (p + HUGE - 1) & ~(HUGE - 1), (p + n) & ~(HUGE - 1)
-        if hi > lo:
-            _libc.madvise(lo, hi - lo, MADV_HUGEPAGE)
-    return t
-
-
-class HugeOutputs:
-    """torch.empty and torch.empty_like advise what they return, while inside."""
+# ---------------------------------------------------------------- the binding without its advice
+class NoHugeAdvice:
+    """linattn.torch advises huge pages on outputs of 32 MiB or more; not while inside."""
 
     def __enter__(self):
-        self.e, self.el = torch.empty, torch.empty_like
-        torch.empty = lambda *a, **k: advise_huge(self.e(*a, **k))
-        torch.empty_like = lambda *a, **k: advise_huge(self.el(*a, **k))
+        self.saved = linattn.torch._HUGE_MIN
+        linattn.torch._HUGE_MIN = 1 << 62
 
     def __exit__(self, *exc):
-        torch.empty, torch.empty_like = self.e, self.el
+        linattn.torch._HUGE_MIN = self.saved
 
 
 # ---------------------------------------------------------------- the peers
@@ -232,8 +213,8 @@ def call_once(fn, leaves, G):
     return t1 - t0, t2 - t1
 
 
-def call_huge(fn, leaves, G):
-    with HugeOutputs():
+def call_nohuge(fn, leaves, G):
+    with NoHugeAdvice():
         return call_once(fn, leaves, G)
 
 
@@ -340,7 +321,7 @@ def main():
         pleaves = [to_peer(x).requires_grad_() for x in (q, k, v)]
         PG = to_peer(G)
         bind = lambda x, y, z: lt.attention(x, y, z, threads=a.threads)
-        impls = [("binding", bind, leaves, G), ("binding_hugepages", bind, leaves, G)]
+        impls = [("binding", bind, leaves, G), ("binding_nohuge", bind, leaves, G)]
         impls += [("torch_vec_C%d" % C, (lambda C: lambda x, y, z: torch_vec(x, y, z, C))(C),
                    pleaves, PG) for C in a.chunks if L % C == 0]
         loop = ("torch_loop_C64", lambda x, y, z: torch_loop(x, y, z, 64), pleaves, PG)
@@ -352,7 +333,7 @@ def main():
         t = {name: Timer() for name in ["c_fresh", "c_reused"] + [i[0] for i in impls] + [loop[0]]}
         log("L = %d: warm-up" % L)
         for name, fn, lv, g in impls:
-            (call_huge if name == "binding_hugepages" else call_once)(fn, lv, g)
+            (call_nohuge if name == "binding_nohuge" else call_once)(fn, lv, g)
         if L <= a.loop_full_max and loop_rounds:
             call_once(loop[1], loop[2], loop[3])
         for r in range(a.rounds):
@@ -362,16 +343,16 @@ def main():
             for m in ("fresh", "reused"):
                 t["c_" + m].add(float(c[m]["fwd_s"]), float(c[m]["bwd_s"]))
             for name, fn, lv, g in impls:
-                t[name].add(*(call_huge if name == "binding_hugepages" else call_once)(fn, lv, g))
+                t[name].add(*(call_nohuge if name == "binding_nohuge" else call_once)(fn, lv, g))
             if r < loop_rounds:
                 if L > a.loop_full_max:
                     log("L = %d: the chunk loop, one call (%s)" % (
                         L, "about %.0f s" % (loop_pred * L) if loop_pred else "?"))
                 t[loop[0]].add(*call_once(loop[1], loop[2], loop[3]))
                 loop_pred = t[loop[0]].t / L
-            log("L = %d: round %d/%d, best so far: binding %.4f s, binding_hugepages %.4f, "
+            log("L = %d: round %d/%d, best so far: binding %.4f s, binding_nohuge %.4f, "
                 "c_fresh %.4f, c_reused %.4f, %s" % (
-                L, r + 1, a.rounds, t["binding"].t, t["binding_hugepages"].t, t["c_fresh"].t,
+                L, r + 1, a.rounds, t["binding"].t, t["binding_nohuge"].t, t["c_fresh"].t,
                 t["c_reused"].t,
                 ", ".join("%s %.3f" % (n, t[n].t) for n in t if n.startswith("torch") and t[n].n)))
         for name in t:
@@ -408,12 +389,12 @@ def main():
     out.append("")
     out.append("Ratios (total = fwd + bwd; forward alone in brackets):")
     out.append("")
-    out.append("| L | binding / c_fresh | binding / c_reused | binding_hugepages / c_reused | "
+    out.append("| L | binding / c_fresh | binding / c_reused | binding_nohuge / c_reused | "
                "best vec peer | loop peer | stronger peer / binding |")
     out.append("|---|---|---|---|---|---|---|")
     for L in lengths:
         b, cf, cr = by[("binding", L)], by[("c_fresh", L)], by[("c_reused", L)]
-        bh = by[("binding_hugepages", L)]
+        bh = by[("binding_nohuge", L)]
         vec = [k for k in by if k[1] == L and k[0].startswith("torch_vec")]
         vname = min(vec, key=lambda k: by[k].t)[0]
         bv = by[(vname, L)]

@@ -48,7 +48,10 @@ def _empty(shape, dtype, like=None):
 
 
 def _threads(threads):
-    return torch.get_num_threads() if threads is None else threads
+    """None: the OpenMP default (OMP_NUM_THREADS, else every core), as the CLI and
+    linattn.numpy. Not torch.get_num_threads(): Debian's torch 1.13 reports 1 on a 2-core
+    machine without OMP_NUM_THREADS, which would halve the engine's speed unasked."""
+    return 0 if threads is None else threads
 
 
 def _scan(scan_algorithm):
