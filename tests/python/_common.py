@@ -3,8 +3,8 @@
 - `need(...)`: import numpy (and torch) or exit 77 (skip): a test that cannot run never passes.
 - `Checks`: a tiny check collector; `finish()` exits 0 or 1 with one line per failing check.
 - The INDEPENDENT float64 quadratic reference of the operator (docs/design.md §1-§3), in torch:
-  phi written here from the definitions of §2 (and of ../shared/CONTRACT.md for taylor2 and
-  dpfp), the L x L kernel matrix formed explicitly, masked by an explicit boolean matrix (causal
+  phi written here from the definitions of §2 (taylor2 and dpfp included),
+  the L x L kernel matrix formed explicitly, masked by an explicit boolean matrix (causal
   j <= i, same segment, window i-W < j <= i), num = A V, den = A 1, and the named denominator
   policy applied to the true den. Gradients by torch autograd of sum(out * G). It shares no
   code with the engine or the binding (it does not import linattn).
@@ -90,7 +90,7 @@ SIGNED_MAPS = ("identity", "trig")  # refused in normalized mode without allow_s
 
 
 def width(name, dk, features):
-    """r, the feature width, of each map (docs/design.md §2; CONTRACT.md for taylor2, dpfp)."""
+    """r, the feature width, of each map (docs/design.md §2, which defines taylor2 and dpfp too)."""
     if name in ("elu1", "relu", "identity"):
         return dk
     if name in ("favor+", "favor+orf"):

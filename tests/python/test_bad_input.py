@@ -177,7 +177,7 @@ CASES = [
     ("LinearAttention redraw_interval = 0",
      lambda: lt.LinearAttention(H, DK, features=8, redraw_interval=0), (IE, VE), ["redraw_interval"]),
     ("LinearAttention unknown map", lambda: lt.LinearAttention(H, DK, feature_map="nope"), (IE, VE), ["nope"]),
-    # dpfp's nu = features must be in [1, 2 dk - 1] (CONTRACT.md), when the library has dpfp
+    # dpfp's nu = features must be in [1, 2 dk - 1] (docs/design.md §2), when the library has dpfp
 ] + ([
     ("dpfp features = 2 dk", lambda: A(Q.abs(), K.abs(), V, feature_map="dpfp", features=2 * DK), (IE, VE),
      ["dpfp"]),
