@@ -82,7 +82,7 @@ class Op:
     """An operator handle (la_py_op): the configuration, the feature map with its projection,
     and the planned engine. Freed with the object."""
 
-    def __init__(self, *, f64, heads, dk, dv, feature_map="elu1", features=256, mode="causal",
+    def __init__(self, *, f64, heads, dk, dv, feature_map="elu1", features=None, mode="causal",
                  normalize=True, denominator="error", allow_signed=False, scale=None, seed=0,
                  projection=None, window=None, chunk=None, threads=None, kernels="auto",
                  decay=None, gates=None):
@@ -100,6 +100,8 @@ class Op:
                              "the CLI refuses --denominator with --normalize off)" % (denominator,))
         if kernels not in KERNELS:
             raise InputError("kernels %r is not one of %s" % (kernels, ", ".join(KERNELS)))
+        if features is None:  # dpfp's nu defaults to 1 (DPFP-1); the random maps' m to 256
+            features = 1 if feature_map == "dpfp" else 256
         features = _int("features", features, 1)
         seed = _int("seed", seed, 0, 2**64 - 1)
         window = _int("window", window, 1, none_ok=True)

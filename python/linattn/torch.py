@@ -108,7 +108,7 @@ def _prepare(q, k, v, comm, scan_algorithm, kw):
     return op, dist
 
 
-def attention(q, k, v, *, feature_map="elu1", features=256, mode="causal", normalize=True,
+def attention(q, k, v, *, feature_map="elu1", features=None, mode="causal", normalize=True,
               denominator="error", allow_signed=False, scale=None, seed=0, projection=None,
               segments=None, window=None, decay=None, gates=None, chunk=None, comm=None,
               scan_algorithm="auto", threads=None, kernels="auto"):
@@ -204,7 +204,7 @@ class LinearAttention(torch.nn.Module):
         out = attn(q, k, v)          # [B, L, H, dv]
     """
 
-    def __init__(self, heads, dim_head, *, feature_map="favor+", features=256, mode="causal",
+    def __init__(self, heads, dim_head, *, feature_map="favor+", features=None, mode="causal",
                  normalize=True, denominator="error", allow_signed=False, scale=None, seed=0,
                  window=None, chunk=None, redraw_interval=None, threads=None, kernels="auto"):
         super().__init__()
