@@ -30,6 +30,9 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=1, help="threads for torch and the engine (default 1)")
     p.add_argument("--resume", action="store_true",
                    help="keep the runs already in DIR's CSVs and run only the missing ones")
+    p.add_argument("--estimate", action="store_true",
+                   help="time a few steps of every configuration and extrapolate the study's "
+                        "duration (capacity_time.csv); trains nothing to the end")
     p.add_argument("--report-only", action="store_true", help="rewrite report.md from DIR's CSVs")
     p.add_argument("--progress", action="store_true", default=None,
                    help="a progress line with rate and ETA on stderr (default: when stderr is a terminal)")
@@ -78,6 +81,16 @@ def main(argv=None):
     def factory(what, total):
         return progress.Progress(what, total, enabled=opts.progress, rank=rank)
 
+    if opts.estimate:
+        rows, total = capacity.estimate(opts, opts.out_dir)
+        by_n = {}
+        for r in rows:
+            by_n[r["N"]] = by_n.get(r["N"], 0.0) + r["seconds_estimated"]
+        sys.stderr.write("linattn.downstream: the capacity study (%d configurations x %d seeds, "
+                         "%d thread%s) would take about %.1f h; by N: %s\n" % (
+                             len(rows), opts.seeds, opts.threads, "" if opts.threads == 1 else "s",
+                             total / 3600, ", ".join("%d: %.2f h" % (n, s / 3600) for n, s in sorted(by_n.items()))))
+        return 0
     status = 0
     meta_path = os.path.join(opts.out_dir, "softmax_check.csv")
     if not opts.report_only:

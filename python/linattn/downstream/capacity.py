@@ -30,6 +30,7 @@ One attention layer stores N key-value pairs and retrieves one of them. As in th
 """
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -211,13 +212,13 @@ def run(opts, out_dir, progress_factory):
         curves = report.read_csv(curves_path) if os.path.exists(curves_path) else []
     done = {key(r) for r in runs}
     todo = [(a, n, s) for n in ns for a in names for s in seeds if (a, n, s, max_steps) not in done]
-    prog = progress_factory("capacity", sum(n for _, n, _ in todo) or 1)
+    prog = progress_factory("capacity", sum(n * n for _, n, _ in todo) or 1)
     for a, n, s in todo:
         res, cur = run_one(a, n, s, max_steps=max_steps, threads=opts.threads, prog=prog,
-                           partial_units=n)
+                           partial_units=n * n)
         runs.append(res)
         curves.extend(cur)
-        prog.advance(n)
+        prog.advance(n * n)
         prog.update(note="%s N=%d seed %d: %s, MSE %.3g after %d steps, %.0f s" % (
             a, n, s, res["stop"], res["final_mse"], res["steps"], res["seconds"]), force=True)
         report.write_csv(runs_path, RUN_COLS, runs)
@@ -449,3 +450,58 @@ def write_report(out_dir, meta, p):
              "batches draw from the training stream, ours from a separate one.%s\n"
              % (len(meta["seeds"]), " (5) This quick run stops at %d steps; theirs ran until their stopping rule." % meta["max_steps"] if meta.get("quick") else ""))
     return "\n".join(L)
+
+
+# ---- the cost of the full study (--estimate) --------------------------------------------------
+
+def anchor_steps(name, n):
+    """Steps their run took at N (their logs), else the median over their runs at N."""
+    for theirs, o, nn, final, best, steps in anchors._CAPACITY:
+        if o == name and nn == n and steps:
+            return steps, "their log"
+    at_n = sorted(s for _, _, nn, _, _, s in anchors._CAPACITY if nn == n and s)
+    return at_n[len(at_n) // 2], "median of their logs at this N"
+
+
+def estimate(opts, out_dir, steps=3):
+    """Time `steps` training steps (after one warm-up step) and one test of every (attention, N)
+    of the full study, and extrapolate: seconds = seeds x (steps to stop x s/step + tests x
+    s/test), with the steps to stop taken from their logs. Writes capacity_time.csv."""
+    ns = opts.sizes or NS_FULL
+    names = opts.attentions or ATTN_FULL
+    rows, total = [], 0.0
+    for n in ns:
+        for a in names:
+            torch.manual_seed(1)
+            attn = attentions.build(a, heads=1, dk=D, mode="bidirectional", seed=1, threads=opts.threads,
+                                    denominator=DENOMINATOR, random_scale=RANDOM_SCALE)
+            model = Model(n, attn, softmax_init=(a == "softmax"))
+            opt = torch.optim.Adam(model.parameters(), lr=LR)
+            rng = np.random.default_rng([1, n, 0])
+            times = []
+            for i in range(steps + 1):
+                keys, vals, pos = batch(rng, BATCH, n)
+                q = np.repeat(keys[np.arange(BATCH), pos][:, None], n, 1)
+                tgt = torch.nn.functional.one_hot(torch.from_numpy(vals[np.arange(BATCH), pos]), n).float()
+                t = time.monotonic()
+                y = model(torch.from_numpy(keys), torch.from_numpy(vals), torch.from_numpy(q))[:, 0]
+                loss = 0.5 * ((tgt - y) ** 2).sum(-1).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if i:
+                    times.append(time.monotonic() - t)
+            t = time.monotonic()
+            test_mse(model, np.random.default_rng(0), n)
+            t_test = time.monotonic() - t
+            sps = sorted(times)[len(times) // 2]
+            st, src = anchor_steps(a, n)
+            sec = opts.seeds * (st * sps + (st // TEST_EVERY + 1) * t_test)
+            total += sec
+            rows.append({"attention": a, "N": n, "seconds_per_step": sps, "seconds_per_test": t_test,
+                         "steps_assumed": st, "steps_source": src, "seeds": opts.seeds,
+                         "seconds_estimated": sec, "threads": opts.threads})
+            report.write_csv(os.path.join(out_dir, "capacity_time.csv"), list(rows[0]), rows)
+            sys.stderr.write("linattn.downstream: timing %-14s N=%-4d %.4g s/step  %.3g s/test  "
+                             "-> %.0f s for %d seeds\n" % (a, n, sps, t_test, sec, opts.seeds))
+    return rows, total

@@ -2,8 +2,8 @@
 la_job_progress): one line per update, at most one a second (and always the last), from rank 0
 only; on when stderr is a terminal or --progress was given.
 
-Work is counted in weighted units (a run of the capacity task at N weighs N: its cost per step
-grows with N), so the ETA assumes the remaining units take as long per unit as the finished
+Work is counted in weighted units (a run of the capacity task at N weighs N^2: its cost per
+step grows about as N^2), so the ETA assumes the remaining units take as long per unit as the finished
 ones did.
 """
 import os
