@@ -374,6 +374,13 @@ def plots(p, summ):
          "xlabel": "N (stored pairs)", "ylabel": yl, "logy": True, "series": vs}])
 
 
+def _anchor_steps_str(a, n):
+    for _, o, nn, final, best, steps in anchors._CAPACITY:
+        if o == a and nn == n:
+            return str(steps)
+    return "?"
+
+
 def s_anchor_name(summ, a):
     for s in summ:
         if s["attention"] == a and s["anchor"]:
@@ -433,7 +440,14 @@ def write_report(out_dir, meta, p):
     L.append(report.md_table(["claim", "verdict", "evidence (final test MSE)"],
                              [[c, v, e] for c, v, e in claims(summ)]) + "\n")
     L.append("### Where the engine differs from their logs, and why\n")
-    diffs = [s for s in summ if s["anchor"] and s["verdict"] != s["anchor_verdict"]]
+    diffs = [s for s in summ if s["anchor"] and s["verdict"] != s["anchor_verdict"]
+             and s["verdict"] != "unfinished"]
+    cut = [s for s in summ if s["anchor"] and s["verdict"] == "unfinished"]
+    if cut:
+        L.append("Not compared (stopped at the step limit before storing): %s.\n" % ", ".join(
+            "%s at N=%d (%s; theirs %s, %s steps)" % (
+                s["attention"], s["N"], report.sci(s["mean_mse"]), report.sci(s["anchor_final_mse"]),
+                _anchor_steps_str(s["attention"], s["N"])) for s in cut))
     if diffs:
         L.append(report.md_table(["attention", "N", "engine", "theirs"],
                                  [[s["attention"], s["N"], "%s (%s)" % (s["verdict"], report.sci(s["mean_mse"])),
