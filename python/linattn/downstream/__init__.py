@@ -1,0 +1,9 @@
+"""linattn.downstream: what a feature map does to a trained model (issue 35; docs/downstream.md).
+
+    python3 -m linattn.downstream --out-dir DIR [--quick] [--tasks capacity] [--seeds K]
+                                  [--attentions LIST] [--threads T]
+
+Writes DIR/*.csv, the PNG plots (gnuplot) and DIR/report.md. Modules: attentions (the
+attentions compared), capacity (Schlag et al.'s capacity task), anchors (the published numbers),
+progress (the progress line), report (CSV, plots, markdown).
+"""

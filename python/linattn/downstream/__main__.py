@@ -1,0 +1,153 @@
+"""python3 -m linattn.downstream --out-dir DIR [options]: the downstream study (docs/downstream.md).
+
+Exit status: 0 done; 1 a run failed to produce a finite result or the softmax check failed;
+2 bad usage.
+"""
+import argparse
+import datetime
+import os
+import platform
+import sys
+import time
+
+TASKS = ("capacity",)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python3 -m linattn.downstream",
+                                description="Train small models with each attention and compare "
+                                            "them with softmax (docs/downstream.md).")
+    p.add_argument("--out-dir", required=True, help="folder for the CSVs, plots and report.md")
+    p.add_argument("--quick", action="store_true",
+                   help="a subset that finishes in minutes on one thread (labelled quick)")
+    p.add_argument("--tasks", default="capacity", help="comma-separated: %s" % ", ".join(TASKS))
+    p.add_argument("--seeds", type=int, default=3, help="seeds per configuration (default 3)")
+    p.add_argument("--attentions", default=None,
+                   help="comma-separated attention names (default: the task's list)")
+    p.add_argument("--sizes", default=None, help="capacity: comma-separated N (default: the task's)")
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="step limit per run (default: 100000, quick 1000)")
+    p.add_argument("--threads", type=int, default=1, help="threads for torch and the engine (default 1)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the runs already in DIR's CSVs and run only the missing ones")
+    p.add_argument("--estimate", action="store_true",
+                   help="time a few steps of every configuration and extrapolate the study's "
+                        "duration (capacity_time.csv); trains nothing to the end")
+    p.add_argument("--report-only", action="store_true", help="rewrite report.md from DIR's CSVs")
+    p.add_argument("--progress", action="store_true", default=None,
+                   help="a progress line with rate and ETA on stderr (default: when stderr is a terminal)")
+    a = p.parse_args(argv)
+    a.tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
+    for t in a.tasks:
+        if t not in TASKS:
+            p.error("unknown task %r (tasks: %s)" % (t, ", ".join(TASKS)))
+    if a.seeds < 1:
+        p.error("--seeds must be at least 1")
+    if a.threads < 1:
+        p.error("--threads must be at least 1")
+    if a.max_steps is not None and a.max_steps < 1:
+        p.error("--max-steps must be at least 1")
+    a.attentions = [s.strip() for s in a.attentions.split(",") if s.strip()] if a.attentions else None
+    try:
+        a.sizes = [int(s) for s in a.sizes.split(",")] if a.sizes else None
+    except ValueError:
+        p.error("--sizes takes comma-separated integers")
+    if a.sizes and min(a.sizes) < 2:
+        p.error("--sizes: N must be at least 2")
+    return a, p
+
+
+def main(argv=None):
+    opts, parser = parse_args(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("OMP_NUM_THREADS", str(opts.threads))
+    try:
+        import torch
+    except ImportError as e:
+        sys.stderr.write("linattn.downstream: needs torch (apt-get install python3-torch): %s\n" % e)
+        return 2
+    torch.set_num_threads(opts.threads)
+    import linattn
+    from . import attentions, capacity, progress, report
+
+    if opts.attentions:
+        for a in opts.attentions:
+            try:
+                attentions.parse(a)
+            except ValueError as e:
+                parser.error(str(e))
+    os.makedirs(opts.out_dir, exist_ok=True)
+    rank = progress.rank()
+
+    def factory(what, total):
+        return progress.Progress(what, total, enabled=opts.progress, rank=rank)
+
+    if opts.estimate:
+        rows, total = capacity.estimate(opts, opts.out_dir)
+        by_n = {}
+        for r in rows:
+            by_n[r["N"]] = by_n.get(r["N"], 0.0) + r["seconds_estimated"]
+        sys.stderr.write("linattn.downstream: the capacity study (%d configurations x %d seeds, "
+                         "%d thread%s) would take about %.1f h; by N: %s\n" % (
+                             len(rows), opts.seeds, opts.threads, "" if opts.threads == 1 else "s",
+                             total / 3600, ", ".join("%d: %.2f h" % (n, s / 3600) for n, s in sorted(by_n.items()))))
+        return 0
+    status = 0
+    meta_path = os.path.join(opts.out_dir, "softmax_check.csv")
+    if not opts.report_only:
+        rows = attentions.softmax_check(threads=opts.threads)
+        report.write_csv(meta_path, ["mode", "out_rel_err", "grad_rel_err", "tolerance", "ok",
+                                     "engine_version"], rows)
+        if not all(r["ok"] for r in rows):
+            report.warn("the engine's softmax differs from torch's (softmax_check.csv)")
+            status = 1
+    metas = {}
+    t0 = time.monotonic()
+    if "capacity" in opts.tasks:
+        if opts.report_only:
+            metas["capacity"] = {"sizes": opts.sizes or "(from the CSVs)", "attentions": opts.attentions or [],
+                                 "max_steps": opts.max_steps or 0, "seeds": list(range(1, opts.seeds + 1))}
+        else:
+            metas["capacity"] = capacity.run(opts, opts.out_dir, factory)
+        metas["capacity"]["quick"] = opts.quick
+    elapsed = time.monotonic() - t0
+
+    # report.md
+    plots = report.Plots("Tasks: %s." % ", ".join(opts.tasks))
+    sections = []
+    if "capacity" in metas:
+        sections.append(capacity.write_report(opts.out_dir, metas["capacity"], plots))
+        runs = report.read_csv(os.path.join(opts.out_dir, "capacity_runs.csv"))
+        bad = [r for r in runs if r["final_mse"] in ("nan", "inf", "")]
+        if bad:
+            report.warn("%d capacity run(s) ended without a finite test MSE (capacity_runs.csv)" % len(bad))
+            status = 1
+    made, warning = plots.make(opts.out_dir)
+    if warning:
+        report.warn(warning)
+    head = ["# linattn downstream study%s\n" % (" (QUICK RUN)" if opts.quick else ""),
+            "Made by `python3 -m linattn.downstream %s` on %s (%s, linattn %s, torch %s, %d thread%s), "
+            "in %.0f s. Every number below comes from the CSV files of this folder; "
+            "docs/downstream.md describes the tasks and the choices behind them.\n" % (
+                " ".join(sys.argv[1:]) if argv is None else " ".join(argv),
+                datetime.date.today().isoformat(), platform.node(), linattn.__version__,
+                torch.__version__, opts.threads, "" if opts.threads == 1 else "s", elapsed)]
+    if opts.quick:
+        head.append("**This is the --quick variant**: fewer sizes, attentions and steps than the "
+                    "study; its verdicts are about this subset only.\n")
+    if os.path.exists(meta_path):
+        sc = report.read_csv(meta_path)
+        head.append("The engine's softmax (`linattn.torch.softmax_attention`) against torch's own "
+                    "quadratic softmax, float64, once at start-up: " + "; ".join(
+                        "%s: output rel. error %s, gradient %s (%s)" % (
+                            r["mode"], report.sci(float(r["out_rel_err"])),
+                            report.sci(float(r["grad_rel_err"])), "ok" if r["ok"] == "1" else "FAILED")
+                        for r in sc) + " (softmax_check.csv).\n")
+    if warning:
+        head.append("Plots: %s.\n" % warning)
+    report.write_text(os.path.join(opts.out_dir, "report.md"), "\n".join(head + sections))
+    sys.stderr.write("linattn.downstream: wrote %s\n" % os.path.join(opts.out_dir, "report.md"))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
