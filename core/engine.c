@@ -46,7 +46,7 @@ int la_plan_threads(const la_config *cfg) {
  *   phiq, phik C r; vp, o, ab C (dv+1); A C^2; sf, tmp r (dv+1); phif, dphi 2C r;
  *   vf 2C (dv+1); Af 2C^2; kT r C; zf r;
  * in doubles: aq, ak, mseg C; af, ak2 2C; wsz, wsz2 r (dv+1); segi C ints; tb max(r, dv+1)
- * max(2C, r) elements (float32: counted whether or not the AVX-512 kernels run); the
+ * max(2C, dv+1) elements (float32: counted whether or not the AVX-512 kernels run); the
  * denominator histogram LA_DEN_HIST_BINS uint64; 64 bytes of alignment per allocation.
  * Once: the partial states (H Bmax heads), the scratch state, and every head's summary in the
  * working precision (H r (dv+1) elements: the bidirectional apply, the causal head groups). */
@@ -58,7 +58,7 @@ size_t la_engine_plan_bytes(const la_config *cfg, int heads, int r, int dv, la_d
   size_t per = es * (2 * C * R + 3 * C * dv1 + C * C + 2 * R * dv1 + 4 * C * R + 2 * C * dv1 +
                      2 * C * C + R * C + R);
   per += sizeof(double) * (3 * C + 4 * C + 2 * R * dv1) + sizeof(int) * C;
-  per += es * (R > dv1 ? R : dv1) * (2 * C > R ? 2 * C : R);
+  per += es * (R > dv1 ? R : dv1) * (2 * C > dv1 ? 2 * C : dv1);
   per += sizeof(uint64_t) * LA_DEN_HIST_BINS + 64 * NALLOC + sizeof(la_work);
   if (cfg->window > 0 && reach > 0) {
     const int64_t span = cfg->window < reach ? cfg->window : reach;
@@ -125,7 +125,9 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
     w->mseg = xalloc(sizeof(double) * C);
     w->wsz = xalloc(sizeof(double) * r * dv1);
     w->wsz2 = xalloc(sizeof(double) * r * dv1);
-    w->tb_cap = (r > dv1 ? r : dv1) * (2 * C > r ? 2 * C : r);
+    /* op(B) = B^T of the chunk GEMMs is at most max(r, dv+1) x max(2C, dv+1): r x (dv+1)
+     * (dphi = AB S^T), 2C x r (the window's and backward's phif), C x r and C x (dv+1) */
+    w->tb_cap = (r > dv1 ? r : dv1) * (2 * C > dv1 ? 2 * C : dv1);
     const int use_tb = e->k512 || e->dt == LA_F64; /* gemm.c's two users of tb */
     w->tb = use_tb ? xalloc(es * w->tb_cap) : NULL;
     if (!use_tb) w->tb_cap = 0;

@@ -686,6 +686,71 @@ void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int
   }
 }
 
+/* dk <= 16: x~ fits one register, and the row [1, x~, triangle] is r = 1 + dk + dk(dk+1)/2
+ * <= 153 lanes of products a (b w), a and b permuted from [x~, 1] by tables built once per
+ * call (w = 1/sqrt 2 on the diagonal, else 1: the bits of xj * (c * xj) and xj * xl), stored
+ * as whole vectors but the last (short triangle rows would otherwise be masked stores). */
+static void taylor2_small(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r,
+                          float rs) {
+  enum { NV = 10 }; /* ceil(153 / 16) */
+  int ia[NV * 16], ib[NV * 16];
+  float w[NV * 16];
+  const float c = (float)sqrt(0.5);
+  const int nv = (r + 15) / 16;
+  for (int p = 0; p < nv * 16; p++) ia[p] = ib[p] = 16, w[p] = 1.0f; /* lane 16: the 1 */
+  for (int j = 0; j < dk; j++) ia[1 + j] = j;
+  for (int j = 0, p = 1 + dk; j < dk; j++)
+    for (int l = j; l < dk; l++, p++) ia[p] = j, ib[p] = l, w[p] = l == j ? c : 1.0f;
+  const __m512 one = _mm512_set1_ps(1.0f), vrs = _mm512_set1_ps(rs);
+  const __mmask16 mx = (__mmask16)((1u << dk) - 1), ml = (__mmask16)((1u << (r - 16 * (nv - 1))) - 1);
+  for (int64_t i = 0; i < n; i++) {
+    const __m512 xt = _mm512_mul_ps(vrs, _mm512_maskz_loadu_ps(mx, x + i * ld));
+    float *pi = phi + i * r;
+    for (int v = 0; v < nv; v++) {
+      const __m512 a = _mm512_permutex2var_ps(xt, _mm512_loadu_si512(ia + 16 * v), one);
+      const __m512 b = _mm512_mul_ps(_mm512_permutex2var_ps(xt, _mm512_loadu_si512(ib + 16 * v), one),
+                                     _mm512_loadu_ps(w + 16 * v));
+      if (v < nv - 1) _mm512_storeu_ps(pi + 16 * v, _mm512_mul_ps(a, b));
+      else _mm512_mask_storeu_ps(pi + 16 * v, ml, _mm512_mul_ps(a, b));
+    }
+  }
+}
+
+void la_k512_taylor2(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r, float rs) {
+  if (dk <= 16) {
+    taylor2_small(n, dk, x, ld, phi, r, rs);
+    return;
+  }
+  const float c = (float)sqrt(0.5);
+  const __m512 vrs = _mm512_set1_ps(rs);
+  for (int64_t i = 0; i < n; i++) {
+    const float *xi = x + i * ld;
+    float *pi = phi + i * r, *xt = pi + 1, *q = pi + 1 + dk;
+    pi[0] = 1.0f;
+    int j = 0;
+    for (; j + 16 <= dk; j += 16) _mm512_storeu_ps(xt + j, _mm512_mul_ps(vrs, _mm512_loadu_ps(xi + j)));
+    if (j < dk) {
+      const __mmask16 mk = (__mmask16)((1u << (dk - j)) - 1);
+      _mm512_mask_storeu_ps(xt + j, mk, _mm512_mul_ps(vrs, _mm512_maskz_loadu_ps(mk, xi + j)));
+    }
+    for (j = 0; j < dk; j++) { /* row j of the triangle: q[0] the diagonal, q[1..] l > j */
+      const float xj = xt[j];
+      const __m512 vx = _mm512_set1_ps(xj);
+      const float *t = xt + j + 1;
+      float *o = q + 1;
+      const int len = dk - 1 - j;
+      q[0] = xj * (c * xj);
+      int l = 0;
+      for (; l + 16 <= len; l += 16) _mm512_storeu_ps(o + l, _mm512_mul_ps(vx, _mm512_loadu_ps(t + l)));
+      if (l < len) {
+        const __mmask16 mk = (__mmask16)((1u << (len - l)) - 1);
+        _mm512_mask_storeu_ps(o + l, mk, _mm512_mul_ps(vx, _mm512_maskz_loadu_ps(mk, t + l)));
+      }
+      q += dk - j;
+    }
+  }
+}
+
 #else /* no AVX-512 at compile time: never selected (la_k512_enabled returns 0) */
 void la_k512_gemm(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t acs,
                   const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc, int tri) {
@@ -762,5 +827,8 @@ void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes)
 void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r,
                   const la_k512_pf *pf) {
   (void)n; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)pf;
+}
+void la_k512_taylor2(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r, float rs) {
+  (void)n; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)rs;
 }
 #endif

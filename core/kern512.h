@@ -88,6 +88,10 @@ double la_k512_dot_f64(int n, const float *a, const float *b);
 void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes);
 void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r,
                   const la_k512_pf *pf);
+/* taylor2's features (docs/design.md §2) of n rows of dk: [1, x~ = rs x, per j: x~_j (x~_j /
+ * sqrt 2), x~_j x~_l (l > j)], row stride r = 1 + dk + dk(dk+1)/2; the same roundings as the
+ * generic form (maps_impl.h), so the same bits. */
+void la_k512_taylor2(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r, float rs);
 /* elu(x) + 1 in float64 (x + 1 for x > 0, e^x otherwise; a NaN stays NaN), rows of dk;
  * pf as for la_k512_elu1, or NULL: each call prefetches its own rows 8 ahead. */
 void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r,

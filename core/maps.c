@@ -88,6 +88,14 @@ static void trig_eval_k512(const la_featmap fm, int h, int64_t n, const float *x
   }
 }
 
+/* taylor2: the products on 16 lanes (kern512.c), the same bits as taylor2_eval_f32. */
+static void taylor2_eval_k512(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
+                              float *phi, double *a, const la_k512_pf *pf) {
+  (void)h, (void)pf;
+  la_k512_taylor2(n, fm->dk, x, ld, phi, fm->r, (float)sqrt(fm->s));
+  for (int64_t i = 0; i < n; i++) a[i] = 0.0;
+}
+
 /* One row per map, in la_map_kind order. The flop counts are the contract's: 2 dk r per row for
  * the random maps (the projection and the exp), 0 for the elementwise maps; one multiply per
  * product feature for taylor2 (r - 1 - dk products, dk scalings by sqrt(s), dk by 1/sqrt 2:
@@ -120,7 +128,7 @@ static const la_map_info la_maps[LA_MAP_COUNT] = {
     /* signed features, positive kernel 1 + t + t^2/2 >= 1/2 (§2): not LA_SIGN_SIGNED, so
      * normalized mode needs no --allow-signed; the policy still judges every row */
     [LA_MAP_TAYLOR2] = {"taylor2", LA_WIDTH_TAYLOR2, LA_SIGN_POSITIVE, LA_DRAW_NONE, 0, 0, 1, 1,
-                        taylor2_eval_f32, taylor2_eval_f64, NULL, 0, taylor2_chain_f32,
+                        taylor2_eval_f32, taylor2_eval_f64, taylor2_eval_k512, 0, taylor2_chain_f32,
                         taylor2_chain_f64},
     [LA_MAP_DPFP] = {"dpfp", LA_WIDTH_2DK_M, LA_SIGN_NONNEG, LA_DRAW_NONE, 0, 0, 1, 0,
                      dpfp_eval_f32, dpfp_eval_f64, NULL, 0, dpfp_chain_f32, dpfp_chain_f64},

@@ -5,8 +5,9 @@
  * in memory beforehand.
  *
  * Useful flops (the gflops column):
- *   linear:           la_useful_flops: N H (4 r dv + 4 r) + 2 N H dk r for each of q and k
- *                     with the random maps;
+ *   linear:           la_useful_flops: N H (4 r dv + 4 r) + the map's flops for each of q and
+ *                     k (la_map_flops_per_row: 2 N H dk r with the random maps, N H (r + dk)
+ *                     with taylor2, N H r with dpfp);
  *   softmax, pblas:   2 (dk + dv) H pairs, pairs = N^2 (bidirectional) or N (N+1) / 2 (causal):
  *                     the two GEMMs on the scores a query may read; exp, max and sums are not
  *                     counted. PBLAS computes all N^2 scores in causal mode too (it masks), so

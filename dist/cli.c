@@ -149,7 +149,8 @@ static const la_opt rows[] = {
      .help = "modes to study"},
     {.name = "--feature-map", .meta = "M", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_ENUM,
      F(cfg.map), .name_of = map_name, .lookup = map_lookup, .noun = "map", .def = "elu1",
-     .help = "the feature map phi"},
+     .help = "the feature map phi (taylor2: Based's 1 + t + t^2/2 of t = S q.k, r = 1 + dk + "
+             "dk(dk+1)/2; dpfp: Schlag et al.'s DPFP-nu, r = 2 dk nu)"},
     {.name = "--feature-maps", .meta = "LIST", .subs = BENCH, .group = G_OPERATOR,
      .kind = LA_OPT_ENUM, .list = LA_MAP_COUNT, F(maps), .name_of = map_name,
      .lookup = map_lookup, .refuse_value = bench_map_refused, .noun = "map", .def = "elu1",
@@ -160,14 +161,17 @@ static const la_opt rows[] = {
      .def = "elu1,favor+", .help = "maps to study (not the signed maps, nor precomputed)"},
     {.name = "--features", .meta = "m", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_INT,
      F(cfg.features), .lo = 1, .hi = LA_FEATURES_MAX, .def = "256",
-     .help = "random projections of the random maps (favor-hyp and trig give r = 2m)"},
+     .help = "random projections of the random maps (favor-hyp and trig give r = 2m); dpfp's "
+             "nu, 1 <= nu <= 2 dk - 1; ignored by taylor2 and the other maps"},
     {.name = "--features", .meta = "LIST", .subs = BENCH, .group = G_OPERATOR,
      .kind = LA_OPT_INT, .list = LA_LIST_MAX, F(features_list), .lo = 1, .hi = LA_FEATURES_MAX,
-     .def = "256", .help = "m for the random maps (r = m, or 2m for favor-hyp)"},
+     .def = "256", .help = "m for the random maps (r = m, or 2m for favor-hyp); nu for dpfp "
+                           "(r = 2 dk nu, nu <= 2 dk - 1)"},
     {.name = "--features", .meta = "LIST", .subs = EVAL, .group = G_OPERATOR,
      .kind = LA_OPT_INT, .list = LA_LIST_MAX, F(features_list), .lo = 1, .hi = LA_FEATURES_MAX,
-     .def = "16,64,256", .help = "m for the random maps (r = m, or 2m for favor-hyp); the "
-                                 "finite maps have one width, dk"},
+     .def = "16,64,256", .help = "m for the random maps (r = m, or 2m for favor-hyp); nu for "
+                                 "dpfp (r = 2 dk nu, nu <= 2 dk - 1); the other maps have one "
+                                 "width (dk; taylor2 1 + dk + dk(dk+1)/2)"},
     {.name = "--scale", .meta = "S", .subs = RGE, .group = G_OPERATOR, .kind = LA_OPT_F64,
      F(cfg.scale), .flo = 0, .open_lo = 1, .fhi = 1e30, .def_text = "1/sqrt(dk)",
      .help = "similarity exp(S q.k) of the random maps"},

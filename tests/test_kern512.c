@@ -304,6 +304,44 @@ static void test_maps(void) {
   }
 }
 
+/* taylor2 (la_k512_taylor2): the generic form's roundings, so the same bits as a scalar float
+ * loop of the formula (docs/design.md §2); dk = 1, 5, 16, 17, 40, 64 cover the masked tails
+ * of x~ and of every triangle row; the row stride ld > dk. */
+static void test_taylor2(void) {
+  const int dks[] = {1, 5, 16, 17, 40, 64}, n = 7;
+  const float rs = 0.37f, c = (float)sqrt(0.5);
+  for (int di = 0; di < 6; di++) {
+    const int dk = dks[di], ld = dk + 3, r = 1 + dk + dk * (dk + 1) / 2;
+    float *x = malloc(sizeof(float) * n * ld), *phi = malloc(sizeof(float) * n * r);
+    float *want = malloc(sizeof(float) * r);
+    for (int i = 0; i < n * ld; i++) x[i] = 5.0f * urand();
+    la_k512_taylor2(n, dk, x, ld, phi, r, rs);
+    int same = 1;
+    double rel = 0;
+    for (int i = 0; i < n; i++) {
+      const float *xi = x + i * ld;
+      int o = 0;
+      want[o++] = 1.0f;
+      for (int j = 0; j < dk; j++) want[o++] = rs * xi[j];
+      for (int j = 0; j < dk; j++) {
+        const float xj = rs * xi[j];
+        want[o++] = xj * (c * xj);
+        for (int l = j + 1; l < dk; l++) want[o++] = xj * (rs * xi[l]);
+      }
+      for (int l = 0; l < r; l++) same &= memcmp(&want[l], &phi[i * r + l], sizeof(float)) == 0;
+      o = 1 + dk; /* and within 3 roundings of the float64 formula */
+      for (int j = 0; j < dk; j++)
+        for (int l = j; l < dk; l++, o++) {
+          const double e = (double)rs * rs * xi[j] * xi[l] / (l == j ? sqrt(2.0) : 1.0);
+          if (e != 0) rel = worse(rel, fabs(phi[i * r + o] - e) / fabs(e));
+        }
+    }
+    CHECK(same && rel <= 3 * FLT_EPSILON, "taylor2 dk %d: the scalar loop's bits (%d), within "
+          "3 eps of float64 (worst %.3g)", dk, same, rel);
+    free(x), free(phi), free(want);
+  }
+}
+
 static double ulps64(double y, double r) {
   if (y == r) return 0;
   return fabs(y - r) / (nextafter(fabs(r), INFINITY) - fabs(r));
@@ -553,6 +591,7 @@ int main(void) {
   test_causal_chunk();
   test_bwd_pieces();
   test_maps();
+  test_taylor2();
   test_maps_f64();
   test_elu1_f64();
   test_transpose();

@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import common  # noqa: E402
 import reference as ref  # noqa: E402
 
-MAPS = ["elu1", "relu", "identity", "favor+", "favor+orf", "favor-hyp", "trig", "precomputed"]
+MAPS = ["elu1", "relu", "identity", "favor+", "favor+orf", "favor-hyp", "trig", "precomputed",
+        "taylor2", "dpfp"]
 TOL = 1e-12
 
 
@@ -51,7 +52,7 @@ def main():
                 q = rng.normal(size=(n, H, dk))
                 k = rng.normal(size=(n, H, dk))
                 v = rng.normal(size=(n, H, dv))
-                if mp in ("relu", "precomputed"):      # positive features: den > 0
+                if mp in ("relu", "precomputed", "dpfp"):   # positive features: den > 0
                     q, k = np.abs(q) + 0.1, np.abs(k) + 0.1
                 if mp in ("identity", "trig"):         # signed: compare unnormalized
                     norm = "off"
@@ -60,7 +61,7 @@ def main():
                 for name, x in (("q", q), ("k", k), ("v", v)):
                     common.save(par.path(f"{name}.npy"), x, "f64")
                 args = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--mode", mode,
-                        "--feature-map", mp, "--features", "8", "--normalize", norm,
+                        "--feature-map", mp, "--features", "8", "--normalize", norm,  # dpfp: nu 8
                         "--chunk", "4", "--block-tokens", "37", "--force", "--no-progress"]
                 save = ["--save-projection", "p.npy"] if mp in ref.RANDOM_MAPS else []
                 rc1, _, e1 = one(*args, "--out", "o1.npy", *save)
@@ -71,7 +72,7 @@ def main():
                     continue
                 o1, op = np.load(par.path("o1.npy")), np.load(par.path("op.npy"))
                 om = np.load(par.path("p.npy")) if mp in ref.RANDOM_MAPS else None
-                pq, pk = ref.feature_map(mp, q, om), ref.feature_map(mp, k, om)
+                pq, pk = ref.feature_map(mp, q, om, features=8), ref.feature_map(mp, k, om, features=8)
                 want, _ = ref.quadratic(pq, pk, v, mode, normalize=norm == "on")
                 e_one, e_ref = ref.rel_err(op, o1), ref.rel_err(op, want)
                 report(e_one <= TOL and e_ref <= TOL, name,

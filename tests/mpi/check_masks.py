@@ -35,8 +35,8 @@ def mask(n, mode, seg, window):
     return m
 
 
-def reference(mp, q, k, v, om, mode, seg, window):
-    pq, pk = ref.feature_map(mp, q, om), ref.feature_map(mp, k, om)
+def reference(mp, q, k, v, om, mode, seg, window, nu=None):
+    pq, pk = ref.feature_map(mp, q, om, features=nu), ref.feature_map(mp, k, om, features=nu)
     msk = mask(q.shape[0], mode, seg, window)
     out = np.empty(v.shape)
     for h in range(q.shape[1]):
@@ -70,6 +70,8 @@ def main():
                 "--mode", mode, "--feature-map", mp, "--no-progress"]
         if mp in ref.RANDOM_MAPS:
             args += ["--features", "16", "--save-projection", "p.npy"]
+        if mp == "dpfp":
+            args += ["--features", "3"]
         if seg is not None:
             np.save(run.path("seg.npy"), np.asarray(seg, dtype="<i8"))
             args += ["--segments", "seg.npy"]
@@ -87,7 +89,7 @@ def main():
         n = q.shape[0]
         sg = np.asarray(seg if seg is not None else [0, n])
         want = reference(mp, np.asarray(q, np.float64), np.asarray(k, np.float64),
-                         np.asarray(v, np.float64), om, mode, sg, window)
+                         np.asarray(v, np.float64), om, mode, sg, window, 3)
         if rowwise:   # every row on its own scale
             e = float(np.max(np.abs(out - want) / np.abs(want)))
         else:
@@ -114,6 +116,16 @@ def main():
             case(f"window W={w} chunk={chunk or 'default'}", "elu1", "causal", q, k, v,
                  window=w, chunk=chunk)
     case("window W=37 favor-hyp", "favor-hyp", "causal", q, k, v, window=37, chunk=8)
+    # taylor2 (signed features, positive kernel) and dpfp (nu = 3; positive-offset inputs,
+    # so no den is 0): segments across ranks, windows, both
+    qp, kp = np.abs(q) + 0.3, np.abs(k) + 0.3
+    for mp, qq, kk in (("taylor2", q, k), ("dpfp", qp, kp)):
+        for mode in ("causal", "bidirectional"):
+            case(f"segments {mp} {mode} chunk=4", mp, mode, qq, kk, v, seg=segs, chunk=4)
+        for w in (5, n // P + 7):
+            case(f"window W={w} {mp} with segments", mp, "causal", qq, kk, v, seg=segs, window=w,
+                 chunk=8)
+        case(f"window W=5 {mp} f32", mp, "causal", qq, kk, v, window=5, dtype="f32")
     case("window W=5 f32", "elu1", "causal", q, k, v, window=5, dtype="f32")
     for w in (3, 50, n // P + 3):
         case(f"window W={w} with segments", "favor+", "causal", q, k, v, seg=segs, window=w,

@@ -62,9 +62,14 @@ CONFIGS = [
                                              "--dtype", "f64"] + SYN),
     ("grad favor+ m=4096 f32", "grad", ["--n", 8192, "--feature-map", "favor+", "--features",
                                         4096] + SYN),
+    # taylor2 at dk = 64: r = 2145, a wide map without a projection
+    ("run taylor2 dk=64 f32 2 threads", "run", ["--n", N // 4, "--feature-map", "taylor2",
+                                                "--threads", 2] + SYN),
+    ("grad taylor2 dk=64 f64", "grad", ["--n", 8192, "--feature-map", "taylor2",
+                                        "--dtype", "f64"] + SYN),
 ]
 # Wide feature maps are dominated by workspaces that are allocated but only partly touched
-# (the AVX-512 transpose buffer: max(r, dv+1) x max(2C, r) floats per thread): RSS stays
+# (the AVX-512 transpose buffer: max(r, dv+1) x max(2C, dv+1) floats per thread): RSS stays
 # well below the allocation there.
 LOOSE_WIDE = 3.0
 

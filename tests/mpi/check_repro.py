@@ -86,7 +86,8 @@ def main():
              ("favor+", "bidirectional", "f64", False, spread),
              ("favor+", "bidirectional", "f32", True, full), ("elu1", "bidirectional", "f64", True, spread),
              ("favor+", "causal", "f32", True, full, 300), ("elu1", "causal", "f64", False, spread, 5),
-             ("elu1", "causal", "f32", True, spread, 1000), ("favor+", "causal", "f64", False, spread, 2900)]
+             ("elu1", "causal", "f32", True, spread, 1000), ("favor+", "causal", "f64", False, spread, 2900),
+             ("taylor2", "causal", "f32", True, spread), ("taylor2", "bidirectional", "f64", False, spread)]
     for mp, mode, dtype, use_seg, pairs, *win in cases:
         window = win[0] if win else 0
         name = f"{mode} {mp} {dtype}{' segments' if use_seg else ''}{f' window {window}' if window else ''}"
