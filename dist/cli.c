@@ -174,7 +174,7 @@ static const la_opt rows[] = {
                                  "width (dk; taylor2 1 + dk + dk(dk+1)/2)"},
     {.name = "--scale", .meta = "S", .subs = RGE, .group = G_OPERATOR, .kind = LA_OPT_F64,
      F(cfg.scale), .flo = 0, .open_lo = 1, .fhi = 1e30, .def_text = "1/sqrt(dk)",
-     .help = "similarity exp(S q.k) of the random maps"},
+     .help = "similarity exp(S q.k) that the random maps and taylor2 target"},
     {.name = "--seed", .meta = "S", .subs = RG | BENCH, .group = G_OPERATOR, .kind = LA_OPT_INT,
      F(cfg.seed), .lo = 0, .hi = INT64_MAX, .def = "0",
      .help = "seed of the projections and of the synthetic workload"},
