@@ -31,8 +31,8 @@ def parse_args(argv):
     p.add_argument("--d-models", default=None, help="mqar: comma-separated d_model (default 64,128; quick 64)")
     p.add_argument("--lrs", default=None,
                    help="mqar: comma-separated learning rates (default: Zoology's sweep "
-                        "np.logspace(-3, -1.5, 4); quick 3e-3)")
-    p.add_argument("--epochs", type=int, default=None, help="mqar: epochs over the training set (default 32, quick 8)")
+                        "np.logspace(-3, -1.5, 4); quick 1e-2)")
+    p.add_argument("--epochs", type=int, default=None, help="mqar: epochs over the training set (default 32, quick 2)")
     p.add_argument("--vocab", type=int, default=None, help="mqar: vocabulary size (default 256; Zoology's is 8192)")
     p.add_argument("--threads", type=int, default=1, help="threads for torch and the engine (default 1)")
     p.add_argument("--resume", action="store_true",

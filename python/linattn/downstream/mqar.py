@@ -14,7 +14,8 @@ experiments/mqar_example_configs/original_mqar_configs.py):
   pre-norm blocks with no MLP. Layer 0 mixes with BaseConv: y = conv3(u) * W u + u, a
   depthwise causal convolution of kernel 3 times a linear projection; layer 1 with one
   attention head of width d_model (Wqkv, the attention, out_proj), as their "attention"
-  baseline (num_heads 1). The attention is one of attentions.py's, causal, run in the engine.
+  baseline (num_heads 1). The attention is one of attentions.py's, causal, run in the engine;
+  taylor2's queries and keys are 16 wide, as Based's feature_dim (r = 273).
 - Training: cross-entropy over the query positions, AdamW (weight decay 0.1), the learning rate
   on a cosine from lr to 0 over the run, batch 256, a finite training set seen for a number of
   epochs; their lr sweep np.logspace(-3, -1.5, 4). Accuracy = share of the query positions
@@ -50,9 +51,9 @@ ATTN_QUICK = ("softmax", "elu1", "favor+:16")
 D_MODELS_FULL = (64, 128)
 D_MODELS_QUICK = (64,)
 LRS_FULL = tuple(float(x) for x in np.logspace(-3, -1.5, 4))   # theirs: 1e-3 .. 3.2e-2
-LRS_QUICK = (3e-3,)
+LRS_QUICK = (1e-2,)
 EPOCHS_FULL = 32
-EPOCHS_QUICK = 8
+EPOCHS_QUICK = 2
 BATCH_FULL = 256
 BATCH_QUICK = 64
 WEIGHT_DECAY = 0.1
@@ -60,6 +61,7 @@ EMBED_DROPOUT = 0.1            # their ModelConfig.embed_dropout (layer 0)
 CONV_KERNEL = 3
 DENOMINATOR = "add:1e-6"       # normalized linear attention, num / (den + 1e-6)
 TESTS_PER_RUN = 4              # test points along a run (the curve); the last is the result
+TAYLOR_DK = 16                 # Based's feature_dim for its Taylor map (their MQAR configs)
 SOLVED = 0.99                  # their early-stopping accuracy: "solves" when every seed reaches it
 FAILED = 0.5                   # "fails" when every seed stays below it
 
@@ -112,16 +114,18 @@ class BaseConv(torch.nn.Module):
 
 
 class AttentionMixer(torch.nn.Module):
-    """One head of width d: Wqkv, attention (an attentions.py module), out_proj."""
+    """One head: Wqkv (queries and keys of width dk, values of width d), the attention (an
+    attentions.py module), out_proj."""
 
-    def __init__(self, d, attention):
+    def __init__(self, d, dk, attention):
         super().__init__()
-        self.Wqkv = torch.nn.Linear(d, 3 * d)
+        self.dk = dk
+        self.Wqkv = torch.nn.Linear(d, 2 * dk + d)
         self.attention = attention
         self.out_proj = torch.nn.Linear(d, d)
 
     def forward(self, x):
-        q, k, v = self.Wqkv(x).unsqueeze(2).chunk(3, -1)       # [B, L, 1, d] each
+        q, k, v = self.Wqkv(x).unsqueeze(2).split([self.dk, self.dk, x.shape[-1]], -1)
         return self.out_proj(self.attention(q, k, v)[:, :, 0])
 
 
@@ -129,10 +133,10 @@ class Model(torch.nn.Module):
     """Zoology's LanguageModel with two TransformerBlocks (sequence mixer, identity state mixer):
     the residual stream r; each block: r += dropout(h); h = mixer(LN1(r)); r += h; h = LN2(r)."""
 
-    def __init__(self, vocab, d, attention):
+    def __init__(self, vocab, d, dk, attention):
         super().__init__()
         self.emb = torch.nn.Embedding(vocab, d)
-        self.mixers = torch.nn.ModuleList([BaseConv(d, CONV_KERNEL), AttentionMixer(d, attention)])
+        self.mixers = torch.nn.ModuleList([BaseConv(d, CONV_KERNEL), AttentionMixer(d, dk, attention)])
         self.norm1 = torch.nn.ModuleList([torch.nn.LayerNorm(d) for _ in range(2)])
         self.norm2 = torch.nn.ModuleList([torch.nn.LayerNorm(d) for _ in range(2)])
         self.ln_f = torch.nn.LayerNorm(d)
@@ -196,11 +200,18 @@ def batches(rng, sets, batch):
     return [out[i] for i in rng.permutation(len(out))]
 
 
+def key_width(name, d_model):
+    """dk: d_model, except taylor2, whose queries and keys are projected to TAYLOR_DK as Based's
+    (feature_dim 16; r = 1 + 16 + 256 = 273 instead of 16 513 at d_model 128)."""
+    return TAYLOR_DK if attentions.parse(name)[0] == "taylor2" else d_model
+
+
 def build_model(name, d_model, seed, vocab, threads):
     torch.manual_seed(seed)
-    attn = attentions.build(name, heads=1, dk=d_model, mode="causal", seed=seed, threads=threads,
+    dk = key_width(name, d_model)
+    attn = attentions.build(name, heads=1, dk=dk, mode="causal", seed=seed, threads=threads,
                             denominator=DENOMINATOR)
-    return Model(vocab, d_model, attn)
+    return Model(vocab, d_model, dk, attn)
 
 
 def run_one(name, d_model, lr, seed, *, cfg, threads, prog=None, weight=0.0):
@@ -259,7 +270,7 @@ def run_one(name, d_model, lr, seed, *, cfg, threads, prog=None, weight=0.0):
                accuracy=(sum(a["accuracy"] for a in last) / len(last)) if last else float("nan"),
                stop=stop, seconds=time.monotonic() - t0,
                train_seconds_per_step=train_time / max(len(losses), 1),
-               features=attentions.width(name, d_model) or "", threads=threads)
+               features=attentions.width(name, key_width(name, d_model)) or "", threads=threads)
     return row, accs
 
 
