@@ -50,7 +50,8 @@ with tempfile.TemporaryDirectory() as out:
         for col in ("train_loss_first", "train_loss_last", "accuracy", "seconds", "train_seconds_per_step"):
             c.check(math.isfinite(float(r[col])), "mqar_runs.csv %s of %s seed %s is finite (%s)" % (
                 col, r["attention"], r["seed"], r[col]))
-        c.check(r["stop"] == "done" and r["steps"] == "40", "%s seed %s ran 40 steps (%s, %s)" % (
+        c.check(r["stop"] in ("done", "solved") and 1 <= int(r["steps"]) <= 40,
+                "%s seed %s ran at most 40 steps (%s, %s)" % (
             r["attention"], r["seed"], r["steps"], r["stop"]))
         c.check(float(r["train_loss_last"]) < float(r["train_loss_first"]),
                 "%s seed %s: the training loss fell (%s -> %s)" % (

@@ -152,7 +152,7 @@ def main(argv=None):
     if "mqar" in metas:
         sections.append(mqar.write_report(opts.out_dir, metas["mqar"], plots))
         runs = report.read_csv(os.path.join(opts.out_dir, "mqar_runs.csv"))
-        bad = [r for r in runs if r["accuracy"] in ("nan", "inf", "") or r["stop"] != "done"]
+        bad = [r for r in runs if r["accuracy"] in ("nan", "inf", "") or r["stop"] not in ("done", "solved")]
         if bad:
             report.warn("%d mqar run(s) ended without a finite accuracy (mqar_runs.csv)" % len(bad))
             status = 1
