@@ -26,6 +26,40 @@ env["PYTHONPATH"] = env["PYTHONPATH"] + ":" + py if env.get("PYTHONPATH") else p
 env["OMP_NUM_THREADS"] = "1"
 
 c = Checks("test_downstream_mqar_smoke")
+
+c.start("the MQAR generator: Zoology's layout and query-gap distribution")
+sys.path.insert(0, py)
+import numpy as np  # noqa: E402
+from linattn.downstream import mqar  # noqa: E402
+
+V, L, P = 256, 128, 16
+x, y = mqar.make_examples(np.random.default_rng(0), 500, L, P, V)
+ok = True
+for seq, tgt in zip(x, y):
+    keys, vals = seq[0:2 * P:2], seq[1:2 * P:2]
+    q = np.nonzero(tgt != -100)[0]
+    ok &= bool(len(set(keys)) == P and keys.min() >= 1 and keys.max() < V // 2
+               and vals.min() >= V // 2 and len(set(vals)) == P and len(q) == P
+               and (q >= 2 * P).all() and ((q - 2 * P) % 2 == 0).all()
+               and sorted(seq[q]) == sorted(keys)
+               and all(dict(zip(keys, vals))[seq[i]] == tgt[i] for i in q))
+c.check(ok, "pairs first, distinct keys in 1..V/2-1 and values in V/2..V-1, each key asked once "
+            "at an even offset after the pairs, its target its value")
+# The gaps: numpy's sequential choice(replace=False, p) as Zoology draws them, against ours.
+space, n = (L - 2 * P) // 2, 4000
+pw = 0.01 * np.arange(1, space + 1) ** (0.01 - 1)
+pw /= pw.sum()
+r = np.random.default_rng(1)
+theirs = np.zeros(space)
+for _ in range(n):
+    theirs[r.choice(space, size=P, replace=False, p=pw)] += 1
+ours = np.zeros(space)
+for tgt in mqar.make_examples(np.random.default_rng(2), n, L, P, V)[1]:
+    ours[(np.nonzero(tgt != -100)[0] - 2 * P) // 2] += 1
+dev = np.abs(theirs - ours).max() / n
+c.check(dev < 0.05, "the share of sequences asking at each gap matches numpy's sequential "
+                    "choice within 0.05 (max deviation %.3f)" % dev)
+
 c.start("the quick MQAR task, cut down")
 with tempfile.TemporaryDirectory() as out:
     cmd = [sys.executable, "-m", "linattn.downstream", "--out-dir", out, "--quick",
