@@ -304,9 +304,15 @@ def run(opts, out_dir, progress_factory):
     if opts.resume and os.path.exists(runs_path):
         runs = report.read_csv(runs_path)
         accs = report.read_csv(acc_path) if os.path.exists(acc_path) else []
-    done = {_key(r) for r in runs}
+    setting = (cfg["vocab"], cfg["epochs"], cfg["batch"])
+    done = {_key(r) for r in runs if (int(r["vocab"]), int(r["epochs"]), int(r["batch"])) == setting}
     todo = [(a, d, lr, s) for d in cfg["d_models"] for a in cfg["attentions"] for lr in cfg["lrs"]
             for s in cfg["seeds"] if _key({"attention": a, "d_model": d, "lr": lr, "seed": s}) not in done]
+    if len({_key(r) for r in runs}) > len(done):
+        sys.stderr.write("linattn.downstream: mqar: %s holds runs with another vocabulary, epochs "
+                         "or batch (--quick or not?); --resume needs the same setting, or another "
+                         "--out-dir\n" % runs_path)
+        raise SystemExit(2)
     prog = progress_factory("mqar", sum(d for _, d, _, _ in todo) or 1)
     for a, d, lr, s in todo:
         row, acc = run_one(a, d, lr, s, cfg=cfg, threads=opts.threads, prog=prog, weight=d)
