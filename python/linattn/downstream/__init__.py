@@ -1,9 +1,10 @@
 """linattn.downstream: what a feature map does to a trained model (issue 35; docs/downstream.md).
 
-    python3 -m linattn.downstream --out-dir DIR [--quick] [--tasks capacity] [--seeds K]
+    python3 -m linattn.downstream --out-dir DIR [--quick] [--tasks capacity,mqar] [--seeds K]
                                   [--attentions LIST] [--threads T]
 
 Writes DIR/*.csv, the PNG plots (gnuplot) and DIR/report.md. Modules: attentions (the
-attentions compared), capacity (Schlag et al.'s capacity task), anchors (the published numbers),
+attentions compared), capacity (Schlag et al.'s capacity task), mqar (Zoology's
+multi-query associative recall), anchors (the published numbers),
 progress (the progress line), report (CSV, plots, markdown).
 """

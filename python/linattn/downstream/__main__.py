@@ -10,7 +10,7 @@ import platform
 import sys
 import time
 
-TASKS = ("capacity",)
+TASKS = ("capacity", "mqar")
 
 
 def parse_args(argv):
@@ -26,13 +26,20 @@ def parse_args(argv):
                    help="comma-separated attention names (default: the task's list)")
     p.add_argument("--sizes", default=None, help="capacity: comma-separated N (default: the task's)")
     p.add_argument("--max-steps", type=int, default=None,
-                   help="step limit per run (default: 100000, quick 1000)")
+                   help="step limit per run (capacity: default 100000, quick 1000; mqar: "
+                        "default none, the epochs decide)")
+    p.add_argument("--d-models", default=None, help="mqar: comma-separated d_model (default 64,128; quick 64)")
+    p.add_argument("--lrs", default=None,
+                   help="mqar: comma-separated learning rates (default: Zoology's sweep "
+                        "np.logspace(-3, -1.5, 4); quick 1e-2)")
+    p.add_argument("--epochs", type=int, default=None, help="mqar: epochs over the training set (default 32, quick 2)")
+    p.add_argument("--vocab", type=int, default=None, help="mqar: vocabulary size (default 256; Zoology's is 8192)")
     p.add_argument("--threads", type=int, default=1, help="threads for torch and the engine (default 1)")
     p.add_argument("--resume", action="store_true",
                    help="keep the runs already in DIR's CSVs and run only the missing ones")
     p.add_argument("--estimate", action="store_true",
                    help="time a few steps of every configuration and extrapolate the study's "
-                        "duration (capacity_time.csv); trains nothing to the end")
+                        "duration (capacity_time.csv, mqar_time.csv); trains nothing to the end")
     p.add_argument("--report-only", action="store_true", help="rewrite report.md from DIR's CSVs")
     p.add_argument("--progress", action="store_true", default=None,
                    help="a progress line with rate and ETA on stderr (default: when stderr is a terminal)")
@@ -54,6 +61,17 @@ def parse_args(argv):
         p.error("--sizes takes comma-separated integers")
     if a.sizes and min(a.sizes) < 2:
         p.error("--sizes: N must be at least 2")
+    try:
+        a.d_models = [int(s) for s in a.d_models.split(",")] if a.d_models else None
+        a.lrs = [float(s) for s in a.lrs.split(",")] if a.lrs else None
+    except ValueError:
+        p.error("--d-models takes integers and --lrs numbers, comma-separated")
+    if a.d_models and min(a.d_models) < 1 or a.lrs and min(a.lrs) <= 0:
+        p.error("--d-models and --lrs must be positive")
+    if a.epochs is not None and a.epochs < 1:
+        p.error("--epochs must be at least 1")
+    if a.vocab is not None and (a.vocab < 132 or a.vocab % 2):
+        p.error("--vocab must be even and at least 132 (64 distinct keys below vocab/2)")
     return a, p
 
 
@@ -67,7 +85,7 @@ def main(argv=None):
         return 2
     torch.set_num_threads(opts.threads)
     import linattn
-    from . import attentions, capacity, progress, report
+    from . import attentions, capacity, mqar, progress, report
 
     if opts.attentions:
         for a in opts.attentions:
@@ -81,6 +99,13 @@ def main(argv=None):
     def factory(what, total):
         return progress.Progress(what, total, enabled=opts.progress, rank=rank)
 
+    if opts.estimate and "mqar" in opts.tasks:
+        rows, total = mqar.estimate(opts, opts.out_dir)
+        sys.stderr.write("linattn.downstream: the mqar task (%d configurations x lrs x seeds, %d "
+                         "thread%s) would take about %.1f h\n" % (
+                             len(rows), opts.threads, "" if opts.threads == 1 else "s", total / 3600))
+    if opts.estimate and "capacity" not in opts.tasks:
+        return 0
     if opts.estimate:
         rows, total = capacity.estimate(opts, opts.out_dir)
         by_n = {}
@@ -109,6 +134,9 @@ def main(argv=None):
         else:
             metas["capacity"] = capacity.run(opts, opts.out_dir, factory)
         metas["capacity"]["quick"] = opts.quick
+    if "mqar" in opts.tasks:
+        metas["mqar"] = mqar.config(opts) if opts.report_only else mqar.run(opts, opts.out_dir, factory)
+        metas["mqar"]["quick"] = opts.quick
     elapsed = time.monotonic() - t0
 
     # report.md
@@ -120,6 +148,13 @@ def main(argv=None):
         bad = [r for r in runs if r["final_mse"] in ("nan", "inf", "")]
         if bad:
             report.warn("%d capacity run(s) ended without a finite test MSE (capacity_runs.csv)" % len(bad))
+            status = 1
+    if "mqar" in metas:
+        sections.append(mqar.write_report(opts.out_dir, metas["mqar"], plots))
+        runs = report.read_csv(os.path.join(opts.out_dir, "mqar_runs.csv"))
+        bad = [r for r in runs if r["accuracy"] in ("nan", "inf", "") or r["stop"] not in ("done", "solved")]
+        if bad:
+            report.warn("%d mqar run(s) ended without a finite accuracy (mqar_runs.csv)" % len(bad))
             status = 1
     made, warning = plots.make(opts.out_dir)
     if warning:
