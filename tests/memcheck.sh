@@ -4,13 +4,17 @@
 # segments, --save-projection), and a grad from files (favor+ with that projection, every
 # gradient written). Each must exit 0 with no memcheck error and no definite leak; the
 # suppressions (tests/valgrind.supp) cover Open MPI's own start-up and shutdown only.
-# Valgrind's CPU has no AVX-512, so the runs take the OpenBLAS kernels (the report says so).
+# Valgrind's CPU has no AVX-512, so the runs take the OpenBLAS kernels (the report says so),
+# and OpenBLAS must pick its kernels from that CPU too: an OPENBLAS_CORETYPE that jobs/env.sh
+# chose on the real CPU (SkylakeX on AVX-512 machines, docs/design.md §4.9) would run AVX-512
+# code under valgrind and die of SIGILL (exit 132). So it is unset here.
 # Usage: memcheck.sh LINATTN PYTHON SUPPRESSIONS WORKDIR   (exit 77: no valgrind)
 set -u
 linattn=$1 python=$2 supp=$3 work=$4
 command -v valgrind >/dev/null || { echo "memcheck: valgrind is not installed (apt-get install valgrind)"; exit 77; }
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+unset OPENBLAS_CORETYPE
 "$python" -c "
 import numpy as np
 np.save('seg.npy', np.array([0, 100, 250, 300], dtype='<i8'))
