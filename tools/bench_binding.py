@@ -11,9 +11,10 @@ Implementations (the `impl` column):
                     q, k, v [1, L, H, d] leaves that require grad; the clock is
                     time.perf_counter around the two calls (fwd_s: the first, bwd_s: the
                     second). The gradients are dropped (q.grad = None) before the clock.
-  binding_nohuge    the same with the binding's huge-page advice on its outputs turned off
-                    (linattn.torch._HUGE_MIN raised during the two calls): what the advice
-                    gains, in the same run (docs/performance.md).
+  binding_nocache   the same with the binding's cache of large outputs (and their huge-page
+                    advice) turned off (linattn.torch._POOL_MIN raised during the two calls):
+                    plain torch.empty outputs; what the cache gains, in the same run
+                    (docs/performance.md).
   c_fresh           fwdbwd --modes fresh: the binding's pattern from C (feature map, engine
                     and the four output buffers made inside the timed region on every call)
   c_reused          fwdbwd --modes reused: engine and buffers made once, outside the clock
@@ -101,16 +102,17 @@ def blas_core():
     return "unknown"
 
 
-# ---------------------------------------------------------------- the binding without its advice
-class NoHugeAdvice:
-    """linattn.torch advises huge pages on outputs of 32 MiB or more; not while inside."""
+# ---------------------------------------------------------------- the binding without its cache
+class NoCache:
+    """linattn.torch takes outputs of 32 MiB or more from its cache of huge-page blocks
+    (python/capi/pool.c); not while inside: plain torch.empty."""
 
     def __enter__(self):
-        self.saved = linattn.torch._HUGE_MIN
-        linattn.torch._HUGE_MIN = 1 << 62
+        self.saved = linattn.torch._POOL_MIN
+        linattn.torch._POOL_MIN = 1 << 62
 
     def __exit__(self, *exc):
-        linattn.torch._HUGE_MIN = self.saved
+        linattn.torch._POOL_MIN = self.saved
 
 
 # ---------------------------------------------------------------- the peers
@@ -213,8 +215,8 @@ def call_once(fn, leaves, G):
     return t1 - t0, t2 - t1
 
 
-def call_nohuge(fn, leaves, G):
-    with NoHugeAdvice():
+def call_nocache(fn, leaves, G):
+    with NoCache():
         return call_once(fn, leaves, G)
 
 
@@ -321,7 +323,7 @@ def main():
         pleaves = [to_peer(x).requires_grad_() for x in (q, k, v)]
         PG = to_peer(G)
         bind = lambda x, y, z: lt.attention(x, y, z, threads=a.threads)
-        impls = [("binding", bind, leaves, G), ("binding_nohuge", bind, leaves, G)]
+        impls = [("binding", bind, leaves, G), ("binding_nocache", bind, leaves, G)]
         impls += [("torch_vec_C%d" % C, (lambda C: lambda x, y, z: torch_vec(x, y, z, C))(C),
                    pleaves, PG) for C in a.chunks if L % C == 0]
         loop = ("torch_loop_C64", lambda x, y, z: torch_loop(x, y, z, 64), pleaves, PG)
@@ -333,7 +335,7 @@ def main():
         t = {name: Timer() for name in ["c_fresh", "c_reused"] + [i[0] for i in impls] + [loop[0]]}
         log("L = %d: warm-up" % L)
         for name, fn, lv, g in impls:
-            (call_nohuge if name == "binding_nohuge" else call_once)(fn, lv, g)
+            (call_nocache if name == "binding_nocache" else call_once)(fn, lv, g)
         if L <= a.loop_full_max and loop_rounds:
             call_once(loop[1], loop[2], loop[3])
         for r in range(a.rounds):
@@ -343,16 +345,16 @@ def main():
             for m in ("fresh", "reused"):
                 t["c_" + m].add(float(c[m]["fwd_s"]), float(c[m]["bwd_s"]))
             for name, fn, lv, g in impls:
-                t[name].add(*(call_nohuge if name == "binding_nohuge" else call_once)(fn, lv, g))
+                t[name].add(*(call_nocache if name == "binding_nocache" else call_once)(fn, lv, g))
             if r < loop_rounds:
                 if L > a.loop_full_max:
                     log("L = %d: the chunk loop, one call (%s)" % (
                         L, "about %.0f s" % (loop_pred * L) if loop_pred else "?"))
                 t[loop[0]].add(*call_once(loop[1], loop[2], loop[3]))
                 loop_pred = t[loop[0]].t / L
-            log("L = %d: round %d/%d, best so far: binding %.4f s, binding_nohuge %.4f, "
+            log("L = %d: round %d/%d, best so far: binding %.4f s, binding_nocache %.4f, "
                 "c_fresh %.4f, c_reused %.4f, %s" % (
-                L, r + 1, a.rounds, t["binding"].t, t["binding_nohuge"].t, t["c_fresh"].t,
+                L, r + 1, a.rounds, t["binding"].t, t["binding_nocache"].t, t["c_fresh"].t,
                 t["c_reused"].t,
                 ", ".join("%s %.3f" % (n, t[n].t) for n in t if n.startswith("torch") and t[n].n)))
         for name in t:
@@ -389,12 +391,12 @@ def main():
     out.append("")
     out.append("Ratios (total = fwd + bwd; forward alone in brackets):")
     out.append("")
-    out.append("| L | binding / c_fresh | binding / c_reused | binding_nohuge / c_reused | "
+    out.append("| L | binding / c_fresh | binding / c_reused | binding_nocache / c_reused | "
                "best vec peer | loop peer | stronger peer / binding |")
     out.append("|---|---|---|---|---|---|---|")
     for L in lengths:
         b, cf, cr = by[("binding", L)], by[("c_fresh", L)], by[("c_reused", L)]
-        bh = by[("binding_nohuge", L)]
+        bh = by[("binding_nocache", L)]
         vec = [k for k in by if k[1] == L and k[0].startswith("torch_vec")]
         vname = min(vec, key=lambda k: by[k].t)[0]
         bv = by[(vname, L)]

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #ifdef _OPENMP
 #include <omp.h>
 #else
@@ -17,7 +16,7 @@
 #include "linattn/grad.h"
 #include "linattn/version.h"
 
-#define LA_PY_ABI 1
+#define LA_PY_ABI 2
 
 int la_py_abi(void) { return LA_PY_ABI; }
 int la_py_stats_len(void) { return LA_PY_STATS; }
@@ -42,17 +41,6 @@ const char *la_py_isa(void) {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
 #endif
   return "generic";
-}
-
-void la_py_advise_huge(void *p, int64_t bytes) {
-#ifdef MADV_HUGEPAGE
-  const uintptr_t huge = (uintptr_t)2 << 20, a = ((uintptr_t)p + huge - 1) & ~(huge - 1),
-                  b = ((uintptr_t)p + (uintptr_t)bytes) & ~(huge - 1);
-  if (bytes > 0 && b > a) (void)madvise((void *)a, b - a, MADV_HUGEPAGE); /* a hint only */
-#else
-  (void)p;
-  (void)bytes;
-#endif
 }
 
 int la_py_mode(const char *s, la_mode *m) {

@@ -25,11 +25,15 @@ const char *la_py_version(void);
 const char *la_py_error(void);
 const char *la_py_map_names(void); /* "elu1,relu,..." in la_map_kind order */
 const char *la_py_isa(void);       /* "avx512f", "avx2", "generic" */
-/* Advise transparent huge pages on the 2 MiB-aligned interior of a fresh buffer the engine is
- * about to write (an output the caller just allocated): first-touch faults then come 512
- * times fewer (docs/performance.md "Training through the Python binding"). A hint; never
- * fails. */
-void la_py_advise_huge(void *p, int64_t bytes);
+/* The cache of large output buffers (pool.c; docs/python.md "Speed"): a block of at least
+ * bytes, 2 MiB-aligned, huge pages advised, reused from the cache when one of the same rounded
+ * size is idle; NULL when memory is short. put returns a block (0; -1: not one of ours);
+ * release frees every idle block; usage reads the bytes handed out, idle, and the cap
+ * (LINATTN_POOL_MB, default 1024 MiB; 0: nothing is kept). */
+void *la_py_pool_get(int64_t bytes);
+int la_py_pool_put(void *p);
+void la_py_pool_release(void);
+void la_py_pool_usage(int64_t *live_bytes, int64_t *idle_bytes, int64_t *cap);
 
 /* The operator for [*, *, heads, dk] queries and keys and [*, *, heads, dv] values. map,
  * mode ("causal" | "bidirectional"), den ("error" | "add:E" | "clamp:E" | "zero-empty") and

@@ -8,7 +8,7 @@ import ctypes
 import os
 import threading
 
-ABI = 1  # binding.c's LA_PY_ABI
+ABI = 2  # binding.c's LA_PY_ABI
 
 # la_status values (include/linattn/status.h)
 OK, ERR_ARG, ERR_IO, ERR_FORMAT, ERR_SHAPE, ERR_NONFINITE, ERR_DENOMINATOR, ERR_OVERFLOW, \
@@ -105,7 +105,10 @@ _sig("la_py_version", [], STR)
 _sig("la_py_error", [], STR)
 _sig("la_py_map_names", [], STR)
 _sig("la_py_isa", [], STR)
-_sig("la_py_advise_huge", [P, I64], None)
+_sig("la_py_pool_get", [I64], P)
+_sig("la_py_pool_put", [P])
+_sig("la_py_pool_release", [], None)
+_sig("la_py_pool_usage", [I64P, I64P, I64P], None)
 _sig("la_py_op_create", [STR, INT, STR, INT, STR, INT, DBL, ctypes.c_uint64, I64, INT, INT, STR,
                          INT, INT, INT, INT, INT, DBLP, INT, INT, ctypes.POINTER(P)])
 _sig("la_py_op_destroy", [P], None)

@@ -4,12 +4,16 @@ owns its random projection (docs/python.md).
 Tensors are CPU, float32 or float64, contiguous, [B, L, H, d]; they reach the engine without
 a copy (data_ptr). Keyword arguments follow the CLI options (docs/cli.md, docs/python.md).
 """
+import ctypes
+import os
+
+import numpy
 import torch
 
 from . import _core
 from ._lib import InputError, OutOfMemoryError, check, lib
 
-__all__ = ["attention", "softmax_attention", "LinearAttention"]
+__all__ = ["attention", "softmax_attention", "LinearAttention", "empty_cache", "cache_info"]
 
 _DT = {torch.float32: "f32", torch.float64: "f64"}
 
@@ -23,28 +27,85 @@ def _arr(name, t):
                      t.is_contiguous(), t.data_ptr())
 
 
-# Outputs this large are fresh mappings on every call (glibc mmaps allocations above its
-# dynamic threshold, at most 32 MiB), so their first touch faults every 4 KiB page; huge pages
-# cut those faults 512-fold (docs/performance.md "Training through the Python binding").
-_HUGE_MIN = 32 << 20
+# Outputs of 1 MiB or more come from the library's cache of blocks (python/capi/pool.c), so
+# that a training step's outputs reuse the last step's pages: glibc hands large freed memory
+# back to the kernel, and the kernel zeroes every page again before the engine can write it
+# (docs/python.md "Speed"; docs/performance.md "Training through the Python binding").
+_POOL_MIN = 1 << 20
+_NP = {torch.float32: numpy.float32, torch.float64: numpy.float64}
+
+
+def _pool_cap():
+    """LINATTN_POOL_MB, checked once: the cache's bound in MiB (0: no cache)."""
+    global _POOL_CAP
+    if _POOL_CAP is None:
+        s = os.environ.get("LINATTN_POOL_MB", "")
+        if s and not (s.isdigit() and len(s) <= 9):
+            raise InputError("LINATTN_POOL_MB=%r: expected a number of MiB >= 0 (0: no cache "
+                             "of large outputs)" % s)
+        _POOL_CAP = int(s) if s else 1024
+    return _POOL_CAP
+
+
+_POOL_CAP = None
+
+
+class _Block:
+    """One block of the cache; returned to it when the last view of its memory is gone
+    (tensor -> numpy array -> ctypes buffer -> this)."""
+    __slots__ = ("p",)
+
+    def __init__(self, p):
+        self.p = p
+
+    def __del__(self):
+        try:
+            lib.la_py_pool_put(self.p)
+        except Exception:  # noqa: BLE001 - at interpreter exit the library may be gone
+            pass
+
+
+def _pooled(shape, dtype, nbytes):
+    p = lib.la_py_pool_get(nbytes)
+    if not p:
+        raise OutOfMemoryError("out of memory for a tensor of shape %s (%d bytes)"
+                               % (tuple(shape), nbytes), 8)
+    block = _Block(p)
+    buf = (ctypes.c_char * nbytes).from_address(p)
+    buf._la_block = block
+    return torch.from_numpy(numpy.frombuffer(buf, dtype=_NP[dtype]).reshape(shape))
 
 
 def _empty(shape, dtype, like=None):
-    """torch.empty for an output the engine writes next: a failed allocation raises
-    linattn.OutOfMemoryError (a MemoryError) rather than torch's RuntimeError, and a large one
-    is advised huge pages."""
+    """torch.empty for an output the engine writes next: a large one from the library's cache
+    of blocks (huge pages, pages kept between calls); a failed allocation raises
+    linattn.OutOfMemoryError (a MemoryError) rather than torch's RuntimeError."""
+    if like is not None:
+        shape, dtype = tuple(like.shape), like.dtype
+    nbytes = int(numpy.prod(shape, dtype=numpy.int64)) * (8 if dtype == torch.float64 else 4)
     try:
-        t = torch.empty_like(like) if like is not None else torch.empty(shape, dtype=dtype)
-        nbytes = t.numel() * t.element_size()
-        if nbytes >= _HUGE_MIN:
-            lib.la_py_advise_huge(t.data_ptr(), nbytes)
-        return t
+        if nbytes >= _POOL_MIN and _pool_cap() > 0:
+            return _pooled(shape, dtype, nbytes)
+        return torch.empty(shape, dtype=dtype)
     except RuntimeError as e:
         if "alloc" not in str(e).lower():
             raise
         raise OutOfMemoryError("out of memory for a tensor of shape %s: %s"
-                               % (tuple(like.shape) if like is not None else tuple(shape),
-                                  str(e).splitlines()[0]), 8) from None
+                               % (tuple(shape), str(e).splitlines()[0]), 8) from None
+
+
+def empty_cache():
+    """Free the idle blocks of the cache of large outputs (as torch.cuda.empty_cache() does for
+    PyTorch's GPU cache). Tensors still alive keep theirs."""
+    lib.la_py_pool_release()
+
+
+def cache_info():
+    """The cache of large outputs: bytes held by live tensors, idle bytes kept for reuse, and
+    the bound on idle bytes (LINATTN_POOL_MB)."""
+    live, idle, cap = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+    lib.la_py_pool_usage(ctypes.byref(live), ctypes.byref(idle), ctypes.byref(cap))
+    return {"live_bytes": live.value, "idle_bytes": idle.value, "cap_bytes": cap.value}
 
 
 def _threads(threads):
