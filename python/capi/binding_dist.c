@@ -52,101 +52,115 @@ static void merge_entry(la_den_stats *total, const la_den_stats *one, int64_t b,
   }
 }
 
-/* The local checks, agreed across ranks before any collective of the operator. */
-static int local_checks(la_dist d, la_py_op *op, int64_t B, int64_t Lloc, int64_t row0,
-                        int64_t Ltot, const void *x0, const void *x1, const void *x2,
-                        const int64_t *seg, int64_t nseg) {
-  la_status s = LA_OK;
+/* The rank's rows against the split (linattn.shard); op NULL: the plain split. */
+static la_status shard_check(la_dist d, const la_py_op *op, int64_t Lloc, int64_t row0,
+                             int64_t Ltot) {
   int64_t want_n, want_0;
   la_py_shard(op, Ltot, la_dist_size(d), la_dist_rank(d), &want_n, &want_0);
-  if (Lloc != want_n || row0 != want_0)
-    s = la_error(LA_ERR_SHAPE, "comm: rank %d holds rows [%lld, %lld) of %lld; the split is "
-                 "rows [%lld, %lld) (linattn.shard)", la_dist_rank(d), (long long)row0,
-                 (long long)(row0 + Lloc), (long long)Ltot, (long long)want_0,
-                 (long long)(want_0 + want_n));
-  const char *names[3] = {x2 ? "q" : "the output's gradient", "k", "v"};
-  const void *xs[3] = {x0, x1, x2};
-  const int widths[3] = {x2 ? op->dk : op->dv, op->dk, op->dv};
-  for (int t = 0; t < 3 && s == LA_OK && Lloc > 0; t++)
-    for (int64_t b = 0; b < B && s == LA_OK && xs[t]; b++)
-      s = la_py_check_finite(names[t], op->dt,
-                             (const char *)xs[t] + (size_t)b * Lloc * op->H * widths[t] *
-                                                       la_dtype_size(op->dt),
-                             Lloc, op->H, widths[t], Lloc, row0, b, op->cfg.threads);
+  if (Lloc == want_n && row0 == want_0) return LA_OK;
+  return la_error(LA_ERR_SHAPE, "comm: rank %d holds rows [%lld, %lld) of %lld; the split is "
+                  "rows [%lld, %lld) (linattn.shard)", la_dist_rank(d), (long long)row0,
+                  (long long)(row0 + Lloc), (long long)Ltot, (long long)want_0,
+                  (long long)(want_0 + want_n));
+}
+
+/* Finiteness of B entries of [Lloc, H, width] rows at x, named by global token. */
+static la_status entries_finite(const char *name, la_dtype dt, const void *x, int64_t B,
+                                int64_t Lloc, int64_t row0, int H, int width, int threads) {
+  const size_t per = (size_t)Lloc * H * width * la_dtype_size(dt);
+  la_status s = LA_OK;
+  for (int64_t b = 0; b < B && s == LA_OK && Lloc > 0; b++)
+    s = la_py_check_finite(name, dt, (const char *)x + b * per, Lloc, H, width, Lloc, row0, b,
+                           threads);
+  return s;
+}
+
+/* One batch entry b of a linear-attention call (forward or backward) on the rank's shard. */
+typedef struct {
+  const void *q, *k, *v, *g;
+  void *out, *dq, *dk, *dv;
+} dist_args;
+typedef la_status (*dist_entry)(la_dist d, la_py_op *op, int64_t b, int64_t Lloc, int64_t row0,
+                                const dist_args *a, la_den_stats *st);
+
+static la_status forward_entry(la_dist d, la_py_op *op, int64_t b, int64_t Lloc, int64_t row0,
+                               const dist_args *a, la_den_stats *st) {
+  const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
+               rv = (size_t)Lloc * op->H * op->dv * es;
+  return la_dist_forward(d, op->eng, Lloc, row0, (const char *)a->q + b * rk,
+                         (const char *)a->k + b * rk, (const char *)a->v + b * rv,
+                         (char *)a->out + b * rv, st);
+}
+
+static la_status backward_entry(la_dist d, la_py_op *op, int64_t b, int64_t Lloc, int64_t row0,
+                                const dist_args *a, la_den_stats *st) {
+  const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
+               rv = (size_t)Lloc * op->H * op->dv * es;
+  return la_dist_backward(d, op->eng, Lloc, row0, (const char *)a->q + b * rk,
+                          (const char *)a->k + b * rk, (const char *)a->v + b * rv,
+                          (const char *)a->g + b * rv, (char *)a->dq + b * rk,
+                          (char *)a->dk + b * rk, (char *)a->dv + b * rv, st);
+}
+
+/* The driver of both directions: the local checks (shard, finiteness of the inputs the call
+ * reads first, segments), agreed across ranks before any collective of the operator; then one
+ * collective per batch entry, statistics merged; the policy's verdict over the batch. */
+static la_status run_dist(la_py_op *op, int comm_f, const char *scan, int64_t B, int64_t Lloc,
+                          int64_t row0, int64_t Ltot, const dist_args *a, const int64_t *seg,
+                          int64_t nseg, double *stats, const char *what, dist_entry entry) {
+  la_error_clear();
+  la_dist d = NULL;
+  LA_TRY(open_comm(comm_f, scan, &d));
+  la_den_stats total, one;
+  la_status s = la_den_stats_init(&total);
+  if (s == LA_OK && (s = la_den_stats_init(&one)) != LA_OK) la_den_stats_free(&total);
+  if (s == LA_OK) s = shard_check(d, op, Lloc, row0, Ltot);
+  const int T = op->cfg.threads;
+  if (s == LA_OK && a->g)
+    s = entries_finite("the output's gradient", op->dt, a->g, B, Lloc, row0, op->H, op->dv, T);
+  if (s == LA_OK && !a->g) s = entries_finite("q", op->dt, a->q, B, Lloc, row0, op->H, op->dk, T);
+  if (s == LA_OK && !a->g) s = entries_finite("k", op->dt, a->k, B, Lloc, row0, op->H, op->dk, T);
+  if (s == LA_OK && !a->g) s = entries_finite("v", op->dt, a->v, B, Lloc, row0, op->H, op->dv, T);
   if (s == LA_OK) s = la_py_check_segments(seg, nseg, Ltot);
   if (s == LA_OK && seg) {
     free(op->seg);
     op->seg = malloc(sizeof(int64_t) * (size_t)nseg);
     if (!op->seg) s = la_error(LA_ERR_NOMEM, "out of memory for %lld offsets", (long long)nseg);
     else memcpy(op->seg, seg, sizeof(int64_t) * (size_t)nseg);
-    op->nseg = nseg;
+    op->nseg = op->seg ? nseg : 0;
   }
   if (s == LA_OK) s = la_engine_set_segments(op->eng, seg ? op->seg : NULL, seg ? nseg : 0);
-  return la_dist_agree(d, s, NULL, 0);
-}
-
-int la_py_forward_dist(la_py_op *op, int comm_f, const char *scan, int64_t B, int64_t Lloc,
-                       int64_t row0, int64_t Ltot, const void *q, const void *k, const void *v,
-                       void *out, const int64_t *seg, int64_t nseg, double *stats) {
-  la_error_clear();
-  la_dist d = NULL;
-  LA_TRY(open_comm(comm_f, scan, &d));
-  la_den_stats total, one;
-  la_status s = la_den_stats_init(&total);
-  if (s == LA_OK && (s = la_den_stats_init(&one)) != LA_OK) la_den_stats_free(&total);
   s = la_dist_agree(d, s, NULL, 0);
-  if (s == LA_OK) s = local_checks(d, op, B, Lloc, row0, Ltot, q, k, v, seg, nseg);
-  const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
-               rv = (size_t)Lloc * op->H * op->dv * es;
   for (int64_t b = 0; b < B && s == LA_OK; b++) {
     la_den_stats_free(&one);
     s = la_den_stats_init(&one);
     s = la_dist_agree(d, s, NULL, 0);
-    if (s == LA_OK)
-      s = la_dist_forward(d, op->eng, Lloc, row0, (const char *)q + b * rk,
-                          (const char *)k + b * rk, (const char *)v + b * rv,
-                          (char *)out + b * rv, &one);
+    if (s == LA_OK) s = entry(d, op, b, Lloc, row0, a, &one);
     if (s == LA_OK) merge_entry(&total, &one, b, Ltot);
   }
-  if (s == LA_OK) s = la_py_verdict(op, &total, Ltot, "forward");
+  if (s == LA_OK) s = la_py_verdict(op, &total, Ltot, what);
   if (total.hist) la_py_fill_stats(&total, Ltot, stats);
   la_den_stats_free(&one);
   la_den_stats_free(&total);
   la_dist_destroy(&d);
   return s;
+}
+
+int la_py_forward_dist(la_py_op *op, int comm_f, const char *scan, int64_t B, int64_t Lloc,
+                       int64_t row0, int64_t Ltot, const void *q, const void *k, const void *v,
+                       void *out, const int64_t *seg, int64_t nseg, double *stats) {
+  const dist_args a = {.q = q, .k = k, .v = v, .out = out};
+  return run_dist(op, comm_f, scan, B, Lloc, row0, Ltot, &a, seg, nseg, stats, "forward",
+                  forward_entry);
 }
 
 int la_py_backward_dist(la_py_op *op, int comm_f, const char *scan, int64_t B, int64_t Lloc,
                         int64_t row0, int64_t Ltot, const void *q, const void *k,
                         const void *v, const void *g, void *dq, void *dk, void *dv,
                         const int64_t *seg, int64_t nseg, double *stats) {
-  la_error_clear();
-  la_dist d = NULL;
-  LA_TRY(open_comm(comm_f, scan, &d));
-  la_den_stats total, one;
-  la_status s = la_den_stats_init(&total);
-  if (s == LA_OK && (s = la_den_stats_init(&one)) != LA_OK) la_den_stats_free(&total);
-  s = la_dist_agree(d, s, NULL, 0);
-  if (s == LA_OK) s = local_checks(d, op, B, Lloc, row0, Ltot, g, NULL, NULL, seg, nseg);
-  const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
-               rv = (size_t)Lloc * op->H * op->dv * es;
-  for (int64_t b = 0; b < B && s == LA_OK; b++) {
-    la_den_stats_free(&one);
-    s = la_den_stats_init(&one);
-    s = la_dist_agree(d, s, NULL, 0);
-    if (s == LA_OK)
-      s = la_dist_backward(d, op->eng, Lloc, row0, (const char *)q + b * rk,
-                           (const char *)k + b * rk, (const char *)v + b * rv,
-                           (const char *)g + b * rv, (char *)dq + b * rk, (char *)dk + b * rk,
-                           (char *)dv + b * rv, &one);
-    if (s == LA_OK) merge_entry(&total, &one, b, Ltot);
-  }
-  if (s == LA_OK) s = la_py_verdict(op, &total, Ltot, "backward");
-  if (total.hist) la_py_fill_stats(&total, Ltot, stats);
-  la_den_stats_free(&one);
-  la_den_stats_free(&total);
-  la_dist_destroy(&d);
-  return s;
+  const dist_args a = {.q = q, .k = k, .v = v, .g = g, .dq = dq, .dk = dk, .dv = dv};
+  return run_dist(op, comm_f, scan, B, Lloc, row0, Ltot, &a, seg, nseg, stats, "backward",
+                  backward_entry);
 }
 
 /* ---- exact softmax across ranks: the ring (linattn/dist.h) ---- */
@@ -162,13 +176,7 @@ static int softmax_open(int comm_f, const char *mode, int64_t window, int64_t Ll
     s = la_error(LA_ERR_ARG, "window: a sliding window is a causal mask (refused in "
                  "bidirectional mode)");
   if (s == LA_OK) s = la_py_check_segments(seg, nseg, Ltot);
-  int64_t want_n, want_0;
-  la_py_shard(NULL, Ltot, la_dist_size(*d), la_dist_rank(*d), &want_n, &want_0);
-  if (s == LA_OK && (Lloc != want_n || row0 != want_0))
-    s = la_error(LA_ERR_SHAPE, "comm: rank %d holds rows [%lld, %lld) of %lld; the split is "
-                 "rows [%lld, %lld) (linattn.shard)", la_dist_rank(*d), (long long)row0,
-                 (long long)(row0 + Lloc), (long long)Ltot, (long long)want_0,
-                 (long long)(want_0 + want_n));
+  if (s == LA_OK) s = shard_check(*d, NULL, Lloc, row0, Ltot);
   mask->window = window;
   mask->seg = seg;
   mask->nseg = seg ? nseg : 0;
@@ -189,14 +197,9 @@ int la_py_softmax_forward_dist(int comm_f, int f64, const char *mode, double sca
   const la_dtype dt = f64 ? LA_F64 : LA_F32;
   const size_t es = la_dtype_size(dt), rk = (size_t)Lloc * heads * dk * es,
                rv = (size_t)Lloc * heads * dv * es;
-  la_status s = LA_OK;
-  for (int64_t b = 0; b < B && s == LA_OK; b++) {
-    s = la_py_check_finite("q", dt, (const char *)q + b * rk, Lloc, heads, dk, Lloc, row0, b, threads);
-    if (s == LA_OK)
-      s = la_py_check_finite("k", dt, (const char *)k + b * rk, Lloc, heads, dk, Lloc, row0, b, threads);
-    if (s == LA_OK)
-      s = la_py_check_finite("v", dt, (const char *)v + b * rv, Lloc, heads, dv, Lloc, row0, b, threads);
-  }
+  la_status s = entries_finite("q", dt, q, B, Lloc, row0, heads, dk, threads);
+  if (s == LA_OK) s = entries_finite("k", dt, k, B, Lloc, row0, heads, dk, threads);
+  if (s == LA_OK) s = entries_finite("v", dt, v, B, Lloc, row0, heads, dv, threads);
   s = la_dist_agree(d, s, NULL, 0);
   for (int64_t b = 0; b < B && s == LA_OK; b++)
     s = la_softmax_ring_mask(d, dt, Ltot, heads, dk, dv, scale, &mask, Lloc, row0,
@@ -219,9 +222,8 @@ int la_py_softmax_backward_dist(int comm_f, const char *mode, double scale, int6
   const size_t rk = (size_t)Lloc * heads * dk, rv = (size_t)Lloc * heads * dv;
   double *out = malloc(sizeof(double) * (rv ? rv : 1));
   la_status s = out ? LA_OK : la_error(LA_ERR_NOMEM, "softmax backward: out of memory");
-  for (int64_t b = 0; b < B && s == LA_OK; b++)
-    s = la_py_check_finite("the output's gradient", LA_F64, g + b * rv, Lloc, heads, dv, Lloc,
-                           row0, b, threads);
+  if (s == LA_OK)
+    s = entries_finite("the output's gradient", LA_F64, g, B, Lloc, row0, heads, dv, threads);
   s = la_dist_agree(d, s, NULL, 0);
   for (int64_t b = 0; b < B && s == LA_OK; b++)
     s = la_softmax_ring_grad(d, Ltot, heads, dk, dv, scale, &mask, Lloc, row0, q + b * rk,
