@@ -6,5 +6,6 @@
 Writes DIR/*.csv, the PNG plots (gnuplot) and DIR/report.md. Modules: attentions (the
 attentions compared), capacity (Schlag et al.'s capacity task), mqar (Zoology's
 multi-query associative recall), anchors (the published numbers),
-progress (the progress line), report (CSV, plots, markdown).
+progress (the progress line), report (CSV, plots, markdown), array and merge (the
+study as a Slurm job array, one configuration per task, and its merge step).
 """

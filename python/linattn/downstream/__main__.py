@@ -17,7 +17,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="python3 -m linattn.downstream",
                                 description="Train small models with each attention and compare "
                                             "them with softmax (docs/downstream.md).")
-    p.add_argument("--out-dir", required=True, help="folder for the CSVs, plots and report.md")
+    p.add_argument("--out-dir", help="folder for the CSVs, plots and report.md (required)")
     p.add_argument("--quick", action="store_true",
                    help="a subset that finishes in minutes on one thread (labelled quick)")
     p.add_argument("--tasks", default="capacity", help="comma-separated: %s" % ", ".join(TASKS))
@@ -43,7 +43,16 @@ def parse_args(argv):
     p.add_argument("--report-only", action="store_true", help="rewrite report.md from DIR's CSVs")
     p.add_argument("--progress", action="store_true", default=None,
                    help="a progress line with rate and ETA on stderr (default: when stderr is a terminal)")
+    p.add_argument("--list-configs", action="store_true",
+                   help="print the study's configurations (one per Slurm array task) and exit")
+    p.add_argument("--config", type=int, default=None, metavar="I",
+                   help="run configuration I alone (a Slurm array task; docs/downstream.md "
+                        "\"On a cluster\"); writes task.json when done")
     a = p.parse_args(argv)
+    if a.out_dir is None and not a.list_configs:
+        p.error("--out-dir DIR is required")
+    if a.config is not None and (a.resume or a.report_only or a.estimate):
+        p.error("--config runs one configuration; not with --resume, --report-only or --estimate")
     a.tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
     for t in a.tasks:
         if t not in TASKS:
@@ -85,7 +94,7 @@ def main(argv=None):
         return 2
     torch.set_num_threads(opts.threads)
     import linattn
-    from . import attentions, capacity, mqar, progress, report
+    from . import array, attentions, capacity, mqar, progress, report
 
     if opts.attentions:
         for a in opts.attentions:
@@ -93,7 +102,21 @@ def main(argv=None):
                 attentions.parse(a)
             except ValueError as e:
                 parser.error(str(e))
+    if opts.list_configs:
+        print("\n".join(array.describe(opts)))
+        return 0
+    record = None
+    if opts.config is not None:
+        try:
+            record = array.select(opts, opts.config)
+        except ValueError as e:
+            parser.error(str(e))
     os.makedirs(opts.out_dir, exist_ok=True)
+    if record:   # a rerun of the task: its folder no longer vouches for a finished one
+        try:
+            os.remove(os.path.join(opts.out_dir, array.MARKER))
+        except FileNotFoundError:
+            pass
     rank = progress.rank()
 
     def factory(what, total):
@@ -161,11 +184,19 @@ def main(argv=None):
         report.warn(warning)
     head = ["# linattn downstream study%s\n" % (" (QUICK RUN)" if opts.quick else ""),
             "Made by `python3 -m linattn.downstream %s` on %s (%s, linattn %s, torch %s, %d thread%s), "
-            "in %.0f s. Every number below comes from the CSV files of this folder; "
+            "%s. Every number below comes from the CSV files of this folder; "
             "docs/downstream.md describes the tasks and the choices behind them.\n" % (
                 " ".join(sys.argv[1:]) if argv is None else " ".join(argv),
                 datetime.date.today().isoformat(), platform.node(), linattn.__version__,
-                torch.__version__, opts.threads, "" if opts.threads == 1 else "s", elapsed)]
+                torch.__version__, opts.threads, "" if opts.threads == 1 else "s",
+                "from the CSVs already there" if opts.report_only else "in %.0f s" % elapsed)]
+    note = array.merged_note(opts.out_dir)
+    if note:
+        head.append(note + "\n")
+    if record:
+        head.append("Configuration %d of %d of a job array (%s); the merge step "
+                    "(`python3 -m linattn.downstream.merge`) reports the whole study.\n" % (
+                        record["config"], record["count"], " ".join(record["study_args"])))
     if opts.quick:
         head.append("**This is the --quick variant**: fewer sizes, attentions and steps than the "
                     "study; its verdicts are about this subset only.\n")
@@ -181,6 +212,8 @@ def main(argv=None):
         head.append("Plots: %s.\n" % warning)
     report.write_text(os.path.join(opts.out_dir, "report.md"), "\n".join(head + sections))
     sys.stderr.write("linattn.downstream: wrote %s\n" % os.path.join(opts.out_dir, "report.md"))
+    if record:
+        array.write_marker(opts.out_dir, record, elapsed, status)
     return status
 
 

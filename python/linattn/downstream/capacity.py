@@ -195,6 +195,18 @@ def key(r):
     return (r["attention"], int(r["N"]), int(r["seed"]), int(r["max_steps"]))
 
 
+# The files a task's runs go to, which the merge of a job array concatenates (array.py).
+DATA_FILES = ("capacity_runs.csv", "capacity_curves.csv")
+
+
+def configs(opts):
+    """The study's configurations, one per Slurm array task (array.py): (attention, N), each
+    with all its seeds."""
+    ns = opts.sizes or (NS_QUICK if opts.quick else NS_FULL)
+    names = opts.attentions or (ATTN_QUICK if opts.quick else ATTN_FULL)
+    return [{"attentions": [a], "sizes": [n]} for n in ns for a in names]
+
+
 def run(opts, out_dir, progress_factory):
     """Run every configuration not already in capacity_runs.csv (with --resume); rewrite the
     CSVs after each run."""
@@ -223,9 +235,6 @@ def run(opts, out_dir, progress_factory):
             a, n, s, res["stop"], res["final_mse"], res["steps"], res["seconds"]), force=True)
         report.write_csv(runs_path, RUN_COLS, runs)
         report.write_csv(curves_path, CURVE_COLS, curves)
-    report.write_csv(os.path.join(out_dir, "capacity_anchor.csv"),
-                     ["theirs", "ours", "N", "final_mse", "best_mse", "steps", "log_file"],
-                     anchors.capacity_rows())
     return {"sizes": list(ns), "attentions": list(names), "max_steps": max_steps, "seeds": seeds}
 
 
@@ -391,6 +400,9 @@ def s_anchor_name(summ, a):
 def write_report(out_dir, meta, p):
     """capacity_summary.csv and the markdown section of report.md."""
     runs = report.read_csv(os.path.join(out_dir, "capacity_runs.csv"))
+    report.write_csv(os.path.join(out_dir, "capacity_anchor.csv"),
+                     ["theirs", "ours", "N", "final_mse", "best_mse", "steps", "log_file"],
+                     anchors.capacity_rows())
     summ = summarize(runs)
     report.write_csv(os.path.join(out_dir, "capacity_summary.csv"), SUMMARY_COLS, summ)
     plots(p, summ)

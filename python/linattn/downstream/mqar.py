@@ -292,6 +292,18 @@ def config(opts):
             "seeds": list(range(1, opts.seeds + 1))}
 
 
+# The files a task's runs go to, which the merge of a job array concatenates (array.py).
+DATA_FILES = ("mqar_runs.csv", "mqar_accuracy.csv")
+
+
+def configs(opts):
+    """The study's configurations, one per Slurm array task (array.py): (attention, d_model,
+    learning rate), each with all its seeds."""
+    cfg = config(opts)
+    return [{"attentions": [a], "d_models": [d], "lrs": [lr]}
+            for d in cfg["d_models"] for a in cfg["attentions"] for lr in cfg["lrs"]]
+
+
 def _key(r):
     return (r["attention"], int(r["d_model"]), "%.6g" % float(r["lr"]), int(r["seed"]))
 
