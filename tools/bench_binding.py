@@ -104,7 +104,7 @@ def blas_core():
 
 # ---------------------------------------------------------------- the binding without its cache
 class NoCache:
-    """linattn.torch takes outputs of 32 MiB or more from its cache of huge-page blocks
+    """linattn.torch takes outputs of 1 MiB or more from its cache of blocks
     (python/capi/pool.c); not while inside: plain torch.empty."""
 
     def __enter__(self):
