@@ -13,15 +13,8 @@ uint64_t la_rng_u64(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
   return x;
 }
 
-/* Two uniforms from one draw: u1 in (0, 1], u2 in [0, 1) (for Box-Muller). */
-void la_rng_uniform2(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, double *u1, double *u2) {
-  uint64_t x = la_rng_u64(seed, a, b, c);
-  uint64_t y = la_mix64(x ^ LA_RNG_C4);
-  *u1 = ((double)(x >> 11) + 1.0) * 0x1.0p-53;
-  *u2 = (double)(y >> 11) * 0x1.0p-53;
-}
-
-/* Standard normal; uses the two 32-bit halves of one draw: u1 in (0,1], u2 in [0,1). */
+/* Standard normal by Box-Muller from two 53-bit uniforms: u1 in (0, 1] from the draw x, u2 in
+ * [0, 1) from a second mix of x. */
 double la_rng_normal(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
   uint64_t x = la_rng_u64(seed, a, b, c);
   uint64_t y = la_mix64(x ^ LA_RNG_C4);

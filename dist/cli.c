@@ -454,7 +454,8 @@ void la_cli_help(FILE *f, la_sub sub) {
           f);
   fputs("\n", f);
   la_opts_help(f, rows, NROWS, sub, group_titles);
-  fputs("\nExit codes: 0 ok, 2 usage error or bad input, 3 denominator policy violated, 1 other.\n"
+  fputs("\nExit codes: 0 ok, 2 usage error or bad input, 3 denominator policy violated,\n"
+        "75 stopped at a checkpoint (run --checkpoint: run again to resume), 1 other.\n"
         "See docs/cli.md.\n", f);
 }
 

@@ -321,7 +321,6 @@ int la_projection_features(int ndim, const int64_t *shape, int features);
 
 /* Counter-based generator (§2): a standard normal keyed by (seed, a, b, c). */
 double la_rng_normal(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
-void la_rng_uniform2(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, double *u1, double *u2);
 uint64_t la_rng_u64(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
 
 /* Synthetic rows [n, H, d] for tensor 0 (Q), 1 (K), 2 (V), starting at token0, on OpenMP's

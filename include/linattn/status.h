@@ -34,7 +34,9 @@ const char *la_status_string(la_status s);
 
 /* Exit code of docs/cli.md "Exit codes": 0 ok, 2 usage/bad input, 3 denominator, 1 anything
  * else (including LA_ERR_WRITE, a failed write of an output, and LA_ERR_READ, a read error in
- * the middle of an input that was readable and well-formed). */
+ * the middle of an input that was readable and well-formed). The program's fifth code, 75
+ * (EX_TEMPFAIL: `run --checkpoint` stopped at a checkpoint on a signal), is not an error and
+ * has no status: dist/run.c returns it. */
 int la_status_exit_code(la_status s);
 
 /* Errors with reasons (docs/design.md §6 "Errors"). la_error records a one-line message on
