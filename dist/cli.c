@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "bench.h"
 #include "cli.h"
+#include "scan_names.h"
 
 _Static_assert(sizeof(la_mode) == sizeof(int) && sizeof(la_map_kind) == sizeof(int) &&
                    sizeof(la_dtype) == sizeof(int),
@@ -29,10 +30,7 @@ static const int onoff_values[] = {1, 0};
 static const char *const dtype_names[] = {"f32", "f64", NULL};
 static const char *const baseline_names[] = {"none", "softmax", "pblas", "all", NULL};
 static const char *const kernel_names[] = {"auto", "blas", "avx512", NULL};
-/* in la_scan_algorithm's order (linattn/dist.h; la_scan_algorithm_names in scan.c, which the
- * fuzz harness of this parser does not link) */
-static const char *const scan_names[] = {"auto",      "exscan",    "doubling", "chain",
-                                         "allgather", "pipelined", NULL};
+static const char *const scan_names[] = LA_SCAN_ALGORITHM_NAMES; /* scan_names.h */
 
 /* Feature maps come from the library, in la_map_kind order. */
 static const char *map_name(int v) {

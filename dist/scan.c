@@ -21,11 +21,11 @@
 #include <string.h>
 #include "dist_internal.h"
 #include "la_alloc.h"
+#include "scan_names.h"
 
 enum { LA_SCAN_TAG = 0x5ca7 };
 
-const char *const la_scan_algorithm_names[] = {"auto", "exscan", "doubling", "chain", "allgather",
-                                               "pipelined", NULL};
+const char *const la_scan_algorithm_names[] = LA_SCAN_ALGORITHM_NAMES; /* scan_names.h */
 
 /* b <- a (+) b over count heads of per doubles (a from earlier ranks). */
 static void el_op(const double *a, double *b, int count, size_t per) {
