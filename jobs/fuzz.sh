@@ -4,7 +4,7 @@
 # each one for SECONDS (default 30) through ctest -L fuzz, two at a time.
 # Usage: bash jobs/fuzz.sh [SECONDS]
 # Prints the executions of every harness; exits non-zero on any crash, leak, timeout or
-# failed check (the input is under build-fuzz/tests/fuzz/work/NAME/; see the README).
+# failed check (the input is under build-fuzz/tests/fuzz/work/NAME/; see tests/fuzz/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-30}

@@ -15,7 +15,7 @@ done
 case " $* " in *" --force "*) ;; *) defaults+=(--force) ;; esac
 # PMIx's munge plugin retries for 2.2 s at every start where munge is installed (test.sh's
 # Slurm brings it) but munged is not running; mpirun's own PMIx server needs only the native
-# plugin. A setting of yours is kept (README "Tests", "Test time").
+# plugin. A setting of yours is kept (docs/testing.md "Test time").
 export PMIX_MCA_psec="${PMIX_MCA_psec:-native}"
 # every rank gets the BLAS core env.sh chose or kept (Open MPI forwards only what -x names)
 blas=()

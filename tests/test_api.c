@@ -693,7 +693,7 @@ static void test_window(void) {
       }
 }
 
-/* Values of 1e12 followed by values of 1 (README): each window output row keeps full
+/* Values of 1e12 followed by values of 1 (docs/design.md §3.2): each window output row keeps full
  * relative accuracy, because prefix(i) - prefix(i-W) is never formed. */
 static void test_window_cancellation(void) {
   const int64_t n = 64, W = 8;

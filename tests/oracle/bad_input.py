@@ -5,9 +5,10 @@ Every row of CASES is a kind of bad input. Each must end with its exit code (2: 
 or bad input), print exactly one `linattn: error:` line that names what is at fault (the
 option, the file, or the (token, head, column)), create no file in the working directory
 (neither an output nor a temporary), and end within the timeout (no hang on any rank).
-README.md's table "Bad input" lists the same cases; this script checks that it does.
+docs/cli.md's table "Bad input" lists the same cases; with --docs this script checks that it does.
 
 Usage: bad_input.py --linattn build/linattn --workdir /tmp/la_bad [--launcher 'mpirun -np 3']
+                    [--docs docs/cli.md]
 """
 import os
 import re
@@ -174,20 +175,28 @@ def check_case(run, tally, name, args, want_rc, must, env=None):
                cmd=run.last)
 
 
-def readme_lists_cases(tally, readme):
+def docs_list_cases(tally, path):
+    """The rows of the table under the heading "Bad input" of PATH (up to the next heading of
+    the same or a higher level) must name every case of CASES."""
+    name = os.path.basename(path)
     try:
-        text = open(readme).read()
+        text = open(path).read()
     except OSError as e:
-        return tally.case(False, "README.md lists every bad-input case", note=str(e))
-    sect = text.split("### Bad input", 1)[-1].split("\n## ", 1)[0] if "### Bad input" in text else ""
+        return tally.case(False, f"{name} lists every bad-input case", note=str(e))
+    m = re.search(r"^(#+) Bad input[ \t]*$", text, re.M)
+    sect = ""
+    if m:
+        rest = text[m.end():]
+        end = re.search(r"^#{1,%d} " % len(m.group(1)), rest, re.M)
+        sect = rest[:end.start()] if end else rest
     rows = set(re.findall(r"^\| ([^|]+?) \|", sect, re.M))
     missing = [c[0] for c in CASES if c[0] not in rows]
-    tally.case(bool(sect) and not missing, "README.md's 'Bad input' table lists every case",
-               note=f"missing {missing}" if missing else "")
+    tally.case(bool(sect) and not missing, f"{name}'s 'Bad input' table lists every case",
+               note=(f"missing {missing}" if missing else "") + ("" if m else "no heading 'Bad input'"))
 
 
 def main():
-    a = common.parse_args(__doc__, extra=lambda p: p.add_argument("--readme", default=""))
+    a = common.parse_args(__doc__, extra=lambda p: p.add_argument("--docs", default=""))
     run = common.runner(a)
     run.timeout = 120
     tally = common.Tally()
@@ -196,8 +205,8 @@ def main():
     print(f"# bad_input: {len(CASES)} cases on {P} rank(s)", flush=True)
     for case in CASES:
         check_case(run, tally, *case)
-    if a.readme:
-        readme_lists_cases(tally, a.readme)
+    if a.docs:
+        docs_list_cases(tally, a.docs)
     tally.finish()
 
 
