@@ -75,10 +75,18 @@ static double fill_scores(double *a, int lld, int mloc, int nloc, const int64_t 
 la_status la_floor_singular_values(la_dist d, int64_t n, int heads, int dk, double scale,
                                    const double *q, const double *k, double *sv, double *shift,
                                    char *err, size_t errlen) {
+  return la_floor_svd(d, n, heads, dk, scale, q, k, 0, sv, NULL, NULL, shift, err, errlen);
+}
+
+la_status la_floor_svd(la_dist d, int64_t n, int heads, int dk, double scale, const double *q,
+                       const double *k, int rvec, double *sv, double *u, double *vv,
+                       double *shift, char *err, size_t errlen) {
+  const char *job = rvec > 0 ? "V" : "N";
   char why[512] = "";
   la_status st = LA_OK;
   if (err && errlen) err[0] = 0;
-  if (n < 1 || heads < 1 || dk < 1 || !isfinite(scale) || !q || !k || !sv || !shift) {
+  if (n < 1 || heads < 1 || dk < 1 || !isfinite(scale) || !q || !k || !sv || !shift ||
+      rvec < 0 || rvec > n || (rvec > 0 && (!u || !vv))) {
     snprintf(why, sizeof why, "la_floor_singular_values: want n >= 1, heads >= 1, dk >= 1, a "
              "finite scale and non-NULL arrays (n = %lld, heads = %d, dk = %d, scale = %g)",
              (long long)n, heads, dk, scale);
@@ -115,18 +123,19 @@ la_status la_floor_singular_values(la_dist d, int64_t n, int heads, int dk, doub
    * receive sv by the broadcast below */
   const int in_grid = myr >= 0 && myr < pr && myc >= 0 && myc < pc;
   int mloc = 0, nloc = 0, lld = 1, lwork = 0, info = 0, desc[9];
-  double *a = NULL, *work = NULL, *qp = NULL, *kp = NULL, *s = NULL;
+  double *a = NULL, *work = NULL, *qp = NULL, *kp = NULL, *s = NULL, *ul = NULL, *vtl = NULL;
   int64_t *grow = NULL, *gcol = NULL;
   if (in_grid) {
     mloc = numroc_(&N, &nb, &myr, &zero, &pr);
     nloc = numroc_(&N, &nb, &myc, &zero, &pc);
     lld = mloc > 1 ? mloc : 1;
     descinit_(desc, &N, &N, &nb, &nb, &zero, &zero, &ctxt, &lld, &info);
-    /* workspace query (lwork = -1), collective on the grid; U and VT are not referenced */
+    /* workspace query (lwork = -1), collective on the grid; U and VT (n x n, laid out as
+     * A) only with rvec > 0 */
     double wq = 0, dummy = 0;
     const int query = -1;
     if (info == 0)
-      pdgesvd_("N", "N", &N, &N, &dummy, &one, &one, desc, &dummy, &dummy, &one, &one, desc,
+      pdgesvd_(job, job, &N, &N, &dummy, &one, &one, desc, &dummy, &dummy, &one, &one, desc,
                &dummy, &one, &one, desc, &wq, &query, &info);
     if (info != 0) {
       snprintf(why, sizeof why, "la_floor_singular_values: descinit or the pdgesvd workspace "
@@ -145,7 +154,11 @@ la_status la_floor_singular_values(la_dist d, int64_t n, int heads, int dk, doub
       grow = la_malloc(sizeof(int64_t) * (size_t)(mloc > 0 ? mloc : 1));
       gcol = la_malloc(sizeof(int64_t) * (size_t)(nloc > 0 ? nloc : 1));
       s = la_malloc(sizeof(double) * (size_t)N);
-      if (!a || !work || !qp || !kp || !grow || !gcol || !s) {
+      if (rvec > 0) {
+        ul = la_malloc(sizeof(double) * (size_t)lld * (size_t)(nloc > 0 ? nloc : 1));
+        vtl = la_malloc(sizeof(double) * (size_t)lld * (size_t)(nloc > 0 ? nloc : 1));
+      }
+      if (!a || !work || !qp || !kp || !grow || !gcol || !s || (rvec > 0 && (!ul || !vtl))) {
         snprintf(why, sizeof why, "la_floor_singular_values: out of memory for the %d x %d "
                  "local part of the %d x %d matrix and %d doubles of pdgesvd workspace on "
                  "rank %d", mloc, nloc, N, N, lwork, la_dist_rank(d));
@@ -194,8 +207,8 @@ la_status la_floor_singular_values(la_dist d, int64_t n, int heads, int dk, doub
         for (int i = 0; i < mloc; i++) a[(size_t)j * lld + i] = exp(a[(size_t)j * lld + i] - c);
       double dummy = 0;
       info = 0;
-      pdgesvd_("N", "N", &N, &N, a, &one, &one, desc, s, &dummy, &one, &one, desc, &dummy,
-               &one, &one, desc, work, &lwork, &info); /* destroys a */
+      pdgesvd_(job, job, &N, &N, a, &one, &one, desc, s, rvec > 0 ? ul : &dummy, &one, &one, desc,
+               rvec > 0 ? vtl : &dummy, &one, &one, desc, work, &lwork, &info); /* destroys a */
       if (info > N)
         snprintf(why, sizeof why, "la_floor_singular_values: pdgesvd found different singular "
                  "values on different ranks (head %d, info = %d)", h, info);
@@ -207,6 +220,21 @@ la_status la_floor_singular_values(la_dist d, int64_t n, int heads, int dk, doub
                  "(head %d, info = %d)", -info, h, info);
       if (info != 0) st = LA_ERR_INTERNAL;
       else memcpy(sv + (size_t)h * N, s, sizeof(double) * (size_t)N);
+      /* the leading rvec columns of U and of V = VT^T, [n][rvec], summed over the grid below */
+      if (info == 0 && rvec > 0) {
+        double *uh = u + (size_t)h * N * rvec, *vh = vv + (size_t)h * N * rvec;
+        memset(uh, 0, sizeof(double) * (size_t)N * rvec);
+        memset(vh, 0, sizeof(double) * (size_t)N * rvec);
+        for (int j = 0; j < nloc; j++)
+          for (int i = 0; i < mloc; i++) {
+            const int64_t gi = grow[i], gj = gcol[j];
+            if (gj < rvec) uh[gi * rvec + gj] = ul[(size_t)j * lld + i];
+            if (gi < rvec) vh[gj * rvec + gi] = vtl[(size_t)j * lld + i];
+          }
+      }
+    } else if (rvec > 0) {
+      memset(u + (size_t)h * N * rvec, 0, sizeof(double) * (size_t)N * rvec);
+      memset(vv + (size_t)h * N * rvec, 0, sizeof(double) * (size_t)N * rvec);
     }
     st = la_dist_agree(d, st, why, sizeof why);
     if (st != LA_OK) goto done;
@@ -220,9 +248,18 @@ la_status la_floor_singular_values(la_dist d, int64_t n, int heads, int dk, doub
       snprintf(why, sizeof why, "%s", la_error_message());
     }
 
+  if (st == LA_OK && rvec > 0 &&
+      (MPI_Allreduce(MPI_IN_PLACE, u, (int)((int64_t)heads * N * rvec), MPI_DOUBLE, MPI_SUM,
+                     la_dist_comm(d)) != MPI_SUCCESS ||
+       MPI_Allreduce(MPI_IN_PLACE, vv, (int)((int64_t)heads * N * rvec), MPI_DOUBLE, MPI_SUM,
+                     la_dist_comm(d)) != MPI_SUCCESS)) {
+    st = la_error(LA_ERR_MPI, "la_floor_svd: MPI_Allreduce of the singular vectors failed");
+    snprintf(why, sizeof why, "%s", la_error_message());
+  }
+
 done:
   if (err && errlen && st != LA_OK) snprintf(err, errlen, "%s", why);
-  free(a); free(work); free(qp); free(kp); free(grow); free(gcol); free(s);
+  free(a); free(work); free(qp); free(kp); free(grow); free(gcol); free(s); free(ul); free(vtl);
   if (in_grid) Cblacs_gridexit(ctxt);
   Cfree_blacs_system_handle(sys);
   return st;

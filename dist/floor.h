@@ -39,6 +39,16 @@ la_status la_floor_singular_values(la_dist d, int64_t n, int heads, int dk, doub
                                    const double *q, const double *k, double *sv, double *shift,
                                    char *err, size_t errlen);
 
+/* Collective on d. As la_floor_singular_values, and with rvec > 0 also the leading rvec left
+ * and right singular vectors of every head on every rank: u, vv [H][n][rvec] (column l of U
+ * and of V = VT^T, l < rvec <= n), for the best rank-r matrices U_r diag(sv_r) V_r^T (r <=
+ * rvec) of weights_tv_floor (docs/design.md §8.2). pdgesvd then also forms U and VT (two more
+ * local parts of the size of A's, and more workspace; about 3x the time of values only).
+ * heads n rvec must stay below 2^31. */
+la_status la_floor_svd(la_dist d, int64_t n, int heads, int dk, double scale, const double *q,
+                       const double *k, int rvec, double *sv, double *u, double *vv,
+                       double *shift, char *err, size_t errlen);
+
 /* Not Collective: the floor over all heads, sqrt(sum_h sum_{i>=r} sv[h,i]^2 / sum_h sum_i sv[h,i]^2)
  * (0-based i), i.e. the relative Frobenius error of the best rank-r matrix per head, over all heads.
  * r <= 0 gives 1, r >= n gives 0; all-zero sv gives 0. */
