@@ -645,6 +645,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
         /* den_over_median: against the median log-denominator of this sample */
         const int ns = (int)(cnt ? (dsp[la_dist_size(d) - 1] + cnt[la_dist_size(d) - 1]) / 4 : 0);
         double *ld = dalloc(ns);
+        if (!ld) st = la_error(LA_ERR_NOMEM, "eval: out of memory for the median denominator");
         for (int i = 0; ld && i < ns; i++) ld[i] = gathered[4 * i + 2];
         double med = NAN;
         if (ld && ns > 0) {
@@ -685,8 +686,8 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
     st = A && B ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory");
     st = la_dist_agree(d, st, NULL, 0);
     if (st == LA_OK) st = gram(d, Yk, S, ne, B);
-    double km = 0, kn = 0, kp = la_signflip_pvalue(B, S);
-    la_gram_mean_noise(B, S, &km, &kn);
+    double km = 0, kn = 0, kp = st == LA_OK ? la_signflip_pvalue(B, S) : NAN;
+    if (st == LA_OK) la_gram_mean_noise(B, S, &km, &kn);
     MPI_Allreduce(MPI_IN_PLACE, under, 2, MPI_DOUBLE, MPI_SUM, la_dist_comm(d));
     const double level = 0.05;
     for (int mi = 0; mi < x->nm && st == LA_OK; mi++) {
