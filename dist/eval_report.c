@@ -1659,6 +1659,17 @@ static la_status md_output(FILE *f, const ctx *c) {
       if (nnan) fprintf(f, "; **nan in %d settings**", nnan);
       fprintf(f, ".\n");
     }
+  int64_t all = 0, sampled = 0;
+  for (int64_t i = 0; i < c->res.n; i++) {
+    const trow *r = &c->res.row[i];
+    if (!HAS(r, R_OUTROWS) || !HAS(r, R_OUT)) continue;
+    if (r->v[R_OUTROWS] < r->v[R_N]) sampled++;
+    else all++;
+  }
+  if (sampled)
+    fprintf(f, "  - out_rel_err is over every row in %lld rows of results.csv and over sampled query rows (out_rows "
+               "< n, above --softmax-max-n: exact softmax on those rows only, no gradient columns) in %lld rows.\n",
+            (long long)all, (long long)sampled);
   return LA_OK;
 }
 

@@ -262,6 +262,8 @@ static void check_claims(const char *md) {
   HAS_TEXT(md, "; r >= n: no floor)");
   HAS_TEXT(md, "| kernel/floor | weights_tv | weights_tv_floor | out_rows |");
   HAS_TEXT(md, "| 0.188 | 0.075 | 256 |");
+  HAS_TEXT(md, "  - out_rel_err is over every row in 108 rows of results.csv and over sampled query rows (out_rows < n, "
+               "above --softmax-max-n: exact softmax on those rows only, no gradient columns) in 108 rows.");
   HAS_TEXT(md, "  - trig (features 64, r 128):");
   /* bias */
   HAS_TEXT(md, "  - favor+, output bias: **detected** in 8 of 40 settings at level 0.05 (test: welch-t, 3 seeds): "
