@@ -1,5 +1,5 @@
 /* weights_tv_floor (docs/design.md §8.2 "The attention weights"): the total variation between
- * softmax's row weights and those of the best rank-r matrix A_r = U_r diag(sv_r) V_r^T of
+ * softmax's row weights and those of the best rank-r matrix A_r = U_r diag(sigma_r) V_r^T of
  * exp(s Q K^T - c), row-normalized over the keys the row reads. A_r can have negative entries:
  * the weights are then signed and TV = 0.5 sum |p - w| is taken over them as they are; a row
  * whose A_r entries do not sum to a positive number counts 1. Tiles of TQ query rows, two dgemm
@@ -18,10 +18,10 @@
 
 la_status la_lowrank_tv(int64_t n, int heads, int dk, double scale, const double *k, int64_t nq,
                         const int64_t *rows, const double *q, int rvec, const double *u,
-                        const double *sv, const double *vv, int r, int nmodes,
+                        const double *vv, int r, int nmodes,
                         const la_mode *modes, double *tvsum, int threads) {
   LA_CHECK(n > 0 && heads > 0 && dk > 0 && scale > 0 && k && nq >= 0 && (nq == 0 || (rows && q)) &&
-               r >= 1 && r <= rvec && rvec <= n && u && sv && vv && nmodes >= 1 && nmodes <= 2 &&
+               r >= 1 && r <= rvec && rvec <= n && u && vv && nmodes >= 1 && nmodes <= 2 &&
                modes && tvsum,
            LA_ERR_ARG, "la_lowrank_tv: invalid arguments");
   for (int mi = 0; mi < nmodes; mi++) tvsum[mi] = 0;
@@ -44,7 +44,7 @@ la_status la_lowrank_tv(int64_t n, int heads, int dk, double scale, const double
   }
   la_blas_single_thread();
   for (int h = 0; h < heads; h++) {
-    const double *uh = u + (size_t)h * n * rvec, *vh = vv + (size_t)h * n * rvec, *sh = sv + (size_t)h * n;
+    const double *uh = u + (size_t)h * n * rvec, *vh = vv + (size_t)h * n * rvec;
 #pragma omp parallel for num_threads(T) schedule(dynamic)
     for (int64_t tile = 0; tile < ntiles; tile++) {
 #ifdef _OPENMP
@@ -57,7 +57,7 @@ la_status la_lowrank_tv(int64_t n, int heads, int dk, double scale, const double
       const int64_t i0 = tile * TQ;
       const int nr = (int)(nq - i0 < TQ ? nq - i0 : TQ);
       for (int i = 0; i < nr; i++)
-        for (int l = 0; l < r; l++) B[i * r + l] = uh[rows[i0 + i] * rvec + l] * sh[l];
+        for (int l = 0; l < r; l++) B[i * r + l] = uh[rows[i0 + i] * rvec + l];
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, (int)n, r, 1.0, B, r, vh, rvec, 0.0, A,
                   (int)n);
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, (int)n, dk, scale,

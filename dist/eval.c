@@ -263,7 +263,8 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
         if (rw < n && rw > x->rvec) x->rvec = rw;
       }
     }
-    if (x->rvec > 0 && H * n * x->rvec > INT32_MAX) x->rvec = 0; /* beyond an MPI count: no TV floor */
+    if (n > o->tv_floor_max_n || (x->rvec > 0 && H * n * x->rvec > INT32_MAX))
+      x->rvec = 0; /* above --tv-floor-max-n, or beyond an MPI count: no weights_tv_floor */
     if (x->rvec > 0) {
       x->fu = dalloc(H * n * x->rvec), x->fv = dalloc(H * n * x->rvec);
       if (!x->fu || !x->fv)
@@ -407,7 +408,7 @@ static la_status tv_floor_get(la_dist d, ev_data *x, int r, int threads) {
   if (x->ntvc == 64) return LA_OK; /* more widths than the cache: the rest stay empty */
   double sum[2] = {0, 0};
   la_status st = la_lowrank_tv(x->n, x->H, x->dk, x->s, x->kall, x->nkr, x->krows, x->kq, x->rvec,
-                               x->fu, x->sv, x->fv, r, x->nm, x->modes, sum, threads);
+                               x->fu, x->fv, r, x->nm, x->modes, sum, threads);
   st = la_dist_agree(d, st, NULL, 0);
   if (st == LA_OK && MPI_Allreduce(MPI_IN_PLACE, sum, 2, MPI_DOUBLE, MPI_SUM, la_dist_comm(d)) != MPI_SUCCESS)
     st = la_error(LA_ERR_MPI, "eval: MPI_Allreduce failed");

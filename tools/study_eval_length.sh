@@ -22,7 +22,7 @@ big=1024,2048,4096,8192,16384,32768,65536,131072,262144,524288,1048576
 t0=$(date +%s)
 # /usr/bin/time per rank: the largest resident set of the 2^20 run
 mpirun --oversubscribe -np "$P" /usr/bin/time -f "rank peak RSS %M KiB, wall %e s" \
-  "$bin" eval --out-dir "$work/sampled" --n "$big" --softmax-max-n 0 --floor-max-n 4096 "${common[@]}" \
+  "$bin" eval --out-dir "$work/sampled" --n "$big" --softmax-max-n 0 --floor-max-n 2048 "${common[@]}" \
   2> "$work/sampled.log"
 t1=$(date +%s)
 mpirun --oversubscribe -np "$P" "$bin" eval --out-dir "$work/allrows" --n 1024,2048,4096,8192,16384 \

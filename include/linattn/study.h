@@ -65,11 +65,11 @@ la_status la_shard_pass(const la_featmap fm, double scale, int phase, int64_t j0
 /* weights_tv_floor's sum (docs/design.md §8.2): for nq query rows (rows[] global positions, q
  * [nq, H, dk]) against all n keys k [n, H, dk], per mode, the sum over (row, head) of
  * 0.5 sum_{j in A(i)} |p_ij - w_ij|, p softmax's weights and w the row-normalized A_r =
- * U_r diag(sv_r) V_r^T (u, vv [H][n][rvec], sv [H][n]; r <= rvec); signed weights are taken
+ * u_r vv_r^T (u = U diag(sigma), vv = V, [H][n][rvec]: their first r <= rvec columns); signed weights are taken
  * as they are, and a row whose A_r sums to <= 0 counts 1. Not Collective, MPI-free. */
 la_status la_lowrank_tv(int64_t n, int heads, int dk, double scale, const double *k, int64_t nq,
                         const int64_t *rows, const double *q, int rvec, const double *u,
-                        const double *sv, const double *vv, int r, int nmodes,
+                        const double *vv, int r, int nmodes,
                         const la_mode *modes, double *tvsum, int threads);
 
 /* The bias test over S seeds (docs/design.md §8.3). Y_s = x_s - x_ref for S independent
