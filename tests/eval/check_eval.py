@@ -443,6 +443,19 @@ def main():
               + (" and the all-rows reference" if tag == "all rows" else ", kernel columns as the main run's"),
               f"{bad[:3]}")
 
+    # r >= n: the rank-r matrix is exact, so there is no floor to compare with (elu1, r = dk = 8 = n)
+    p = run(["eval", "--out-dir", "rgen", "--n", 8, "--heads", 1, "--dk", 8, "--dv", 2, "--feature-maps",
+             "elu1", "--modes", "causal", "--no-progress"])
+    if check(p.returncode == 0, "eval at r = n exits 0", p.stderr.strip()):
+        _, rr = read_csv(W("rgen/results.csv"))
+        with open(W("rgen/report.md")) as f:
+            md = f.read()
+        check(float(rr[0]["rank_r_floor_rel_err"]) < 1e-6 and rr[0]["weights_tv_floor"] == "",
+              "r = n: the floor is 0 and weights_tv_floor is empty", f"{rr[0]['rank_r_floor_rel_err']} "
+              f"'{rr[0]['weights_tv_floor']}'")
+        check("r >= n: no floor" in md and "infx" not in md and "| inf |" not in md,
+              "r = n: report.md says 'r >= n: no floor', never an infinite ratio")
+
     # the synthetic workload (no files): the rows of the generator's definition, --data-seed
     SN, SH, SDK, SDV, DS = 40, 2, 6, 3, 5
     p = run(["eval", "--out-dir", "synth", "--n", SN, "--heads", SH, "--dk", SDK, "--dv", SDV,
