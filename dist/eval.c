@@ -282,11 +282,13 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
     ev_clock.floor += fsecs;
   }
   /* the softmax references, per mode */
+  char fsec_s[32];
+  snprintf(fsec_s, sizeof fsec_s, "%.6g", fsecs);
   for (int m = 0; m < x->nm && st == LA_OK && x->sampled; m++)
     if (rank == 0) /* no all-rows reference: the kernel pass gives softmax on the kernel rows */
-      fprintf(refs->f, "%lld,%lld,%lld,%lld,%.6g,%s,%d,%d,,,%.6g\n", (long long)n, (long long)H,
+      fprintf(refs->f, "%lld,%lld,%lld,%lld,%.6g,%s,%d,%d,,,%s\n", (long long)n, (long long)H,
               (long long)dk, (long long)dv, a, x->modes[m] == LA_CAUSAL ? "causal" : "bidirectional",
-              P, ev_threads(T), fsecs);
+              P, ev_threads(T), floor_on ? fsec_s : "");
   for (int m = 0; m < x->nm && st == LA_OK && !x->sampled; m++) {
     const int64_t w[4] = {dv, dk, dk, dv};
     for (int t = 0; t < 4; t++)

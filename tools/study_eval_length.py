@@ -64,7 +64,7 @@ def main():
         blocks.append((key, lines))
     gp = ["set terminal pngcairo size 1400,560 font ',10'", "set output 'err_vs_length.png'",
           "set multiplot layout 1,2", "set logscale x 2", "set grid", "set key top left font ',9'",
-          "set datafile missing 'nan'", "set xlabel 'n (causal; 1 head, dk = dv = 64)'"]
+          "set datafile missing 'nan'", "set format x \"2^{%L}\"", "set xlabel 'n (causal; 1 head, dk = dv = 64)'"]
     for i, (key, lines) in enumerate(blocks):
         gp += [f"$d{i} << EOD"] + lines + ["EOD"]
     gp += ["set logscale y", "set ylabel 'out\\_rel\\_err against exact softmax (mean over seeds)'",
