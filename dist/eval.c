@@ -158,7 +158,8 @@ static la_status allgather_rows(la_dist d, const double *mine, int64_t nloc, int
                                 int64_t n, double *all) {
   const int P = la_dist_size(d);
   int *cnt = la_malloc(sizeof(int) * (size_t)P), *dsp = la_malloc(sizeof(int) * (size_t)P);
-  la_status st = cnt && dsp ? LA_OK : LA_ERR_NOMEM;
+  la_status st = cnt && dsp ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory");
+  st = la_dist_agree(d, st, NULL, 0); /* before the collective: a failure here is one rank's */
   if (st == LA_OK && n * width > INT32_MAX)
     st = la_error(LA_ERR_UNSUPPORTED, "eval: %lld x %lld values exceed an MPI count",
                   (long long)n, (long long)width);

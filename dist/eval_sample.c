@@ -25,9 +25,10 @@ static void rescale(double *x, int64_t cnt, int w, const double *loc, const doub
 la_status la_eval_kernel_sums_allreduce(la_dist d, la_kernel_sums *ks) {
   const int P = la_dist_size(d);
   double mine[3] = {ks->shift, ks->err2, ks->ref2}, *all = la_malloc(sizeof(double) * 3 * (size_t)P);
-  if (!all) return la_error(LA_ERR_NOMEM, "eval: out of memory");
-  la_status st = mpi_ok(MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, la_dist_comm(d)),
-                        "MPI_Allgather");
+  la_status st = all ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory");
+  st = la_dist_agree(d, st, NULL, 0); /* every rank joins the collective, or none */
+  if (st == LA_OK)
+    st = mpi_ok(MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, la_dist_comm(d)), "MPI_Allgather");
   la_kernel_sums_init(ks);
   for (int p = 0; p < P && st == LA_OK; p++) {
     la_kernel_sums b = {all[3 * p], all[3 * p + 1], all[3 * p + 2]};

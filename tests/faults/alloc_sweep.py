@@ -17,14 +17,14 @@ to the reference (and a report). Anything else fails the test.
 
 Jobs (small: N = 300 tokens, 2 heads, dk = dv = 8; one thread unless noted):
   1 rank:  run causal --out --report (2 threads), grad --grad-q/-k/-v --report,
-           eval (2 maps, 2 seeds, the floor, the report and its plots; every 2nd N: ~20 s; a faulted
+           eval (2 maps, 2 seeds, the floor, the report and its plots; every 2nd N: ~15 s; a faulted
            eval may leave the CSVs of the rows it finished, never report.md, plots.gp or a
            PNG; an eval that exits 0 has a report.md and CSVs of the reference's line count),
            run bidirectional, run causal --window 37, run from .npy files (float64 files
            converted to float32 in blocks of 128, with segments), grad bidirectional with
            segments (the backward's segmented path), run --reproducible bidirectional with
            segments (2 threads) and with --window 37
-  2 ranks: run causal --out --report, run --reproducible favor+, grad --grad-q/-k/-v
+  2 ranks: run causal --out --report, eval (every 4th N, ~18 s), run --reproducible favor+, grad --grad-q/-k/-v
            --report, grad --window 37 (halos both ways); each with the failure on rank 0
            and on rank 1. Every N is swept (no stride), except in the --reproducible jobs,
            whose allocations are mostly those of the jobs before them: every 2nd or 4th N,
@@ -155,6 +155,7 @@ def jobs_for(P, inputs):
                 stride=4),
         ]
     return [ck_job, Job("run-causal", ["run"] + SMALL + o, run_outs),
+            Job("eval", EVAL, None, may_leave=EVAL_CSVS, stride=4),
             Job("run-repro-favor", ["run"] + SMALL + REPRO + ["--feature-map", "favor+",
                                                               "--features", "8"] + o, run_outs,
                 stride=4),
