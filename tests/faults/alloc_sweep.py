@@ -17,7 +17,8 @@ to the reference (and a report). Anything else fails the test.
 
 Jobs (small: N = 300 tokens, 2 heads, dk = dv = 8; one thread unless noted):
   1 rank:  run causal --out --report (2 threads), grad --grad-q/-k/-v --report,
-           eval (2 maps, 2 seeds, the floor, the report and its plots; every 2nd N: ~15 s; a faulted
+           eval (2 maps, 2 seeds, the floor, the report and its plots; every 2nd N: ~15 s) and
+           eval above --softmax-max-n (8 sampled rows, every 3rd N: ~10 s); a faulted
            eval may leave the CSVs of the rows it finished, never report.md, plots.gp or a
            PNG; an eval that exits 0 has a report.md and CSVs of the reference's line count),
            run bidirectional, run causal --window 37, run from .npy files (float64 files
@@ -126,6 +127,7 @@ EVAL = ["eval", "--out-dir", ".", "--n", "40", "--heads", "1", "--dk", "4", "--d
         "--floor-max-n", "40", "--no-progress"]
 EVAL_CSVS = ("results.csv", "bias.csv", "rows.csv", "refs.csv")
 NL = b"\n"
+SAMPLED_STRIDE = 3  # eval above --softmax-max-n: its own allocations are few
 
 
 def jobs_for(P, inputs):
@@ -139,6 +141,8 @@ def jobs_for(P, inputs):
         return [
             ck_job,
             Job("eval", EVAL, None, may_leave=EVAL_CSVS, stride=2),
+            Job("eval-sampled", EVAL + ["--softmax-max-n", "0", "--kernel-max-n", "0", "--kernel-rows",
+                                        "8"], None, may_leave=EVAL_CSVS, stride=SAMPLED_STRIDE),
             Job("run-causal", ["run"] + SMALL + o, run_outs, {"OMP_NUM_THREADS": "2"}),
             Job("grad", ["grad"] + SMALL + g, grad_outs),
             Job("run-bidirectional", ["run"] + SMALL + ["--mode", "bidirectional"] + o, run_outs),
