@@ -17,15 +17,15 @@ to the reference (and a report). Anything else fails the test.
 
 Jobs (small: N = 300 tokens, 2 heads, dk = dv = 8; one thread unless noted):
   1 rank:  run causal --out --report (2 threads), grad --grad-q/-k/-v --report,
-           eval (2 maps, 2 seeds, the floor, the report and its plots; every 2nd N: ~15 s) and
-           eval above --softmax-max-n (8 sampled rows, every 3rd N: ~10 s); a faulted
+           eval (2 maps, 2 seeds, the floor, the report and its plots; every 4th N: ~8 s) and
+           eval above --softmax-max-n (8 sampled rows, every 8th N: ~4 s); a faulted
            eval may leave the CSVs of the rows it finished, never report.md, plots.gp or a
            PNG; an eval that exits 0 has a report.md and CSVs of the reference's line count),
            run bidirectional, run causal --window 37, run from .npy files (float64 files
            converted to float32 in blocks of 128, with segments), grad bidirectional with
            segments (the backward's segmented path), run --reproducible bidirectional with
            segments (2 threads) and with --window 37
-  2 ranks: run causal --out --report, eval (every 4th N, ~18 s), run --reproducible favor+, grad --grad-q/-k/-v
+  2 ranks: run causal --out --report, eval (every 8th N, ~9 s), run --reproducible favor+, grad --grad-q/-k/-v
            --report, grad --window 37 (halos both ways); each with the failure on rank 0
            and on rank 1. Every N is swept (no stride), except in the --reproducible jobs,
            whose allocations are mostly those of the jobs before them: every 2nd or 4th N,
@@ -127,7 +127,7 @@ EVAL = ["eval", "--out-dir", ".", "--n", "40", "--heads", "1", "--dk", "4", "--d
         "--floor-max-n", "40", "--no-progress"]
 EVAL_CSVS = ("results.csv", "bias.csv", "rows.csv", "refs.csv")
 NL = b"\n"
-SAMPLED_STRIDE = 3  # eval above --softmax-max-n: its own allocations are few
+SAMPLED_STRIDE = 8  # eval above --softmax-max-n: most of its allocations are eval's above
 
 
 def jobs_for(P, inputs):
@@ -140,7 +140,7 @@ def jobs_for(P, inputs):
     if P == 1:
         return [
             ck_job,
-            Job("eval", EVAL, None, may_leave=EVAL_CSVS, stride=2),
+            Job("eval", EVAL, None, may_leave=EVAL_CSVS, stride=4),
             Job("eval-sampled", EVAL + ["--softmax-max-n", "0", "--kernel-max-n", "0", "--kernel-rows",
                                         "8"], None, may_leave=EVAL_CSVS, stride=SAMPLED_STRIDE),
             Job("run-causal", ["run"] + SMALL + o, run_outs, {"OMP_NUM_THREADS": "2"}),
@@ -159,7 +159,7 @@ def jobs_for(P, inputs):
                 stride=4),
         ]
     return [ck_job, Job("run-causal", ["run"] + SMALL + o, run_outs),
-            Job("eval", EVAL, None, may_leave=EVAL_CSVS, stride=4),
+            Job("eval", EVAL, None, may_leave=EVAL_CSVS, stride=8),
             Job("run-repro-favor", ["run"] + SMALL + REPRO + ["--feature-map", "favor+",
                                                               "--features", "8"] + o, run_outs,
                 stride=4),
