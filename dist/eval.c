@@ -218,13 +218,15 @@ static la_status data_read(la_dist d, const la_cli *o, int64_t n, ev_data *x, ch
     la_split_ownership(x->n, la_dist_size(d), la_dist_rank(d), &x->nloc, &x->row0);
     const int64_t rq = x->nloc * x->H;
     x->q = dalloc(rq * x->dk), x->k = dalloc(rq * x->dk);
-    x->v = dalloc(rq * x->dv), x->g = dalloc(rq * x->dv);
+    /* G only for the gradient columns, up to --softmax-max-n (§8.7) */
+    const int nt = x->n <= o->softmax_max_n ? 4 : 3;
+    x->v = dalloc(rq * x->dv), x->g = nt == 4 ? dalloc(rq * x->dv) : NULL;
     double *b[4] = {x->q, x->k, x->v, x->g};
-    if (!x->q || !x->k || !x->v || !x->g) {
+    if (!x->q || !x->k || !x->v || (nt == 4 && !x->g)) {
       snprintf(err, errlen, "out of memory for this rank's %lld rows", (long long)x->nloc);
       st = LA_ERR_NOMEM;
     }
-    for (int t = 0; t < 4 && st == LA_OK && x->nloc > 0; t++)
+    for (int t = 0; t < nt && st == LA_OK && x->nloc > 0; t++)
       st = la_job_read(&job, t, x->row0, x->nloc, b[t], err, errlen);
     st = la_dist_agree(d, st, err, errlen);
   }
