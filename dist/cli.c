@@ -289,6 +289,16 @@ static const la_opt rows[] = {
     {.name = "--kernel-rows", .meta = "R", .subs = EVAL, .group = G_STUDY, .kind = LA_OPT_INT,
      F(kernel_rows), .lo = 1, .hi = (int64_t)1 << 30, .def = "512",
      .help = "query rows per head sampled (evenly spaced) above --kernel-max-n"},
+    {.name = "--tv-floor-max-n", .meta = "N", .subs = EVAL, .group = G_STUDY, .kind = LA_OPT_INT,
+     F(tv_floor_max_n), .lo = 0, .hi = 46340, .def = "2048",
+     .help = "weights_tv_floor up to this n (and --floor-max-n): LAPACK dgesdd of the n x n "
+             "matrix per head on one rank, ~20 n^3 flops and 24 n^2 bytes there; empty above"},
+    {.name = "--softmax-max-n", .meta = "N", .subs = EVAL, .group = G_STUDY, .kind = LA_OPT_INT,
+     F(softmax_max_n), .lo = 0, .hi = (int64_t)1 << 30, .def = "16384",
+     .help = "out_rel_err and the gradient columns over every row up to this n (exact softmax "
+             "forward and backward, O(n^2)); above, out_rel_err over the kernel rows only (exact "
+             "softmax for those rows, O(rows n), every rank holding only its own keys) and no "
+             "gradient columns"},
     {.name = "--floor-max-n", .meta = "N", .subs = EVAL, .group = G_STUDY, .kind = LA_OPT_INT,
      F(floor_max_n), .lo = 0, .hi = 46340, .def = "4096",
      .help = "the rank-r floor (pdgesvd of the n x n matrix exp(s Q K^T) per head, O(n^3) "

@@ -40,7 +40,7 @@ typedef struct {
   const char *out_dir;
   int seeds, recall;
   la_list input_scales, recall_pairs;
-  int64_t kernel_max_n, kernel_rows, floor_max_n, data_seed;
+  int64_t kernel_max_n, kernel_rows, floor_max_n, tv_floor_max_n, softmax_max_n, data_seed;
   /* every subcommand */
   int help, print_options;
   int argc; /* the command line, as given to la_cli_parse */

@@ -112,8 +112,8 @@ typedef struct {
   int64_t n, nloc, row0;
   int H, dk, dv;
   double *q, *k, *v, *g;     /* this rank's rows, Q and K scaled */
-  double *kall, *vall;       /* every key and value (kernel error, quadratic form) */
-  double *qall;              /* every query (the floor), or NULL */
+  double *kall, *qall;       /* every key and query (the floor, up to --floor-max-n), or NULL */
+  int sampled;               /* n > --softmax-max-n: out_rel_err on the kernel rows only (§8.7) */
   double s;                  /* the similarity scale */
   int nm;                    /* modes */
   la_mode modes[2];
@@ -122,15 +122,22 @@ typedef struct {
   int64_t nkr, *krows;       /* kernel rows owned here (global positions), and their q */
   double *kq;
   int64_t kernel_rows;       /* per head, over all ranks */
+  int64_t *kall_rows, kr_off;/* every kernel row (global positions); krows[0] is kall_rows[kr_off] */
+  double *kq_all;            /* their queries, on every rank [kernel_rows, H, dk] */
   int64_t nsr, *srows;       /* rows.csv sample owned here */
   double *sq;
   double *sv;                /* singular values [H, n], or NULL above --floor-max-n */
+  int rvec, tvf;             /* leading singular vectors kept (weights_tv_floor), and tvf = rvec > 0 */
+  double *fu, *fv;           /* [H][n][rvec]: U and V of the floor's SVD */
+  int ntvc, tvc_r[64];       /* weights_tv_floor per r computed so far (per mode) */
+  double tvc_v[64][2];
   int64_t ner, *erows, nek, *ekeys; /* kernel-bias entries: owned query rows x every key */
   double *eq, *ek, eshift, eref2;
 } ev_data;
 
 static void data_free(ev_data *x) {
-  free(x->q), free(x->k), free(x->v), free(x->g), free(x->kall), free(x->vall), free(x->qall);
+  free(x->q), free(x->k), free(x->v), free(x->g), free(x->kall), free(x->qall);
+  free(x->kall_rows), free(x->kq_all), free(x->fu), free(x->fv);
   for (int m = 0; m < 2; m++)
     for (int t = 0; t < 4; t++) free(x->sm[m][t]);
   free(x->krows), free(x->kq), free(x->srows), free(x->sq), free(x->sv);
@@ -151,7 +158,8 @@ static la_status allgather_rows(la_dist d, const double *mine, int64_t nloc, int
                                 int64_t n, double *all) {
   const int P = la_dist_size(d);
   int *cnt = la_malloc(sizeof(int) * (size_t)P), *dsp = la_malloc(sizeof(int) * (size_t)P);
-  la_status st = cnt && dsp ? LA_OK : LA_ERR_NOMEM;
+  la_status st = cnt && dsp ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory");
+  st = la_dist_agree(d, st, NULL, 0); /* before the collective: a failure here is one rank's */
   if (st == LA_OK && n * width > INT32_MAX)
     st = la_error(LA_ERR_UNSUPPORTED, "eval: %lld x %lld values exceed an MPI count",
                   (long long)n, (long long)width);
@@ -210,13 +218,15 @@ static la_status data_read(la_dist d, const la_cli *o, int64_t n, ev_data *x, ch
     la_split_ownership(x->n, la_dist_size(d), la_dist_rank(d), &x->nloc, &x->row0);
     const int64_t rq = x->nloc * x->H;
     x->q = dalloc(rq * x->dk), x->k = dalloc(rq * x->dk);
-    x->v = dalloc(rq * x->dv), x->g = dalloc(rq * x->dv);
+    /* G only for the gradient columns, up to --softmax-max-n (§8.7) */
+    const int nt = x->n <= o->softmax_max_n ? 4 : 3;
+    x->v = dalloc(rq * x->dv), x->g = nt == 4 ? dalloc(rq * x->dv) : NULL;
     double *b[4] = {x->q, x->k, x->v, x->g};
-    if (!x->q || !x->k || !x->v || !x->g) {
+    if (!x->q || !x->k || !x->v || (nt == 4 && !x->g)) {
       snprintf(err, errlen, "out of memory for this rank's %lld rows", (long long)x->nloc);
       st = LA_ERR_NOMEM;
     }
-    for (int t = 0; t < 4 && st == LA_OK && x->nloc > 0; t++)
+    for (int t = 0; t < nt && st == LA_OK && x->nloc > 0; t++)
       st = la_job_read(&job, t, x->row0, x->nloc, b[t], err, errlen);
     st = la_dist_agree(d, st, err, errlen);
   }
@@ -232,29 +242,57 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
   la_status st = LA_OK;
   for (int64_t i = 0; i < rq * dk; i++) x->q[i] = a * base[0][i], x->k[i] = a * base[1][i];
   x->s = o->cfg.scale > 0 ? o->cfg.scale : 1 / sqrt((double)dk);
-  x->kall = dalloc(n * H * dk), x->vall = dalloc(n * H * dv);
+  x->sampled = n > o->softmax_max_n;
+  /* every key and query on every rank: only for the floor (n <= --floor-max-n) */
   const int floor_on = n <= o->floor_max_n;
-  if (floor_on) x->qall = dalloc(n * H * dk), x->sv = dalloc(n * H);
-  if (!x->kall || !x->vall || (floor_on && (!x->qall || !x->sv)))
-    st = la_error(LA_ERR_NOMEM, "eval: out of memory for every key and value of n = %lld "
+  if (floor_on) x->kall = dalloc(n * H * dk), x->qall = dalloc(n * H * dk), x->sv = dalloc(n * H);
+  if (floor_on && (!x->kall || !x->qall || !x->sv))
+    st = la_error(LA_ERR_NOMEM, "eval: out of memory for every key and query of n = %lld "
                                 "(%lld bytes per rank)", (long long)n,
-                  (long long)(8 * n * H * (dk + dv + (floor_on ? dk + 1 : 0))));
+                  (long long)(8 * n * H * (2 * dk + 1)));
   st = la_dist_agree(d, st, NULL, 0);
-  if (st == LA_OK) st = allgather_rows(d, x->k, x->nloc, H * dk, n, x->kall);
-  if (st == LA_OK) st = allgather_rows(d, x->v, x->nloc, H * dv, n, x->vall);
+  if (st == LA_OK && floor_on) st = allgather_rows(d, x->k, x->nloc, H * dk, n, x->kall);
   if (st == LA_OK && floor_on) st = allgather_rows(d, x->q, x->nloc, H * dk, n, x->qall);
   st = la_dist_agree(d, st, NULL, 0);
-  /* the floor */
+  /* the floor, with the leading singular vectors up to the largest width r < n of the sweep
+   * (weights_tv_floor, §8.2) */
   double fsecs = NAN;
   if (st == LA_OK && floor_on) {
+    x->rvec = 0;
+    for (int mp = 0; mp < o->maps.n; mp++) {
+      const la_map_kind map = (la_map_kind)o->maps.i[mp];
+      for (int w = 0; w < (la_map_uses_features(map) ? o->features_list.n : 1); w++) {
+        const int rw = la_map_width(map, (int)dk, la_map_uses_features(map) ? (int)o->features_list.i[w] : 0);
+        if (rw < n && rw > x->rvec) x->rvec = rw;
+      }
+    }
+    if (n > o->tv_floor_max_n || (x->rvec > 0 && H * n * x->rvec > INT32_MAX))
+      x->rvec = 0; /* above --tv-floor-max-n, or beyond an MPI count: no weights_tv_floor */
+    if (x->rvec > 0) {
+      x->fu = dalloc(H * n * x->rvec), x->fv = dalloc(H * n * x->rvec);
+      if (!x->fu || !x->fv)
+        st = la_error(LA_ERR_NOMEM, "eval: out of memory for the floor's singular vectors (%lld "
+                      "bytes per rank)", (long long)(16 * H * n * x->rvec));
+    }
+    x->tvf = x->rvec > 0, x->ntvc = 0;
+    st = la_dist_agree(d, st, err, errlen);
+  }
+  if (st == LA_OK && floor_on) {
     double shift, t0 = MPI_Wtime();
-    st = la_floor_singular_values(d, n, (int)H, (int)dk, x->s, x->qall, x->kall, x->sv, &shift,
-                                  err, errlen);
+    st = la_floor_svd(d, n, (int)H, (int)dk, x->s, x->qall, x->kall, x->rvec, x->sv, x->fu, x->fv,
+                      &shift, err, errlen);
     fsecs = MPI_Wtime() - t0;
     ev_clock.floor += fsecs;
   }
   /* the softmax references, per mode */
-  for (int m = 0; m < x->nm && st == LA_OK; m++) {
+  char fsec_s[32];
+  snprintf(fsec_s, sizeof fsec_s, "%.6g", fsecs);
+  for (int m = 0; m < x->nm && st == LA_OK && x->sampled; m++)
+    if (rank == 0) /* no all-rows reference: the kernel pass gives softmax on the kernel rows */
+      fprintf(refs->f, "%lld,%lld,%lld,%lld,%.6g,%s,%d,%d,,,%s\n", (long long)n, (long long)H,
+              (long long)dk, (long long)dv, a, x->modes[m] == LA_CAUSAL ? "causal" : "bidirectional",
+              P, ev_threads(T), floor_on ? fsec_s : "");
+  for (int m = 0; m < x->nm && st == LA_OK && !x->sampled; m++) {
     const int64_t w[4] = {dv, dk, dk, dv};
     for (int t = 0; t < 4; t++)
       if (!(x->sm[m][t] = dalloc(rq * w[t]))) st = LA_ERR_NOMEM;
@@ -300,6 +338,25 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
       x->kernel_rows = la_even_rows(n, want, idx);
       st = own_rows(x, idx, x->kernel_rows, x->q, H * dk, &x->nkr, &x->krows, &x->kq);
     }
+    if (st == LA_OK) { /* every kernel row and its query, on every rank (an allreduce of the owners') */
+      x->kall_rows = la_malloc(sizeof(int64_t) * (size_t)x->kernel_rows);
+      x->kq_all = la_calloc((size_t)x->kernel_rows * H * dk, sizeof(double));
+      if (!x->kall_rows || !x->kq_all) st = la_error(LA_ERR_NOMEM, "eval: out of memory for the kernel rows");
+    }
+    if (st == LA_OK) {
+      memcpy(x->kall_rows, idx, sizeof(int64_t) * (size_t)x->kernel_rows);
+      x->kr_off = 0;
+      while (x->kr_off < x->kernel_rows && idx[x->kr_off] < x->row0) x->kr_off++;
+      for (int64_t b = 0; b < x->nkr; b++)
+        memcpy(x->kq_all + (x->kr_off + b) * H * dk, x->kq + b * H * dk, sizeof(double) * H * dk);
+    }
+    st = la_dist_agree(d, st, NULL, 0);
+    if (st == LA_OK && x->kernel_rows * H * dk > INT32_MAX)
+      st = la_error(LA_ERR_UNSUPPORTED, "eval: %lld kernel rows exceed an MPI count (lower "
+                    "--kernel-rows or --kernel-max-n)", (long long)x->kernel_rows);
+    if (st == LA_OK && MPI_Allreduce(MPI_IN_PLACE, x->kq_all, (int)(x->kernel_rows * H * dk),
+                                     MPI_DOUBLE, MPI_SUM, la_dist_comm(d)) != MPI_SUCCESS)
+      st = la_error(LA_ERR_MPI, "eval: MPI_Allreduce failed");
     if (st == LA_OK) {
       /* rows.csv: 64 evenly spaced of the kernel rows, whose denominators the kernel pass
        * gives (la_quadform_rows' lden) */
@@ -311,15 +368,20 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
     if (st == LA_OK) {
       int64_t m = la_even_rows(n, BIAS_SIDE, idx);
       st = own_rows(x, idx, m, x->q, H * dk, &x->ner, &x->erows, &x->eq);
-      x->ekeys = la_malloc(sizeof(int64_t) * BIAS_SIDE), x->ek = dalloc(BIAS_SIDE * H * dk);
+      x->ekeys = la_malloc(sizeof(int64_t) * BIAS_SIDE), x->ek = la_calloc(BIAS_SIDE * H * dk, sizeof(double));
       if (st == LA_OK && (!x->ekeys || !x->ek)) st = LA_ERR_NOMEM;
-      if (st == LA_OK) {
+      if (st == LA_OK) { /* the 64 keys, from their owners */
         x->nek = la_even_rows(n, BIAS_SIDE, x->ekeys);
         for (int64_t b = 0; b < x->nek; b++)
-          memcpy(x->ek + b * H * dk, x->kall + x->ekeys[b] * H * dk, sizeof(double) * H * dk);
+          if (x->ekeys[b] >= x->row0 && x->ekeys[b] < x->row0 + x->nloc)
+            memcpy(x->ek + b * H * dk, x->k + (x->ekeys[b] - x->row0) * H * dk, sizeof(double) * H * dk);
       }
     }
     free(idx);
+    st = la_dist_agree(d, st, NULL, 0);
+    if (st == LA_OK && MPI_Allreduce(MPI_IN_PLACE, x->ek, (int)(x->nek * H * dk), MPI_DOUBLE,
+                                     MPI_SUM, la_dist_comm(d)) != MPI_SUCCESS)
+      st = la_error(LA_ERR_MPI, "eval: MPI_Allreduce failed");
     if (st != LA_OK && !err[0]) snprintf(err, errlen, "eval: %s", la_error_reason(st));
   }
   /* the exact kernel on the bias entries: shift = the largest s q.k over them */
@@ -343,6 +405,33 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
   return la_dist_agree(d, st, err, errlen);
 }
 
+/* ---- weights_tv_floor (§8.2), once per r: this rank's kernel rows, summed over ranks ---- */
+
+static la_status tv_floor_get(la_dist d, ev_data *x, int r, int threads) {
+  for (int i = 0; i < x->ntvc; i++)
+    if (x->tvc_r[i] == r) return LA_OK;
+  if (x->ntvc == 64) return LA_OK; /* more widths than the cache: the rest stay empty */
+  double sum[2] = {0, 0};
+  la_status st = la_lowrank_tv(x->n, x->H, x->dk, x->s, x->kall, x->nkr, x->krows, x->kq, x->rvec,
+                               x->fu, x->fv, r, x->nm, x->modes, sum, threads);
+  st = la_dist_agree(d, st, NULL, 0);
+  if (st == LA_OK && MPI_Allreduce(MPI_IN_PLACE, sum, 2, MPI_DOUBLE, MPI_SUM, la_dist_comm(d)) != MPI_SUCCESS)
+    st = la_error(LA_ERR_MPI, "eval: MPI_Allreduce failed");
+  if (st == LA_OK) {
+    x->tvc_r[x->ntvc] = r;
+    for (int mi = 0; mi < x->nm; mi++) x->tvc_v[x->ntvc][mi] = sum[mi] / (double)(x->kernel_rows * x->H);
+    x->ntvc++;
+  }
+  return st;
+}
+
+/* Not Collective: the value tv_floor_get computed, or NaN. */
+static double tv_floor_of(const ev_data *x, int r, int mi) {
+  for (int i = 0; i < x->ntvc; i++)
+    if (x->tvc_r[i] == r) return x->tvc_v[i][mi];
+  return NAN;
+}
+
 /* ---- one (map, width): every seed and mode ---- */
 
 typedef struct {
@@ -351,22 +440,6 @@ typedef struct {
 } ev_progress;
 
 static const char *mode_name(la_mode m) { return m == LA_CAUSAL ? "causal" : "bidirectional"; }
-
-/* Kernel sums over ranks, merged in rank order (the same on every rank). */
-static la_status kernel_sums_allreduce(la_dist d, la_kernel_sums *ks) {
-  const int P = la_dist_size(d);
-  double mine[3] = {ks->shift, ks->err2, ks->ref2}, *all = dalloc(3 * P);
-  if (!all) return la_error(LA_ERR_NOMEM, "eval: out of memory");
-  la_status st = MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, la_dist_comm(d)) == MPI_SUCCESS
-                     ? LA_OK : la_error(LA_ERR_MPI, "eval: MPI_Allgather failed");
-  la_kernel_sums_init(ks);
-  for (int p = 0; p < P && st == LA_OK; p++) {
-    la_kernel_sums b = {all[3 * p], all[3 * p + 1], all[3 * p + 2]};
-    la_kernel_sums_merge(ks, &b);
-  }
-  free(all);
-  return st;
-}
 
 /* Gram matrix A_st = <Y_s, Y_t> over ranks of S vectors of len values each. */
 static la_status gram(la_dist d, const double *Y, int S, int64_t len, double *A) {
@@ -410,15 +483,20 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
   const int rank = la_dist_rank(d), random = la_map_is_random(map), S = random ? o->seeds : 1;
   const int sized = la_map_uses_features(map); /* m_feat is m or dpfp's nu */
   const int64_t H = x->H, dk = x->dk, dv = x->dv, rq = x->nloc * H, ne = x->ner * x->nek * H;
-  const int bias_on = random && S >= 2;
-  double *Yout = bias_on ? dalloc((int64_t)x->nm * S * rq * dv) : NULL;
+  const int bias_on = random && S >= 2, sam = x->sampled;
+  /* the output error's rows: all of this rank's, or (sampled) its kernel rows (§8.7) */
+  const int64_t ylen = (sam ? x->nkr * H : rq) * dv;
+  double *Yout = bias_on ? dalloc((int64_t)x->nm * S * ylen) : NULL;
   double *Yk = bias_on ? dalloc(S * ne) : NULL;
-  double *out = dalloc(rq * dv), *gq = dalloc(rq * dk), *gk = dalloc(rq * dk), *gv = dalloc(rq * dv);
+  double *out = dalloc(rq * dv), *gq = NULL, *gk = NULL, *gv = NULL;
+  if (!sam) gq = dalloc(rq * dk), gk = dalloc(rq * dk), gv = dalloc(rq * dv);
   double *quad = dalloc(x->nm * x->nkr * H * dv), *lden = dalloc(x->nm * x->nkr * H);
+  double *smo = dalloc(x->nm * x->nkr * H * dv); /* softmax on this rank's kernel rows */
   double *pack = dalloc(4 * x->nsr * H), *gathered = NULL;
   int *cnt = NULL, *dsp = NULL;
-  la_status st = (!bias_on || (Yout && Yk)) && out && gq && gk && gv && quad && lden && pack
-                     ? LA_OK : LA_ERR_NOMEM;
+  double smn2[2] = {0, 0}; /* sampled: ||softmax||^2 over the kernel rows, per mode */
+  la_status st = (!bias_on || (Yout && Yk)) && out && (sam || (gq && gk && gv)) && quad && lden &&
+                         smo && pack ? LA_OK : LA_ERR_NOMEM;
   if (rank == 0) {
     gathered = dalloc(4 * SAMPLE_ROWS * H);
     cnt = la_malloc(sizeof(int) * la_dist_size(d)), dsp = la_malloc(sizeof(int) * la_dist_size(d));
@@ -437,19 +515,49 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
     cfg.den_policy = LA_DEN_ADD, cfg.den_eps = 0; /* the raw ratio: eval measures, it does not fix */
     cfg.threads = o->cfg.threads, cfg.chunk = o->cfg.chunk;
     la_featmap fm = NULL;
-    la_kernel_sums ks;
-    la_kernel_sums_init(&ks);
+    la_shard_sums ss;
+    memset(&ss, 0, sizeof ss);
     st = la_featmap_create(&cfg, (int)H, (int)dk, &fm);
     if (st == LA_OK) r = la_featmap_width(fm);
     const double tk = MPI_Wtime();
-    if (st == LA_OK)
-      st = la_quadform_rows(fm, x->s, x->n, (int)H, (int)dk, (int)dv, x->kall, x->vall, x->nkr,
-                            x->krows, x->kq, x->nm, x->modes, quad, lden, &ks, cfg.threads);
     if (st == LA_OK && bias_on) st = kernel_entries(x, fm, Yk + s * ne, under);
     st = la_dist_agree(d, st, NULL, 0);
-    if (st == LA_OK) st = kernel_sums_allreduce(d, &ks);
+    /* the kernel rows against this rank's keys, combined over ranks (§8.2, §8.7) */
+    if (st == LA_OK)
+      st = la_eval_kernel_pass(d, fm, x->s, x->row0, x->nloc, x->k, x->v, x->kernel_rows,
+                               x->kall_rows, x->kq_all, x->nm, x->modes, (int)dv, cfg.threads, &ss);
     ev_clock.kernel += MPI_Wtime() - tk;
-    const double kerr = sqrt(ks.err2 / ks.ref2);
+    const double kerr = st == LA_OK ? sqrt(ss.ks.err2 / ss.ks.ref2) : NAN;
+    double tv[2] = {NAN, NAN};
+    for (int mi = 0; mi < x->nm && st == LA_OK; mi++) {
+      tv[mi] = la_eval_weights_tv(&ss, mi);
+      smn2[mi] = 0;
+      for (int64_t i = 0; i < x->kernel_rows * H; i++) {
+        const int64_t y = mi * x->kernel_rows * H + i;
+        for (int64_t c = 0; c < dv; c++) {
+          const double o2 = ss.sm_out[y * dv + c] / ss.sm_sum[y];
+          smn2[mi] += o2 * o2;
+        }
+      }
+      /* this rank's kernel rows: the quadratic form, its log-denominator, softmax */
+      for (int64_t i = 0; i < x->nkr; i++)
+        for (int64_t h = 0; h < H; h++) {
+          const int64_t y = (mi * x->kernel_rows + x->kr_off + i) * H + h, z = (mi * x->nkr + i) * H + h;
+          const double den = ss.map_den[y];
+          for (int64_t c = 0; c < dv; c++) {
+            quad[z * dv + c] = ss.map_out[y * dv + c] / den;
+            smo[z * dv + c] = ss.sm_out[y * dv + c] / ss.sm_sum[y];
+          }
+          lden[z] = den > 0 ? log(den) + ss.aq[(x->kr_off + i) * H + h] + ss.c[h]
+                            : (den == 0 ? -INFINITY : NAN);
+        }
+    }
+    la_shard_sums_free(&ss);
+    if (st == LA_OK && x->tvf && r < x->n && r <= x->rvec) {
+      const double tf = MPI_Wtime();
+      st = tv_floor_get(d, x, r, cfg.threads);
+      ev_clock.floor += MPI_Wtime() - tf;
+    }
     for (int mi = 0; mi < x->nm && st == LA_OK; mi++) {
       la_engine eng = NULL;
       la_den_stats ds = {0};
@@ -457,10 +565,12 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
       st = la_den_stats_init(&ds);
       if (st == LA_OK) st = la_engine_create(&cfg, fm, LA_F64, (int)dv, &eng);
       /* the outputs come from the backward's replay: one pass fewer than forward + backward */
-      if (st == LA_OK) st = la_engine_set_replay_output(eng, out, x->row0, x->nloc);
+      if (st == LA_OK && !sam) st = la_engine_set_replay_output(eng, out, x->row0, x->nloc);
       st = la_dist_agree(d, st, NULL, 0);
       double t0 = MPI_Wtime();
-      if (st == LA_OK)
+      if (st == LA_OK && sam) /* no gradient columns: the forward alone */
+        st = la_dist_forward(d, eng, x->nloc, x->row0, x->q, x->k, x->v, out, &ds);
+      else if (st == LA_OK)
         st = la_dist_backward(d, eng, x->nloc, x->row0, x->q, x->k, x->v, x->g, gq, gk, gv, &ds);
       double secs = MPI_Wtime() - t0;
       ev_clock.engine += secs;
@@ -476,10 +586,16 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
       const double *ref[4] = {x->sm[mi][0], x->sm[mi][1], x->sm[mi][2], x->sm[mi][3]};
       const double *got[4] = {out, gq, gk, gv};
       const int64_t w[4] = {dv, dk, dk, dv};
-      for (int t = 0; t < 4; t++)
+      const double *sd = smo + (size_t)mi * x->nkr * H * dv;
+      for (int t = 0; t < 4 && !sam; t++)
         for (int64_t i = 0; i < rq * w[t]; i++) {
           const double df = got[t][i] - ref[t][i];
           e[t] += df * df;
+        }
+      for (int64_t i = 0; i < x->nkr && sam; i++) /* sampled: the kernel rows only */
+        for (int64_t c = 0; c < H * dv; c++) {
+          const double df = out[(x->krows[i] - x->row0) * H * dv + c] - sd[i * H * dv + c];
+          e[0] += df * df;
         }
       const double *qd = quad + (size_t)mi * x->nkr * H * dv;
       for (int64_t i = 0; i < x->nkr; i++)
@@ -491,15 +607,19 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
       MPI_Allreduce(MPI_IN_PLACE, e, 6, MPI_DOUBLE, MPI_SUM, la_dist_comm(d));
       MPI_Allreduce(MPI_IN_PLACE, &e[6], 1, MPI_DOUBLE, MPI_MAX, la_dist_comm(d));
       if (bias_on) {
-        double *y = Yout + ((int64_t)mi * S + s) * rq * dv;
-        for (int64_t i = 0; i < rq * dv; i++) y[i] = out[i] - ref[0][i];
+        double *y = Yout + ((int64_t)mi * S + s) * ylen;
+        if (!sam)
+          for (int64_t i = 0; i < rq * dv; i++) y[i] = out[i] - ref[0][i];
+        for (int64_t i = 0; i < x->nkr && sam; i++)
+          for (int64_t c = 0; c < H * dv; c++)
+            y[i * H * dv + c] = out[(x->krows[i] - x->row0) * H * dv + c] - sd[i * H * dv + c];
       }
       /* rows.csv: the sampled rows' denominators (quadratic form) and errors */
       for (int64_t i = 0, ki = 0; i < x->nsr; i++)
         for (int64_t h = 0; h < H; h++) {
           while (x->krows[ki] < x->srows[i]) ki++; /* the sample is a subset of the kernel rows */
           const double *oi = out + ((x->srows[i] - x->row0) * H + h) * dv;
-          const double *si = ref[0] + ((x->srows[i] - x->row0) * H + h) * dv;
+          const double *si = sd + (ki * H + h) * dv; /* softmax from the kernel pass */
           double num = 0, den = 0;
           for (int64_t c = 0; c < dv; c++) num += (oi[c] - si[c]) * (oi[c] - si[c]), den += si[c] * si[c];
           double *p = pack + 4 * (i * H + h);
@@ -513,19 +633,25 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
       MPI_Gatherv(pack, mine, MPI_DOUBLE, gathered, cnt, dsp, MPI_DOUBLE, 0, la_dist_comm(d));
       if (rank == 0) {
         const double fl = x->n <= o->floor_max_n ? la_floor_rel_err(x->sv, (int)H, x->n, r) : NAN;
-        char flr[32] = "";
+        char flr[32] = "", grads[96] = ",,", tvf[32] = "";
         if (!isnan(fl)) snprintf(flr, sizeof flr, "%.6g", fl);
-        fprintf(res->f, "%s,%d,%d,%d,%lld,%lld,%lld,%lld,%.6g,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
-                        "%lld,%s,%.6g,%.6g,%.4g\n",
+        if (!sam)
+          snprintf(grads, sizeof grads, "%.6g,%.6g,%.6g", sqrt(e[1] / x->sm_norm2[mi][1]),
+                   sqrt(e[2] / x->sm_norm2[mi][2]), sqrt(e[3] / x->sm_norm2[mi][3]));
+        if (x->tvf && r < x->n && !isnan(tv_floor_of(x, r, mi)))
+          snprintf(tvf, sizeof tvf, "%.6g", tv_floor_of(x, r, mi));
+        fprintf(res->f, "%s,%d,%d,%d,%lld,%lld,%lld,%lld,%.6g,%s,%.6g,%s,%.6g,%.6g,"
+                        "%lld,%s,%.6g,%.6g,%.4g,%lld,%.6g,%s\n",
                 la_map_name(map), sized ? m_feat : r, r, s, (long long)x->n, (long long)H,
                 (long long)dk, (long long)dv, a, mode_name(cfg.mode),
-                sqrt(e[0] / x->sm_norm2[mi][0]), sqrt(e[1] / x->sm_norm2[mi][1]),
-                sqrt(e[2] / x->sm_norm2[mi][2]), sqrt(e[3] / x->sm_norm2[mi][3]),
+                sqrt(e[0] / (sam ? smn2[mi] : x->sm_norm2[mi][0])), grads,
                 sqrt(e[4] / e[5]), kerr, (long long)x->kernel_rows, flr, ds.min,
-                ds.rows ? (double)la_den_stats_count_small(&ds) / (double)ds.rows : NAN, e[6]);
+                ds.rows ? (double)la_den_stats_count_small(&ds) / (double)ds.rows : NAN, e[6],
+                (long long)(sam ? x->kernel_rows : x->n), tv[mi], tvf);
         /* den_over_median: against the median log-denominator of this sample */
         const int ns = (int)(cnt ? (dsp[la_dist_size(d) - 1] + cnt[la_dist_size(d) - 1]) / 4 : 0);
         double *ld = dalloc(ns);
+        if (!ld) st = la_error(LA_ERR_NOMEM, "eval: out of memory for the median denominator");
         for (int i = 0; ld && i < ns; i++) ld[i] = gathered[4 * i + 2];
         double med = NAN;
         if (ld && ns > 0) {
@@ -566,15 +692,15 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
     st = A && B ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory");
     st = la_dist_agree(d, st, NULL, 0);
     if (st == LA_OK) st = gram(d, Yk, S, ne, B);
-    double km = 0, kn = 0, kp = la_signflip_pvalue(B, S);
-    la_gram_mean_noise(B, S, &km, &kn);
+    double km = 0, kn = 0, kp = st == LA_OK ? la_signflip_pvalue(B, S) : NAN;
+    if (st == LA_OK) la_gram_mean_noise(B, S, &km, &kn);
     MPI_Allreduce(MPI_IN_PLACE, under, 2, MPI_DOUBLE, MPI_SUM, la_dist_comm(d));
     const double level = 0.05;
     for (int mi = 0; mi < x->nm && st == LA_OK; mi++) {
-      st = gram(d, Yout + (int64_t)mi * S * rq * dv, S, rq * dv, A);
+      st = gram(d, Yout + (int64_t)mi * S * ylen, S, ylen, A);
       double om = 0, on = 0, op = la_signflip_pvalue(A, S);
       la_gram_mean_noise(A, S, &om, &on);
-      const double rn = sqrt(x->sm_norm2[mi][0]), kr = sqrt(x->eref2);
+      const double rn = sqrt(sam ? smn2[mi] : x->sm_norm2[mi][0]), kr = sqrt(x->eref2);
       if (rank == 0 && st == LA_OK)
         fprintf(bias->f, "%s,%d,%d,%lld,%.6g,%s,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%lld,"
                          "sign-flip U-statistic,%.2g,%s,%s,%.4g\n",
@@ -585,7 +711,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
     }
     free(A), free(B);
   }
-  free(Yout), free(Yk), free(out), free(gq), free(gk), free(gv), free(quad), free(lden);
+  free(Yout), free(Yk), free(out), free(gq), free(gk), free(gv), free(quad), free(lden), free(smo);
   free(pack), free(gathered), free(cnt), free(dsp);
   return la_dist_agree(d, st, err, errlen);
 }
@@ -595,7 +721,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
 static const char *const RESULTS_HEADER =
     "feature_map,features,r,seed,n,heads,dk,dv,input_scale,mode,out_rel_err,grad_q_rel_err,"
     "grad_k_rel_err,grad_v_rel_err,reassoc_rel_err,kernel_rel_err,kernel_rows,"
-    "rank_r_floor_rel_err,den_min,den_frac_small,seconds\n";
+    "rank_r_floor_rel_err,den_min,den_frac_small,seconds,out_rows,weights_tv,weights_tv_floor\n";
 static const char *const BIAS_HEADER =
     "feature_map,features,r,n,input_scale,mode,seeds,out_mean_rel_err,out_noise_rel,"
     "out_p_value,kernel_mean_rel_err,kernel_noise_rel,kernel_p_value,kernel_entries,test,level,"
@@ -668,8 +794,8 @@ int la_cmd_eval(la_dist d, la_cli *o) {
     for (int si = 0; si < o->input_scales.n && st == LA_OK; si++) {
       const double a = o->input_scales.x[si];
       ev_data y = x; /* the per-scale parts are allocated fresh and freed below */
-      y.kall = y.vall = y.qall = y.kq = y.sq = y.sv = y.eq = y.ek = NULL;
-      y.krows = y.srows = y.erows = y.ekeys = NULL;
+      y.kall = y.qall = y.kq = y.sq = y.sv = y.eq = y.ek = y.kq_all = y.fu = y.fv = NULL;
+      y.krows = y.srows = y.erows = y.ekeys = y.kall_rows = NULL;
       memset(y.sm, 0, sizeof y.sm);
       st = data_prepare(d, o, &y, a, &csv[REFS], base, err, sizeof err);
       for (int mp = 0; mp < o->maps.n && st == LA_OK; mp++) {

@@ -267,7 +267,7 @@ typedef struct {
   int kind, flags;
 } colspec;
 
-#define MAXC 24
+#define MAXC 28
 typedef struct {
   const char *s[MAXC]; /* string cells ("" when empty or the column is absent) */
   double v[MAXC];      /* number cells (NAN when empty or absent) */
@@ -361,7 +361,8 @@ static la_status load_table(const char *dir, table *t, int optional, const colsp
 
 /* The columns this file uses (docs/cli.md "linattn eval"); others in the files are ignored. */
 enum { R_MAP, R_MODE, R_FEATURES, R_R, R_SEED, R_N, R_HEADS, R_DK, R_DV, R_SCALE, R_OUT, R_GQ,
-       R_GK, R_GV, R_REASSOC, R_KERNEL, R_KROWS, R_FLOOR, R_DENMIN, R_DENFRAC, R_SECONDS, R_NCOL };
+       R_GK, R_GV, R_REASSOC, R_KERNEL, R_KROWS, R_FLOOR, R_DENMIN, R_DENFRAC, R_SECONDS, R_OUTROWS, R_TV,
+       R_TVFLOOR, R_NCOL };
 static const colspec results_cols[R_NCOL] = {
     [R_MAP] = {"feature_map", K_STR, CF_REQ | CF_KEY}, [R_MODE] = {"mode", K_STR, CF_REQ | CF_KEY},
     [R_FEATURES] = {"features", K_NUM, CF_REQ | CF_KEY}, [R_R] = {"r", K_NUM, 0},
@@ -372,7 +373,9 @@ static const colspec results_cols[R_NCOL] = {
     [R_GV] = {"grad_v_rel_err", K_NUM, 0}, [R_REASSOC] = {"reassoc_rel_err", K_NUM, 0},
     [R_KERNEL] = {"kernel_rel_err", K_NUM, 0}, [R_KROWS] = {"kernel_rows", K_NUM, 0},
     [R_FLOOR] = {"rank_r_floor_rel_err", K_NUM, 0}, [R_DENMIN] = {"den_min", K_NUM, 0},
-    [R_DENFRAC] = {"den_frac_small", K_NUM, 0}, [R_SECONDS] = {"seconds", K_NUM, 0}};
+    [R_DENFRAC] = {"den_frac_small", K_NUM, 0}, [R_SECONDS] = {"seconds", K_NUM, 0},
+    [R_OUTROWS] = {"out_rows", K_NUM, 0}, [R_TV] = {"weights_tv", K_NUM, 0},
+    [R_TVFLOOR] = {"weights_tv_floor", K_NUM, 0}};
 
 enum { B_MAP, B_MODE, B_TEST, B_OUTDET, B_KDET, B_FEATURES, B_R, B_N, B_SCALE, B_SEEDS, B_OUTMEAN,
        B_OUTNOISE, B_OUTP, B_KMEAN, B_KNOISE, B_KP, B_KENTRIES, B_LEVEL, B_KUNDER, B_NCOL };
@@ -478,6 +481,7 @@ typedef struct {
   int nsl;
   int *random;          /* per map: a random map (several seeds or widths, or in bias.csv) */
   double *wmax;         /* per map: largest features in results.csv */
+  int oom;              /* a plot could not allocate: the report fails (no silent gaps) */
   double ref_n, ref_scale;
   plotinfo plot[NPLOT];
 } ctx;
@@ -827,6 +831,7 @@ static void res_distinct(const ctx *c, int col, int *nd, double *vmin, double *v
   double *v = la_malloc((c->res.n ? (size_t)c->res.n : 1) * sizeof *v);
   if (!v) {
     *nd = 0;
+    ((ctx *)c)->oom = 1; /* compose_plots fails the report */
     return;
   }
   int64_t k = 0;
@@ -854,7 +859,7 @@ static void plot_features(ctx *c, gpw *w, double *x, double *y, double *lo, doub
   const int np = c->modes.n + 1;
   panel *p = la_calloc((size_t)np, sizeof *p);
   if (!p) {
-    snprintf(pi->why, sizeof pi->why, "out of memory for its panels");
+    c->oom = 1;
     return;
   }
   for (int mo = 0; mo < c->modes.n; mo++) {
@@ -923,6 +928,7 @@ static void plot_features(ctx *c, gpw *w, double *x, double *y, double *lo, doub
   if (have_floor) { /* the floor per r: median over the rows (every map and seed at that r) */
     int k = 0;
     double *v = la_malloc((size_t)c->res.n * sizeof *v);
+    if (!v) c->oom = 1;
     for (int64_t i = 0; v && i < c->res.n; i++) {
       const trow *r = &c->res.row[i];
       if (r->v[R_N] != kn || r->v[R_SCALE] != c->ref_scale || !HAS(r, R_FLOOR)) continue;
@@ -976,7 +982,7 @@ static void plot_vs(ctx *c, gpw *w, int which, double *x, double *y, double *lo,
   }
   panel *p = la_calloc((size_t)c->modes.n, sizeof *p);
   if (!p) {
-    snprintf(pi->why, sizeof pi->why, "out of memory for its panels");
+    c->oom = 1;
     return;
   }
   for (int mo = 0; mo < c->modes.n; mo++) {
@@ -1211,6 +1217,7 @@ static void plot_recall(ctx *c, gpw *w, double *x, double *y) {
   { /* softmax: the median of softmax_accuracy per pairs value */
     int k = 0;
     double *v = la_malloc((size_t)t->n * sizeof *v);
+    if (!v) c->oom = 1;
     for (int64_t i = 0; v && i < t->n; i++) {
       const trow *r = &t->row[i];
       int dup = 0;
@@ -1277,7 +1284,7 @@ static la_status compose_plots(ctx *c, char **text, size_t *len, char *err, size
   plot_den(c, &w, x, y);
   plot_recall(c, &w, x, y);
   free(x);
-  int bad = ferror(w.g);
+  int bad = ferror(w.g) || c->oom;
   if (fclose(w.g) != 0 || bad) {
     free(*text);
     *text = NULL;
@@ -1474,31 +1481,31 @@ static int fsync_path(const char *path) {
 
 /* Make the planned PNGs; the ones not made get their reason. Returns the warning to print
  * (empty when every planned plot was made). */
-static void make_pngs(ctx *c, char *warn, size_t warnlen) {
+/* LA_ERR_NOMEM when the file names cannot be allocated (nothing is made); else LA_OK, with
+ * a warning when gnuplot is missing or fails. */
+static la_status make_pngs(ctx *c, char *warn, size_t warnlen) {
   warn[0] = 0;
   int planned = 0;
   for (int i = 0; i < NPLOT; i++) planned += c->plot[i].planned;
-  if (!planned) return;
+  if (!planned) return LA_OK;
   char *path[NPLOT] = {0}, *tmp[NPLOT] = {0};
   const long self = (long)getpid();
   char suffix[64];
   snprintf(suffix, sizeof suffix, ".tmp.%ld", self);
-  int oom = 0;
   for (int i = 0; i < NPLOT; i++) {
     if (!c->plot[i].planned) continue;
     path[i] = path_join(c->dir, c->plot[i].file);
     size_t tl = path[i] ? strlen(path[i]) + 32 : 0;
     tmp[i] = path[i] ? la_malloc(tl) : NULL;
     if (!tmp[i]) {
-      oom = 1;
-      break;
+      for (int j = 0; j <= i; j++) free(path[j]), free(tmp[j]);
+      return LA_ERR_NOMEM;
     }
     la_tmp_name(path[i], self, tmp[i], tl);
     la_tmp_sweep(path[i]);
   }
   char why[320] = "";
-  int rc = oom ? -1 : run_gnuplot(c->dir, suffix, why, sizeof why);
-  if (oom) snprintf(why, sizeof why, "out of memory for the plot file names");
+  int rc = run_gnuplot(c->dir, suffix, why, sizeof why);
   for (int i = 0; i < NPLOT; i++) {
     plotinfo *p = &c->plot[i];
     if (!p->planned) continue;
@@ -1529,6 +1536,7 @@ static void make_pngs(ctx *c, char *warn, size_t warnlen) {
       snprintf(warn, warnlen, "%d plot%s not made (see report.md); to retry, run `gnuplot plots.gp` in %s", missing,
                missing > 1 ? "s were" : " was", c->dir);
   }
+  return LA_OK;
 }
 
 /* ======================================================================================== */
@@ -1539,9 +1547,9 @@ static void md_escape_code(FILE *f, const char *s) { /* inside `...` */
   for (; *s; s++) fputc(*s == '`' ? '\'' : ((unsigned char)*s < 32 ? ' ' : *s), f);
 }
 
-static void list_values(FILE *f, const ctx *c, int col, const char *fmt) {
+static la_status list_values(FILE *f, const ctx *c, int col, const char *fmt) {
   double *v = la_malloc((c->res.n ? (size_t)c->res.n : 1) * sizeof *v);
-  if (!v) return;
+  if (!v) return LA_ERR_NOMEM;
   int k = 0;
   for (int64_t i = 0; i < c->res.n; i++) {
     int seen = 0;
@@ -1554,9 +1562,10 @@ static void list_values(FILE *f, const ctx *c, int col, const char *fmt) {
     fprintf(f, fmt, v[j]);
   }
   free(v);
+  return LA_OK;
 }
 
-static void md_header(FILE *f, const ctx *c, const la_eval_meta *meta) {
+static la_status md_header(FILE *f, const ctx *c, const la_eval_meta *meta) {
   fprintf(f, "# linattn eval: feature maps against exact softmax attention\n\n");
   fprintf(f, "- command: `");
   md_escape_code(f, meta && meta->command ? meta->command : "(not given)");
@@ -1567,23 +1576,24 @@ static void md_header(FILE *f, const ctx *c, const la_eval_meta *meta) {
   fprintf(f, "- results.csv: %lld rows; feature maps ", (long long)c->res.n);
   for (int m = 0; m < c->maps.n; m++) fprintf(f, "%s%s", m ? ", " : "", c->maps.s[m]);
   fprintf(f, "; features ");
-  list_values(f, c, R_FEATURES, "%.0f");
+  if (list_values(f, c, R_FEATURES, "%.0f") != LA_OK) return LA_ERR_NOMEM;
   fprintf(f, "; n ");
-  list_values(f, c, R_N, "%.0f");
+  if (list_values(f, c, R_N, "%.0f") != LA_OK) return LA_ERR_NOMEM;
   fprintf(f, "; input scales ");
-  list_values(f, c, R_SCALE, "%g");
+  if (list_values(f, c, R_SCALE, "%g") != LA_OK) return LA_ERR_NOMEM;
   fprintf(f, "; modes ");
   for (int m = 0; m < c->modes.n; m++) fprintf(f, "%s%s", m ? ", " : "", c->modes.s[m]);
   fprintf(f, "; seeds ");
-  list_values(f, c, R_SEED, "%.0f");
+  if (list_values(f, c, R_SEED, "%.0f") != LA_OK) return LA_ERR_NOMEM;
   fprintf(f, "\n- other files: bias.csv %s, rows.csv %s, refs.csv %s, recall.csv %s\n\n",
           c->bias.present ? "read" : "absent", c->rows.present ? "read" : "absent",
           c->refs.present ? "read" : "absent", c->recall.present ? "read (--recall)" : "absent (no --recall)");
   fprintf(f, "Errors are relative Frobenius errors ||X - X_softmax||_F / ||X_softmax||_F against exact softmax "
              "attention with the same scale, computed in float64; \"median\" is over seeds.\n\n");
+  return LA_OK;
 }
 
-static void md_reassoc(FILE *f, const ctx *c) {
+static la_status md_reassoc(FILE *f, const ctx *c) {
   const table *t = &c->res;
   int64_t have = 0, nnan = 0;
   const trow *worst = NULL;
@@ -1617,9 +1627,10 @@ static void md_reassoc(FILE *f, const ctx *c) {
   }
   fprintf(f, "- A low reassociation error says nothing about how close a map is to softmax: it compares two ways of "
              "computing the same map's attention. The distance to softmax is out_rel_err, below.\n");
+  return LA_OK;
 }
 
-static void md_output(FILE *f, const ctx *c) {
+static la_status md_output(FILE *f, const ctx *c) {
   fprintf(f, "- **Output error against softmax** (median over seeds; range over the settings features x n x input "
              "scale):\n");
   for (int m = 0; m < c->maps.n; m++)
@@ -1648,9 +1659,63 @@ static void md_output(FILE *f, const ctx *c) {
       if (nnan) fprintf(f, "; **nan in %d settings**", nnan);
       fprintf(f, ".\n");
     }
+  int64_t all = 0, sampled = 0;
+  for (int64_t i = 0; i < c->res.n; i++) {
+    const trow *r = &c->res.row[i];
+    if (!HAS(r, R_OUTROWS) || !HAS(r, R_OUT)) continue;
+    if (r->v[R_OUTROWS] < r->v[R_N]) sampled++;
+    else all++;
+  }
+  if (sampled)
+    fprintf(f, "  - out_rel_err is over every row in %lld rows of results.csv and over sampled query rows (out_rows "
+               "< n, above --softmax-max-n: exact softmax on those rows only, no gradient columns) in %lld rows.\n",
+            (long long)all, (long long)sampled);
+  return LA_OK;
 }
 
-static void md_slopes(FILE *f, const ctx *c) {
+/* weights_tv: the scale-free measure (docs/design.md §8.2 "The attention weights"). */
+static la_status md_weights(FILE *f, const ctx *c) {
+  int any = 0;
+  for (int64_t i = 0; i < c->nag && !any; i++) any = c->ag[i].st[R_TV].cnt > 0;
+  if (!any) {
+    fprintf(f, "- **Attention weights**: weights_tv was not computed in this run (results.csv has no such "
+               "column): no claim about the normalized weights.\n");
+    return LA_OK;
+  }
+  fprintf(f, "- **Attention weights against softmax's** (rests on weights_tv: the mean over query rows of the total "
+             "variation 0.5 sum_j |p_ij - w_ij| between row i's softmax weights and the map's normalized weights over "
+             "the keys it reads; 0 is the same distribution, 1 disjoint ones; it ignores the overall scale of the "
+             "kernel, which normalized attention ignores too, unlike kernel_rel_err; median over seeds, each map at "
+             "its largest width; the reference is weights_tv_floor, the same measure for the best rank-r matrix of "
+             "kernel_rel_err's floor, row-normalized: a reference point, not a lower bound):\n");
+  for (int m = 0; m < c->maps.n; m++)
+    for (int mo = 0; mo < c->modes.n; mo++) {
+      const agg *lo = NULL, *hi = NULL;
+      int nset = 0;
+      for (int64_t i = 0; i < c->nag; i++) {
+        const agg *a = &c->ag[i];
+        if (a->map != m || a->mode != mo || a->features != c->wmax[m] || !a->st[R_TV].cnt ||
+            isnan(a->st[R_TV].med))
+          continue;
+        nset++;
+        if (!lo || a->st[R_TV].med < lo->st[R_TV].med) lo = a;
+        if (!hi || a->st[R_TV].med > hi->st[R_TV].med) hi = a;
+      }
+      if (!nset) continue;
+      fprintf(f, "  - %s (features %.0f), %s: weights_tv %s (%s", c->maps.s[m], c->wmax[m], c->modes.s[mo],
+              fg(lo->st[R_TV].med).s, setting(c, NAN, lo->n, lo->scale, -1).s);
+      if (lo->r >= lo->n) fprintf(f, "; r >= n: no floor");
+      else if (lo->st[R_TVFLOOR].cnt) fprintf(f, "; rank-%.0f reference %s", lo->r, fg(lo->st[R_TVFLOOR].med).s);
+      fprintf(f, ")");
+      if (hi != lo)
+        fprintf(f, " to %s (%s) over %d settings", fg(hi->st[R_TV].med).s,
+                setting(c, NAN, hi->n, hi->scale, -1).s, nset);
+      fprintf(f, ".\n");
+    }
+  return LA_OK;
+}
+
+static la_status md_slopes(FILE *f, const ctx *c) {
   fprintf(f, "- **Convergence with width.** For each random map, the slope of log(out_rel_err) against "
              "log(features) is fitted by least squares to the per-width medians over seeds, separately for each "
              "(mode, n, input scale). \"Consistent with m^-1/2\" means the slope is within %.2f of %.1f.\n",
@@ -1690,20 +1755,18 @@ static void md_slopes(FILE *f, const ctx *c) {
   int anyrandom = 0;
   for (int m = 0; m < c->maps.n; m++) anyrandom |= c->random[m];
   if (!anyrandom) fprintf(f, "  - no random map in this run (one seed and one width per map).\n");
+  return LA_OK;
 }
 
-static void md_floor(FILE *f, const ctx *c) {
+static la_status md_floor(FILE *f, const ctx *c) {
   fprintf(f, "- **Kernel error against the rank-r floor** (each map at its largest width; ratio = median "
              "kernel_rel_err / median rank_r_floor_rel_err; the floor is the best any width-r map can do):\n");
   double *kv = la_malloc(2 * (size_t)c->res.n * sizeof *kv), *fv = kv ? kv + c->res.n : NULL;
-  if (!kv) {
-    fprintf(f, "  - (out of memory for this summary)\n");
-    return;
-  }
+  if (!kv) return LA_ERR_NOMEM;
   for (int m = 0; m < c->maps.n; m++) {
     double w = c->wmax[m], rlo = INFINITY, rhi = -INFINITY, rwid = NAN;
     if (!isfinite(w)) continue; /* a map of bias.csv, rows.csv or recall.csv only */
-    int nset = 0, nofloor = 0;
+    int nset = 0, nofloor = 0, nofull = 0;
     char first[400] = "";
     /* one (n, scale) at a time; the kernel does not depend on the mode, so every mode's rows count */
     for (int64_t i = 0; i < c->nag; i++) {
@@ -1721,6 +1784,11 @@ static void md_floor(FILE *f, const ctx *c) {
         if (HAS(r, R_FLOOR)) fv[nf++] = r->v[R_FLOOR];
       }
       if (!nk) continue;
+      rwid = a->r;
+      if (a->r >= a->n) { /* the rank-r matrix is exact: a floor of 0 is no reference */
+        nofull++;
+        continue;
+      }
       if (!nf) {
         nofloor++;
         continue;
@@ -1743,14 +1811,17 @@ static void md_floor(FILE *f, const ctx *c) {
       fprintf(f, "%sx the floor in all %d settings (n, input scale); e.g. %s", fg(rlo).s, nset, first);
     else if (nset > 1) fprintf(f, "%sx to %sx the floor over %d settings (n, input scale); e.g. %s", fg(rlo).s, fg(rhi).s, nset, first);
     else if (nofloor) fprintf(f, "the floor was not computed (n above --floor-max-n)");
+    else if (nofull) fprintf(f, "r >= n: no floor (a rank-r matrix reproduces exp(s Q K^T) exactly)");
     else fprintf(f, "kernel_rel_err was not computed");
     if (nset && nofloor) fprintf(f, "; the floor was not computed in %d more settings (n above --floor-max-n)", nofloor);
+    if ((nset || nofloor) && nofull) fprintf(f, "; r >= n: no floor in %d more settings", nofull);
     fprintf(f, ".\n");
   }
   free(kv);
+  return LA_OK;
 }
 
-static void md_eckart_young(FILE *f, const ctx *c) {
+static la_status md_eckart_young(FILE *f, const ctx *c) {
   int64_t both = 0, bad = 0, bad_sampled = 0, sampled = 0, exact = 0;
   const trow *first = NULL;
   for (int64_t i = 0; i < c->res.n; i++) {
@@ -1788,16 +1859,17 @@ static void md_eckart_young(FILE *f, const ctx *c) {
   if (sampled)
     fprintf(f, "- kernel_rel_err is exact (all n query rows) in %lld rows and estimated from sampled query rows "
                "(kernel_rows < n) in %lld rows.\n", (long long)exact, (long long)sampled);
+  return LA_OK;
 }
 
-static void md_bias(FILE *f, const ctx *c) {
+static la_status md_bias(FILE *f, const ctx *c) {
   if (!c->bias.present) {
     fprintf(f, "- **Bias**: no bias.csv: no bias verdicts.\n");
-    return;
+    return LA_OK;
   }
   if (!c->bias.n) {
     fprintf(f, "- **Bias**: bias.csv has no rows (no random map in the sweep).\n");
-    return;
+    return LA_OK;
   }
   const table *t = &c->bias;
   fprintf(f, "- **Bias** (bias.csv: is the error of the mean over seeds larger than the seed-to-seed noise of "
@@ -1890,9 +1962,10 @@ static void md_bias(FILE *f, const ctx *c) {
       fprintf(f, "\n");
     }
   }
+  return LA_OK;
 }
 
-static void md_den(FILE *f, const ctx *c) {
+static la_status md_den(FILE *f, const ctx *c) {
   const trow *dmin = NULL, *fmax = NULL;
   for (int64_t i = 0; i < c->res.n; i++) {
     const trow *r = &c->res.row[i];
@@ -1930,6 +2003,10 @@ static void md_den(FILE *f, const ctx *c) {
   if (c->rows.present && c->rows.n) {
     const int xc = c->rows.col[W_DENMED] >= 0 ? W_DENMED : -1;
     double *v = la_malloc((size_t)c->rows.n * sizeof *v), *u = la_malloc((size_t)c->rows.n * sizeof *u);
+    if (!v || !u) {
+      free(v), free(u);
+      return LA_ERR_NOMEM;
+    }
     int ns = 0, nl = 0;
     for (int64_t i = 0; v && u && xc >= 0 && i < c->rows.n; i++) {
       const trow *r = &c->rows.row[i];
@@ -1948,17 +2025,18 @@ static void md_den(FILE *f, const ctx *c) {
     free(v), free(u);
   }
   fprintf(f, "\n");
+  return LA_OK;
 }
 
-static void md_recall(FILE *f, const ctx *c) {
+static la_status md_recall(FILE *f, const ctx *c) {
   if (!c->recall.present) {
     fprintf(f, "- **Associative recall**: not run (no recall.csv; run with --recall).\n");
-    return;
+    return LA_OK;
   }
   const table *t = &c->recall;
   if (!t->n) {
     fprintf(f, "- **Associative recall**: recall.csv has no rows.\n");
-    return;
+    return LA_OK;
   }
   fprintf(f, "- **Associative recall** (training-free; accuracy at the most pairs each map was given, against "
              "softmax on the same task):");
@@ -1977,12 +2055,13 @@ static void md_recall(FILE *f, const ctx *c) {
             fgm(best->v[C_ACC], HAS(best, C_ACC)).s, best->v[C_PAIRS], fgm(best->v[C_SMACC], HAS(best, C_SMACC)).s);
   }
   fprintf(f, ".\n");
+  return LA_OK;
 }
 
-static void md_refs(FILE *f, const ctx *c) {
+static la_status md_refs(FILE *f, const ctx *c) {
   if (!c->refs.present || !c->refs.n) {
     fprintf(f, "- **Exact reference cost**: %s.\n", c->refs.present ? "refs.csv has no rows" : "no refs.csv");
-    return;
+    return LA_OK;
   }
   const table *t = &c->refs;
   const trow *lo = NULL, *hi = NULL, *big = NULL;
@@ -2005,15 +2084,21 @@ static void md_refs(FILE *f, const ctx *c) {
     fprintf(f, " (ranks x threads: %s x %s)", fi(big->v[X_RANKS]).s, fi(big->v[X_THREADS]).s);
   if (HAS(big, X_FLOORSEC)) fprintf(f, ", and the rank-r floor (SVD) %s s", fg(big->v[X_FLOORSEC]).s);
   fprintf(f, ".\n");
+  return LA_OK;
 }
 
-static void md_tables(FILE *f, const ctx *c) {
+static la_status md_tables(FILE *f, const ctx *c) {
   fprintf(f, "\n## Results (median over seeds)\n\n");
-  fprintf(f, "out_rel_err is given as median [min, max] over seeds; kernel/floor is the ratio of the medians; "
+  fprintf(f, "out_rel_err is given as median [min, max] over seeds; kernel/floor is the ratio of the medians "
+             "(\"r >= n: no floor\" where a rank-r matrix is exact); weights_tv is the mean total variation "
+             "between each row's softmax weights and the map's normalized weights, weights_tv_floor the same for "
+             "the row-normalized best rank-r matrix (a reference point, not a lower bound); out_rows is the number "
+             "of query rows behind out_rel_err (n: all); "
              "den_min is the smallest over seeds, den_frac_small the largest; \u2014 means not computed.\n\n");
   fprintf(f, "| map | mode | features | r | n | input scale | seeds | out_rel_err | grad_q | grad_k | grad_v | "
-             "kernel_rel_err | floor | kernel/floor | reassoc (max) | den_min | den_frac_small |\n");
-  fprintf(f, "|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+             "kernel_rel_err | floor | kernel/floor | weights_tv | weights_tv_floor | out_rows | reassoc (max) | den_min | "
+             "den_frac_small |\n");
+  fprintf(f, "|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
   for (int64_t i = 0; i < c->nag; i++) {
     const agg *a = &c->ag[i];
     const seedstat *o = &a->st[R_OUT], *k = &a->st[R_KERNEL], *fl = &a->st[R_FLOOR];
@@ -2024,7 +2109,9 @@ static void md_tables(FILE *f, const ctx *c) {
     else fprintf(f, "%s [%s, %s]", fg(o->med).s, fg(o->lo).s, fg(o->hi).s);
     fprintf(f, " | %s | %s | %s | %s | %s | ", fgs(&a->st[R_GQ]).s, fgs(&a->st[R_GK]).s, fgs(&a->st[R_GV]).s,
             fgs(k).s, fgs(fl).s);
-    fprintf(f, "%s | ", k->cnt && fl->cnt ? fg(k->med / fl->med).s : "\u2014");
+    if (a->r >= a->n && k->cnt) fprintf(f, "r >= n: no floor | ");
+    else fprintf(f, "%s | ", k->cnt && fl->cnt ? fg(k->med / fl->med).s : "\u2014");
+    fprintf(f, "%s | %s | %s | ", fgs(&a->st[R_TV]).s, fgs(&a->st[R_TVFLOOR]).s, fgs(&a->st[R_OUTROWS]).s);
     const seedstat *re = &a->st[R_REASSOC], *dm = &a->st[R_DENMIN], *df = &a->st[R_DENFRAC];
     fprintf(f, "%s | %s | %s |\n", re->cnt ? fg(re->nnan ? NAN : re->hi).s : "\u2014",
             dm->cnt ? fg(dm->nnan ? NAN : dm->lo).s : "\u2014", df->cnt ? fg(df->nnan ? NAN : df->hi).s : "\u2014");
@@ -2084,9 +2171,10 @@ static void md_tables(FILE *f, const ctx *c) {
               fgm(r->v[X_SMGF], HAS(r, X_SMGF)).s, fgm(r->v[X_FLOORSEC], HAS(r, X_FLOORSEC)).s);
     }
   }
+  return LA_OK;
 }
 
-static void md_plots(FILE *f, const ctx *c) {
+static la_status md_plots(FILE *f, const ctx *c) {
   fprintf(f, "\n## Plots\n\n");
   int missing = 0;
   for (int i = 0; i < NPLOT; i++) {
@@ -2100,26 +2188,35 @@ static void md_plots(FILE *f, const ctx *c) {
   if (missing)
     fprintf(f, "Plots with data are missing: to make them, run `gnuplot plots.gp` in this folder (plots.gp holds "
                "the plotted numbers).\n");
+  return LA_OK;
 }
 
 static la_status compose_report(const ctx *c, const la_eval_meta *meta, char **text, size_t *len, char *err,
                                 size_t errlen) {
   FILE *f = la_open_memstream(text, len);
   if (!f) return fail(err, errlen, LA_ERR_NOMEM, "out of memory for report.md");
-  md_header(f, c, meta);
-  fprintf(f, "## What this run supports and what it does not\n\n");
-  md_eckart_young(f, c);
-  md_reassoc(f, c);
-  md_output(f, c);
-  md_slopes(f, c);
-  md_floor(f, c);
-  md_bias(f, c);
-  md_den(f, c);
-  md_recall(f, c);
-  md_refs(f, c);
-  md_tables(f, c);
-  md_plots(f, c);
-  int bad = ferror(f);
+  /* every section returns LA_ERR_NOMEM when it cannot allocate: then no report at all */
+  la_status st = md_header(f, c, meta);
+  if (st == LA_OK)
+    fprintf(f, "## What this run supports and what it does not\n\n"
+               "Each claim names the column it rests on: out_rel_err and grad_*_rel_err (the outputs and gradients "
+               "against softmax), weights_tv (the row-normalized attention weights against softmax's: scale-free), "
+               "kernel_rel_err (the unnormalized kernel entry by entry: dominated by one overall scale for a finite "
+               "map, which normalized attention ignores), reassoc_rel_err (the linear form against the quadratic "
+               "form of the same map).\n\n");
+  if (st == LA_OK) st = md_eckart_young(f, c);
+  if (st == LA_OK) st = md_reassoc(f, c);
+  if (st == LA_OK) st = md_output(f, c);
+  if (st == LA_OK) st = md_weights(f, c);
+  if (st == LA_OK) st = md_slopes(f, c);
+  if (st == LA_OK) st = md_floor(f, c);
+  if (st == LA_OK) st = md_bias(f, c);
+  if (st == LA_OK) st = md_den(f, c);
+  if (st == LA_OK) st = md_recall(f, c);
+  if (st == LA_OK) st = md_refs(f, c);
+  if (st == LA_OK) st = md_tables(f, c);
+  if (st == LA_OK) st = md_plots(f, c);
+  int bad = ferror(f) || st != LA_OK;
   if (fclose(f) != 0 || bad) {
     free(*text);
     *text = NULL;
@@ -2164,11 +2261,21 @@ la_status la_eval_report(const char *dir, const la_eval_meta *meta, char *err, s
   if (st == LA_OK && (!(gppath = path_join(dir, "plots.gp")) || !(mdpath = path_join(dir, "report.md"))))
     st = fail(err, errlen, LA_ERR_NOMEM, "out of memory for the output paths");
   if (st == LA_OK) st = la_write_file(gppath, gp, gplen, NULL, 0, 1, err, errlen);
+  const int gp_written = st == LA_OK;
   char warn[768] = "";
-  if (st == LA_OK) make_pngs(&c, warn, sizeof warn);
+  if (st == LA_OK && make_pngs(&c, warn, sizeof warn) != LA_OK)
+    st = fail(err, errlen, LA_ERR_NOMEM, "out of memory for the names of the plots");
   if (st == LA_OK) st = compose_report(&c, meta, &md, &mdlen, err, errlen);
   if (st == LA_OK) st = la_write_file(mdpath, md, mdlen, NULL, 0, 1, err, errlen);
   if (st == LA_OK && warn[0]) fprintf(stderr, "linattn: warning: %s\n", warn);
+  if (st != LA_OK && gp_written) { /* a failed report leaves none of its files (the CSVs stay) */
+    unlink(gppath);
+    for (int i = 0; i < NPLOT; i++) {
+      char *pp = c.plot[i].made ? path_join(dir, c.plot[i].file) : NULL;
+      if (pp) unlink(pp);
+      free(pp);
+    }
+  }
   free(gp), free(md), free(gppath), free(mdpath);
   table_free(&c.res), table_free(&c.bias), table_free(&c.rows), table_free(&c.recall), table_free(&c.refs);
   free(c.maps.s), free(c.modes.s), free(c.ag), free(c.sl), free(c.random), free(c.wmax);

@@ -39,6 +39,16 @@ la_status la_floor_singular_values(la_dist d, int64_t n, int heads, int dk, doub
                                    const double *q, const double *k, double *sv, double *shift,
                                    char *err, size_t errlen);
 
+/* Collective on d. As la_floor_singular_values, and with rvec > 0 also the leading rvec
+ * singular triplets of every head on every rank: u [H][n][rvec] = U_r diag(sigma_r) and vv
+ * [H][n][rvec] = V_r (columns l < rvec <= n), for the best rank-r matrices u_r vv_r^T (r <=
+ * rvec) of weights_tv_floor (docs/design.md §8.2). The vectors come from LAPACK dgesdd on the
+ * whole n x n matrix of head h on rank h mod P (3 n^2 doubles there, ~20 n^3 flops), then a
+ * broadcast. heads n rvec must stay below 2^31. */
+la_status la_floor_svd(la_dist d, int64_t n, int heads, int dk, double scale, const double *q,
+                       const double *k, int rvec, double *sv, double *u, double *vv,
+                       double *shift, char *err, size_t errlen);
+
 /* Not Collective: the floor over all heads, sqrt(sum_h sum_{i>=r} sv[h,i]^2 / sum_h sum_i sv[h,i]^2)
  * (0-based i), i.e. the relative Frobenius error of the best rank-r matrix per head, over all heads.
  * r <= 0 gives 1, r >= n gives 0; all-zero sv gives 0. */

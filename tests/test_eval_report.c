@@ -112,7 +112,7 @@ static void write_results(const char *dir) {
   FILE *f = open_w(dir, "results.csv");
   fprintf(f, "mode,feature_map,features,r,seed,extra_col,n,heads,dk,dv,input_scale,out_rel_err,grad_q_rel_err,"
              "grad_k_rel_err,grad_v_rel_err,reassoc_rel_err,kernel_rel_err,kernel_rows,rank_r_floor_rel_err,"
-             "den_min,den_frac_small,seconds\n");
+             "den_min,den_frac_small,seconds,weights_tv,weights_tv_floor,out_rows\n");
   int row = 0;
   for (int mi = 0; mi < 4; mi++) {
     const char *m = maps[mi];
@@ -144,7 +144,10 @@ static void write_results(const char *dir) {
               fprintf(f, "%s,%s,%.0f,%.0f,%d,zzz,%.0f,2,16,16,%g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.0f,", modes[mo], m,
                       mf, r, s, ns[ni], scales[si], out, 1.2 * out, 1.3 * out, 0.9 * out, reassoc, kern, ns[ni]);
               if (ns[ni] <= 256) fprintf(f, "%.17g", floor_); /* empty above --floor-max-n */
-              fprintf(f, ",%.6g,%.6g,%.6g\n", den_min, row % 3 ? 0.0 : 0.001, 0.01);
+              fprintf(f, ",%.6g,%.6g,%.6g,%.6g,", den_min, row % 3 ? 0.0 : 0.001, 0.01,
+                      !strcmp(m, "elu1") ? 0.125 * (1 + scales[si]) : 0.5 * kern);
+              if (ns[ni] <= 256 && r < ns[ni]) fprintf(f, "%.6g", 0.05 * (1 + scales[si])); /* the TV reference */
+              fprintf(f, ",%.0f\n", ns[ni] > 256 ? 64 : ns[ni]); /* out_rows: sampled at n 1024 */
               row++;
             }
   }
@@ -244,8 +247,23 @@ static void check_claims(const char *md) {
   HAS_TEXT(md, "**WARNING: Eckart-Young VIOLATED in 1 of");
   HAS_TEXT(md, "trig, features 32, n 256, input scale 1, causal, seed 1");
   /* the floor at the largest width: kernel = 1.5 x floor; no floor at n 1024 */
-  HAS_TEXT(md, "  - favor+ (features 256, r 256): 1.5x the floor in all 2 settings (n, input scale); e.g. kernel_rel_err");
+  /* favor+ at its largest width: r 256 >= n 256, so no floor there (not "infx the floor") */
+  HAS_TEXT(md, "  - favor+ (features 256, r 256): the floor was not computed (n above --floor-max-n); r >= n: no floor in 2 more settings.");
+  HAS_TEXT(md, "  - elu1 (features 16, r 16): 1.5x the floor in all 2 settings (n, input scale); e.g. kernel_rel_err");
   HAS_TEXT(md, "the floor was not computed in 2 more settings (n above --floor-max-n)");
+  HAS_TEXT(md, "| r >= n: no floor |");
+  LACKS_TEXT(md, "infx");
+  LACKS_TEXT(md, "| inf |");
+  /* the weights: which measure each claim rests on, the TV section and its table columns */
+  HAS_TEXT(md, "Each claim names the column it rests on: out_rel_err");
+  HAS_TEXT(md, "- **Attention weights against softmax's** (rests on weights_tv:");
+  HAS_TEXT(md, "  - elu1 (features 16), causal: weights_tv 0.188 (n 256, input scale 0.5; rank-16 reference 0.075) to 0.25 (n 256, input scale 1) over 4 settings.");
+  HAS_TEXT(md, "  - favor+ (features 256), causal: weights_tv");
+  HAS_TEXT(md, "; r >= n: no floor)");
+  HAS_TEXT(md, "| kernel/floor | weights_tv | weights_tv_floor | out_rows |");
+  HAS_TEXT(md, "| 0.188 | 0.075 | 256 |");
+  HAS_TEXT(md, "  - out_rel_err is over every row in 108 rows of results.csv and over sampled query rows (out_rows < n, "
+               "above --softmax-max-n: exact softmax on those rows only, no gradient columns) in 108 rows.");
   HAS_TEXT(md, "  - trig (features 64, r 128):");
   /* bias */
   HAS_TEXT(md, "  - favor+, output bias: **detected** in 8 of 40 settings at level 0.05 (test: welch-t, 3 seeds): "

@@ -158,11 +158,123 @@ static void signflip_cases(void) {
   CHECK(la_signflip_pvalue(A, 4) == 0.125, "S = 4: p %g", la_signflip_pvalue(A, 4));
 }
 
+/* la_shard_pass over key shards (one of them longer than a key block, one empty), combined as
+ * dist/eval_sample.c does (max, rescale, sum), against naive float64 softmax, quadratic form
+ * and weights TV (docs/design.md §8.2, §8.7). */
+static void shard_case(la_map_kind map, int64_t n, int H, int dk, int dv, double in_scale) {
+  la_config cfg;
+  la_config_default(&cfg);
+  cfg.map = map, cfg.features = 16, cfg.seed = 5;
+  const double s = 1 / sqrt((double)dk);
+  cfg.scale = s;
+  la_featmap fm;
+  if (la_featmap_create(&cfg, H, dk, &fm) != LA_OK) {
+    CHECK(0, "featmap_create");
+    return;
+  }
+  const int r = la_featmap_width(fm);
+  int m = 0;
+  const double *om = la_featmap_projection(fm, &m);
+  double *q = malloc(sizeof(double) * n * H * dk), *k = malloc(sizeof(double) * n * H * dk);
+  double *v = malloc(sizeof(double) * n * H * dv);
+  for (int64_t i = 0; i < n * H * dk; i++) q[i] = in_scale * gauss(), k[i] = in_scale * gauss();
+  for (int64_t i = 0; i < n * H * dv; i++) v[i] = gauss();
+  int64_t nq = 0, *rows = malloc(sizeof(int64_t) * n);
+  for (int64_t i = 3; i < n; i += n / 37) rows[nq++] = i;
+  double *qr = malloc(sizeof(double) * nq * H * dk);
+  for (int64_t i = 0; i < nq; i++) memcpy(qr + i * H * dk, q + rows[i] * H * dk, sizeof(double) * H * dk);
+  la_mode modes[2] = {LA_CAUSAL, LA_BIDIRECTIONAL};
+  enum { NS = 3 };
+  const int64_t cut[NS + 1] = {0, n / 5, n / 5, n}; /* the second shard is empty */
+  la_shard_sums ss[NS];
+  for (int p = 0; p < NS; p++) {
+    CHECK(la_shard_sums_create(nq, H, dv, 2, &ss[p]) == LA_OK, "shard_sums_create");
+    CHECK(la_shard_pass(fm, s, 1, cut[p], cut[p + 1] - cut[p], k + cut[p] * H * dk, v + cut[p] * H * dv,
+                        rows, qr, modes, &ss[p], 2) == LA_OK, "shard_pass phase 1");
+  }
+  const int64_t rh = 2 * nq * H;
+  la_shard_sums *a = &ss[0];
+  for (int h = 0; h < H; h++) { /* combine into ss[0], as dist/eval_sample.c across ranks */
+    double C = -INFINITY;
+    for (int p = 0; p < NS; p++) C = fmax(C, ss[p].c[h]);
+    for (int p = 0; p < NS; p++) {
+      const double f = ss[p].c[h] == -INFINITY ? 0 : exp(ss[p].c[h] - C);
+      for (int64_t x = 0; x < 2 * nq; x++) {
+        ss[p].map_den[x * H + h] *= f;
+        for (int c = 0; c < dv; c++) ss[p].map_out[(x * H + h) * dv + c] *= f;
+      }
+    }
+    for (int p = 0; p < NS; p++) ss[p].c[h] = C;
+  }
+  for (int64_t x = 0; x < rh; x++) {
+    double M = -INFINITY;
+    for (int p = 0; p < NS; p++) M = fmax(M, ss[p].sm_max[x]);
+    double l = 0, d = 0, o[8] = {0}, mo[8] = {0};
+    for (int p = 0; p < NS; p++) {
+      const double f = ss[p].sm_max[x] == -INFINITY ? 0 : exp(ss[p].sm_max[x] - M);
+      l += f * ss[p].sm_sum[x], d += ss[p].map_den[x];
+      for (int c = 0; c < dv; c++) o[c] += f * ss[p].sm_out[x * dv + c], mo[c] += ss[p].map_out[x * dv + c];
+    }
+    for (int p = 0; p < NS; p++) {
+      ss[p].sm_max[x] = M, ss[p].sm_sum[x] = l, ss[p].map_den[x] = d;
+      for (int c = 0; c < dv; c++) ss[p].sm_out[x * dv + c] = o[c], ss[p].map_out[x * dv + c] = mo[c];
+    }
+  }
+  for (int p = 0; p < NS; p++)
+    CHECK(la_shard_pass(fm, s, 2, cut[p], cut[p + 1] - cut[p], k + cut[p] * H * dk, v + cut[p] * H * dv,
+                        rows, qr, modes, &ss[p], 2) == LA_OK, "shard_pass phase 2");
+  /* naive */
+  double *pq = malloc(sizeof(double) * r), *pk = malloc(sizeof(double) * n * r);
+  double *w = malloc(sizeof(double) * n), *e = malloc(sizeof(double) * n);
+  double qerr = 0, serr = 0, tverr = 0;
+  for (int h = 0; h < H; h++) {
+    const double *omh = om ? om + (size_t)h * m * dk : NULL;
+    for (int64_t j = 0; j < n; j++) naive_phi(map, omh, m, dk, s, k + (j * H + h) * dk, pk + j * r, r);
+    for (int64_t b = 0; b < nq; b++) {
+      const int64_t i = rows[b];
+      naive_phi(map, omh, m, dk, s, q + (i * H + h) * dk, pq, r);
+      double emax = -INFINITY;
+      for (int64_t j = 0; j < n; j++) {
+        double g = 0, x = 0;
+        for (int c = 0; c < r; c++) g += pq[c] * pk[j * r + c];
+        for (int c = 0; c < dk; c++) x += q[(i * H + h) * dk + c] * k[(j * H + h) * dk + c];
+        w[j] = g, e[j] = s * x;
+      }
+      for (int mi = 0; mi < 2; mi++) {
+        const int64_t last = mi == 0 ? i : n - 1, x = (mi * nq + b) * H + h;
+        emax = -INFINITY;
+        for (int64_t j = 0; j <= last; j++) emax = fmax(emax, e[j]);
+        double W = 0, L = 0, tv = 0;
+        for (int64_t j = 0; j <= last; j++) W += w[j], L += exp(e[j] - emax);
+        for (int c = 0; c < dv; c++) {
+          double num = 0, sm = 0;
+          for (int64_t j = 0; j <= last; j++)
+            num += w[j] * v[(j * H + h) * dv + c], sm += exp(e[j] - emax) * v[(j * H + h) * dv + c];
+          qerr = fmax(qerr, fabs(a->map_out[x * dv + c] / a->map_den[x] - num / W) / (1 + fabs(num / W)));
+          serr = fmax(serr, fabs(a->sm_out[x * dv + c] / a->sm_sum[x] - sm / L) / (1 + fabs(sm / L)));
+        }
+        for (int64_t j = 0; j <= last; j++) tv += fabs(exp(e[j] - emax) / L - w[j] / W);
+        double got = 0;
+        for (int p = 0; p < NS; p++) got += ss[p].tv[x];
+        tverr = fmax(tverr, fabs(got - tv));
+      }
+    }
+  }
+  CHECK(qerr < 1e-12 && serr < 1e-12 && tverr < 1e-12,
+        "shards %s n=%lld: quadratic form %.3g, softmax %.3g, TV %.3g", la_map_name(map), (long long)n, qerr, serr, tverr);
+  printf("shard_pass %s n=%lld H=%d scale %g rows %lld (3 shards, one empty): max err quad %.2g softmax %.2g tv %.2g\n",
+         la_map_name(map), (long long)n, H, in_scale, (long long)nq, qerr, serr, tverr);
+  for (int p = 0; p < NS; p++) la_shard_sums_free(&ss[p]);
+  free(q), free(k), free(v), free(rows), free(qr), free(pq), free(pk), free(w), free(e);
+  la_featmap_destroy(&fm);
+}
 int main(void) {
   quadform_case(LA_MAP_ELU1, 200, 2, 8, 5, 1.0, 1);
   quadform_case(LA_MAP_ELU1, 130, 1, 5, 3, 2.0, 7);
   quadform_case(LA_MAP_FAVOR, 150, 2, 6, 4, 1.0, 1);
   quadform_case(LA_MAP_FAVOR, 190, 3, 6, 4, 3.0, 3);
+  shard_case(LA_MAP_ELU1, 2300, 2, 4, 3, 1.0); /* a shard of 1840 keys: one block; n/5 = 460 */
+  shard_case(LA_MAP_FAVOR, 5000, 2, 4, 3, 1.5); /* a shard of 4000 keys: two blocks of 2048 */
   signflip_cases();
   printf("test_study: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

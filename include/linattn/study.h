@@ -36,6 +36,42 @@ la_status la_quadform_rows(const la_featmap fm, double scale, int64_t n, int hea
                            const la_mode *modes, double *quad, double *lden,
                            la_kernel_sums *ks, int threads);
 
+/* The kernel pass of `linattn eval` over one shard of keys (docs/design.md §8.2, §8.7), for
+ * nq query rows at ascending global positions rows[] (q [nq, H, dk]) against the nk keys at
+ * global positions j0.. (k [nk, H, dk], v [nk, H, dv]). Arrays [nmodes][nq][H] (and x dv):
+ *   sm_max, sm_sum, sm_out: softmax's running max of S = s q.k over the keys row i reads, sum
+ *     e^{S - max}, and sum e^{S - max} v (out_i = sm_out / sm_sum once combined);
+ *   map_den, map_out: sum G, sum G v with G_ij = phi_s(q_i).phi(k_j) e^{-c_h} (khat_ij =
+ *     G_ij e^{aq_i}; the quadratic form is map_out / map_den);
+ *   tv: phase 2, sum_j |p_ij - w_ij| over the keys row i reads, p = e^{S - sm_max} / sm_sum,
+ *     w = G / map_den (0 where map_den <= 0);
+ *   aq [nq][H]: the query stabilizers; c [H]: the key stabilizer c_h = max a_k;
+ *   ks: kernel_rel_err's sums over these rows and keys, no mask.
+ * Phase 1 accumulates everything but tv (the sums combine across shards: max and rescale,
+ * then add); phase 2 needs the combined sm_max, sm_sum, map_den and c and adds tv. Not
+ * Collective, MPI-free. Domain: finite inputs, scale > 0. threads <= 0: the OpenMP default. */
+typedef struct {
+  int64_t nq;
+  int heads, dv, nmodes;
+  double *sm_max, *sm_sum, *sm_out, *map_den, *map_out, *tv, *aq, *c;
+  la_kernel_sums ks;
+} la_shard_sums;
+la_status la_shard_sums_create(int64_t nq, int heads, int dv, int nmodes, la_shard_sums *ss);
+void la_shard_sums_free(la_shard_sums *ss);
+la_status la_shard_pass(const la_featmap fm, double scale, int phase, int64_t j0, int64_t nk,
+                        const double *k, const double *v, const int64_t *rows, const double *q,
+                        const la_mode *modes, la_shard_sums *ss, int threads);
+
+/* weights_tv_floor's sum (docs/design.md §8.2): for nq query rows (rows[] global positions, q
+ * [nq, H, dk]) against all n keys k [n, H, dk], per mode, the sum over (row, head) of
+ * 0.5 sum_{j in A(i)} |p_ij - w_ij|, p softmax's weights and w the row-normalized A_r =
+ * u_r vv_r^T (u = U diag(sigma), vv = V, [H][n][rvec]: their first r <= rvec columns); signed weights are taken
+ * as they are, and a row whose A_r sums to <= 0 counts 1. Not Collective, MPI-free. */
+la_status la_lowrank_tv(int64_t n, int heads, int dk, double scale, const double *k, int64_t nq,
+                        const int64_t *rows, const double *q, int rvec, const double *u,
+                        const double *vv, int r, int nmodes,
+                        const la_mode *modes, double *tvsum, int threads);
+
 /* The bias test over S seeds (docs/design.md §8.3). Y_s = x_s - x_ref for S independent
  * seeds, A [S, S] their Gram matrix A_st = <Y_s, Y_t>. H0: E[Y_s] = 0 (no bias).
  * Statistic T = sum_{s != t} A_st, an unbiased estimate of S(S-1) |E Y|^2. The p-value is the

@@ -48,7 +48,8 @@ FLOOR_MAX_N = 4096
 
 RESULTS_HEADER = ("feature_map,features,r,seed,n,heads,dk,dv,input_scale,mode,out_rel_err,"
                   "grad_q_rel_err,grad_k_rel_err,grad_v_rel_err,reassoc_rel_err,kernel_rel_err,"
-                  "kernel_rows,rank_r_floor_rel_err,den_min,den_frac_small,seconds")
+                  "kernel_rows,rank_r_floor_rel_err,den_min,den_frac_small,seconds,out_rows,"
+                  "weights_tv,weights_tv_floor")
 BIAS_HEADER = ("feature_map,features,r,n,input_scale,mode,seeds,out_mean_rel_err,out_noise_rel,"
                "out_p_value,kernel_mean_rel_err,kernel_noise_rel,kernel_p_value,kernel_entries,"
                "test,level,out_bias_detected,kernel_bias_detected,kernel_under_share")
@@ -104,6 +105,28 @@ def kernel_matrices(q, k, s, name, omega):
     khat = torch.einsum("ihr,jhr->hij", pq, pk).numpy()
     E = np.exp(s * np.einsum("ihd,jhd->hij", q, k))
     return khat, E
+
+
+def weights_tv(W, E, rows, mode):
+    """The mean over (row, head) of 0.5 sum_j |p_ij - w_ij| over the keys row i reads: p the
+    row-normalized E (softmax), w the row-normalized W (signed weights as they are; a row whose
+    W does not sum to a positive number counts 1). W, E [H, n, n]."""
+    tot = []
+    for h in range(W.shape[0]):
+        for i in rows:
+            ne = i + 1 if mode == "causal" else W.shape[2]
+            w, e = W[h, i, :ne], E[h, i, :ne]
+            tot.append(0.5 * np.abs(e / e.sum() - w / w.sum()).sum() if w.sum() > 0 else 1.0)
+    return float(np.mean(tot))
+
+
+def lowrank(E, r):
+    """The best rank-r matrix of each head (truncated SVD, Eckart-Young)."""
+    out = np.empty_like(E)
+    for h in range(E.shape[0]):
+        u, sv, vt = np.linalg.svd(E[h])
+        out[h] = (u[:, :r] * sv[:r]) @ vt[:r]
+    return out
 
 
 def rel(x, ref):
@@ -236,6 +259,7 @@ def main():
     worst = {}
     per_seed = {}
     rowref = {}
+    tvfloor = {}
     for row in res:
         name, m, seed = row["feature_map"], int(row["features"]), int(row["seed"])
         a_in, mode = float(row["input_scale"]), row["mode"]
@@ -260,10 +284,18 @@ def main():
         svh = [np.linalg.svd(E[h], compute_uv=False) for h in range(H)]
         r = int(row["r"])
         want["rank_r_floor_rel_err"] = math.sqrt(sum((x[r:] ** 2).sum() for x in svh) / (sv ** 2).sum())
+        want["weights_tv"] = weights_tv(khat, E, kr, mode)
+        if r < N:
+            key = (a_in, r, mode)
+            if key not in tvfloor:
+                tvfloor[key] = weights_tv(lowrank(E, r), E, kr, mode)
+            want["weights_tv_floor"] = tvfloor[key]
+        elif row["weights_tv_floor"] != "":
+            check(False, f"weights_tv_floor empty at r >= n ({name} m={m})", row["weights_tv_floor"])
         for col, w in want.items():
             got = float(row[col])
             # %.6g in the CSV: 6 significant digits
-            ok = close(got, w, 2e-5, 1e-300)
+            ok = close(got, w, 2e-5, 1e-12 if col.startswith("weights_tv") else 1e-300)
             worst[col] = max(worst.get(col, 0), abs(got - w) / abs(w))
             if not ok:
                 check(False, f"{col} of {name} m={m} seed={seed} scale {a_in} {mode}", f"{got} vs {w}")
@@ -370,6 +402,59 @@ def main():
                     diff.append((c, x, y))
     check(len(res3) == len(res) and len(bias3) == len(bias) and not diff,
           "eval on 1 and 3 ranks gives the same numbers", f"{diff[:4]}")
+
+    # --softmax-max-n 0 (docs/design.md §8.7): out_rel_err from the sharded kernel pass (exact
+    # softmax on the kernel rows, each rank holding only its own keys), no gradient columns.
+    # (a) every row a kernel row: the all-rows value of the ring reference above, on 3 ranks;
+    # (b) 20 sampled rows, on 2 ranks: the oracle's error on those rows.
+    samp = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--grad-out", "g.npy", "--feature-maps",
+            "elu1,favor+", "--features", 16, "--seeds", 2, "--input-scales", "1.0", "--modes",
+            "causal,bidirectional", "--floor-max-n", 0, "--softmax-max-n", 0, "--no-progress"]
+    main_rows = {(r_["feature_map"], r_["features"], r_["seed"], r_["mode"]): r_ for r_ in res
+                 if float(r_["input_scale"]) == 1.0}
+    for tag, extra, P, rows_want in (("all rows", ["--kernel-max-n", N], 3, list(range(N))),
+                                     ("20 sampled rows", ["--kernel-max-n", 0, "--kernel-rows", 20], 2,
+                                      even_rows(N, 20))):
+        out_dir = "samp" + str(P)
+        p = run(["eval", "--out-dir", out_dir] + samp + extra, P=P)
+        check(p.returncode == 0, f"eval --softmax-max-n 0 ({tag}, {P} ranks) exits 0", p.stderr.strip())
+        if p.returncode:
+            continue
+        _, srows = read_csv(W(f"{out_dir}/results.csv"))
+        check(len(srows) == 2 * 3, f"--softmax-max-n 0 ({tag}): 6 rows", f"{len(srows)}")
+        bad = []
+        for row in srows:
+            key = (row["feature_map"], row["features"], row["seed"], row["mode"])
+            lo, so, _ = rowref[(row["feature_map"], int(row["features"]), int(row["seed"]), 1.0, row["mode"])]
+            want = rel(lo[rows_want], so[rows_want])
+            if not close(float(row["out_rel_err"]), want, 2e-5):
+                bad.append((key, "out_rel_err", row["out_rel_err"], want))
+            if tag == "all rows" and not close(float(row["out_rel_err"]), float(main_rows[key]["out_rel_err"]), 1e-5):
+                bad.append((key, "all-rows value", row["out_rel_err"], main_rows[key]["out_rel_err"]))
+            if any(row[c] != "" for c in ("grad_q_rel_err", "grad_k_rel_err", "grad_v_rel_err")):
+                bad.append((key, "gradient columns not empty"))
+            if int(row["out_rows"]) != len(rows_want) or not float(row["reassoc_rel_err"]) < 1e-12:
+                bad.append((key, "out_rows / reassoc", row["out_rows"], row["reassoc_rel_err"]))
+            if tag != "all rows":  # the same kernel rows as the main run's: the same kernel and TV columns
+                for c in ("kernel_rel_err", "weights_tv"):
+                    if not close(float(row[c]), float(main_rows[key][c]), 1e-5):
+                        bad.append((key, c, row[c], main_rows[key][c]))
+        check(not bad, f"--softmax-max-n 0 ({tag}): out_rel_err against the oracle on those rows"
+              + (" and the all-rows reference" if tag == "all rows" else ", kernel columns as the main run's"),
+              f"{bad[:3]}")
+
+    # r >= n: the rank-r matrix is exact, so there is no floor to compare with (elu1, r = dk = 8 = n)
+    p = run(["eval", "--out-dir", "rgen", "--n", 8, "--heads", 1, "--dk", 8, "--dv", 2, "--feature-maps",
+             "elu1", "--modes", "causal", "--no-progress"])
+    if check(p.returncode == 0, "eval at r = n exits 0", p.stderr.strip()):
+        _, rr = read_csv(W("rgen/results.csv"))
+        with open(W("rgen/report.md")) as f:
+            md = f.read()
+        check(float(rr[0]["rank_r_floor_rel_err"]) < 1e-6 and rr[0]["weights_tv_floor"] == "",
+              "r = n: the floor is 0 and weights_tv_floor is empty", f"{rr[0]['rank_r_floor_rel_err']} "
+              f"'{rr[0]['weights_tv_floor']}'")
+        check("r >= n: no floor" in md and "infx" not in md and "| inf |" not in md,
+              "r = n: report.md says 'r >= n: no floor', never an infinite ratio")
 
     # the synthetic workload (no files): the rows of the generator's definition, --data-seed
     SN, SH, SDK, SDV, DS = 40, 2, 6, 3, 5

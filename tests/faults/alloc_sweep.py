@@ -17,11 +17,15 @@ to the reference (and a report). Anything else fails the test.
 
 Jobs (small: N = 300 tokens, 2 heads, dk = dv = 8; one thread unless noted):
   1 rank:  run causal --out --report (2 threads), grad --grad-q/-k/-v --report,
+           eval (2 maps, 2 seeds, the floor, the report and its plots; every 4th N: ~8 s) and
+           eval above --softmax-max-n (8 sampled rows, every 8th N: ~4 s); a faulted
+           eval may leave the CSVs of the rows it finished, never report.md, plots.gp or a
+           PNG; an eval that exits 0 has a report.md and CSVs of the reference's line count),
            run bidirectional, run causal --window 37, run from .npy files (float64 files
            converted to float32 in blocks of 128, with segments), grad bidirectional with
            segments (the backward's segmented path), run --reproducible bidirectional with
            segments (2 threads) and with --window 37
-  2 ranks: run causal --out --report, run --reproducible favor+, grad --grad-q/-k/-v
+  2 ranks: run causal --out --report, eval (every 8th N, ~9 s), run --reproducible favor+, grad --grad-q/-k/-v
            --report, grad --window 37 (halos both ways); each with the failure on rank 0
            and on rank 1. Every N is swept (no stride), except in the --reproducible jobs,
            whose allocations are mostly those of the jobs before them: every 2nd or 4th N,
@@ -117,6 +121,15 @@ class Job:
         self.may_leave = may_leave
 
 
+# eval into the run's own (empty) folder; small enough that a launch takes ~0.3 s
+EVAL = ["eval", "--out-dir", ".", "--n", "40", "--heads", "1", "--dk", "4", "--dv", "4",
+        "--feature-maps", "elu1,favor+", "--features", "4", "--seeds", "2", "--modes", "causal",
+        "--floor-max-n", "40", "--no-progress"]
+EVAL_CSVS = ("results.csv", "bias.csv", "rows.csv", "refs.csv")
+NL = b"\n"
+SAMPLED_STRIDE = 8  # eval above --softmax-max-n: most of its allocations are eval's above
+
+
 def jobs_for(P, inputs):
     o = ["--out", "o.npy", "--report", "r.json"]
     g = ["--grad-q", "gq.npy", "--grad-k", "gk.npy", "--grad-v", "gv.npy", "--report", "r.json"]
@@ -127,6 +140,9 @@ def jobs_for(P, inputs):
     if P == 1:
         return [
             ck_job,
+            Job("eval", EVAL, None, may_leave=EVAL_CSVS, stride=4),
+            Job("eval-sampled", EVAL + ["--softmax-max-n", "0", "--kernel-max-n", "0", "--kernel-rows",
+                                        "8"], None, may_leave=EVAL_CSVS, stride=SAMPLED_STRIDE),
             Job("run-causal", ["run"] + SMALL + o, run_outs, {"OMP_NUM_THREADS": "2"}),
             Job("grad", ["grad"] + SMALL + g, grad_outs),
             Job("run-bidirectional", ["run"] + SMALL + ["--mode", "bidirectional"] + o, run_outs),
@@ -143,6 +159,7 @@ def jobs_for(P, inputs):
                 stride=4),
         ]
     return [ck_job, Job("run-causal", ["run"] + SMALL + o, run_outs),
+            Job("eval", EVAL, None, may_leave=EVAL_CSVS, stride=8),
             Job("run-repro-favor", ["run"] + SMALL + REPRO + ["--feature-map", "favor+",
                                                               "--features", "8"] + o, run_outs,
                 stride=4),
@@ -190,10 +207,21 @@ def reference(c, job, folder):
     rc, err, hung, _ = c.run(job.args, fresh(folder), dict(job.env, LINATTN_COUNT_ALLOC="1"))
     if rc != 0 or hung:
         raise RuntimeError(f"{job.name}: the unfaulted run failed (exit {rc}): {err.strip()}")
+    if job.outs is None:  # every file the unfaulted run made (eval: the CSVs, report, plots)
+        job.outs = sorted(os.listdir(folder))
     outs = read_outputs(folder, job.outs)
     if sorted(outs) != sorted(job.outs):
         raise RuntimeError(f"{job.name}: the unfaulted run wrote {sorted(outs)}")
     return outs, counts_of(err)
+
+
+def drop_seconds(text):
+    """eval's results.csv without its timing column."""
+    rows = [l.split(b",") for l in text.splitlines()]
+    if not rows or b"seconds" not in rows[0]:
+        return rows
+    c = rows[0].index(b"seconds")
+    return [r[:c] + r[c + 1:] for r in rows]
 
 
 def judge(rc, err, hung, folder, job, ref):
@@ -220,6 +248,14 @@ def judge(rc, err, hung, folder, job, ref):
                     json.loads(got[f])
                 except ValueError:
                     probs.append(f"exit 0 but {f} is not JSON")
+            elif f in ("rows.csv", "bias.csv") and got[f] != ref[f]:
+                probs.append(f"exit 0 but {f} differs from the unfaulted run")
+            elif f == "results.csv" and drop_seconds(got[f]) != drop_seconds(ref[f]):
+                probs.append(f"exit 0 but {f} differs from the unfaulted run (beside 'seconds')")
+            elif f.endswith((".md", ".csv")) and got[f].count(NL) != ref[f].count(NL):
+                # timings differ run to run, the lines do not: a shorter report dropped content
+                probs.append(f"exit 0 but {f} has {got[f].count(NL)} lines, the unfaulted "
+                             f"run's {ref[f].count(NL)}")
         extra = [f for f in left if f not in job.outs]
         if extra:
             probs.append(f"stray files: {extra}")
