@@ -374,6 +374,20 @@ static int sub_index(la_sub sub) {
 
 const char *la_cli_sub_name(la_sub sub) { return la_subs[sub_index(sub)].name; }
 
+/* --q, --k and --v come together, and then none of the synthetic workload's shape options
+ * (NULL-ended names) is given: the files give N, H and the widths. */
+static la_status inputs_or_synthetic(const la_cli *o, const unsigned char *given,
+                                     const char *const *synth) {
+  const int nin = !!o->q + !!o->k + !!o->v;
+  LA_CHECK(nin == 0 || nin == 3, LA_ERR_ARG, "--q, --k and --v must be given together");
+  for (int j = 0; j < NROWS && nin; j++)
+    for (const char *const *s = synth; *s; s++)
+      LA_CHECK(!(given[j] && !strcmp(rows[j].name, *s)), LA_ERR_ARG,
+               "%s shapes the synthetic workload and conflicts with --q/--k/--v (the files "
+               "give N, H and the widths)", *s);
+  return LA_OK;
+}
+
 la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) {
   memset(o, 0, sizeof *o);
   o->sub = sub;
@@ -386,26 +400,14 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
   if (o->help) return LA_OK;
   /* checks between options */
   if (sub & RG) {
-    int nin = !!o->q + !!o->k + !!o->v;
-    LA_CHECK(nin == 0 || nin == 3, LA_ERR_ARG, "--q, --k and --v must be given together");
-    /* the synthetic workload's shape options conflict with input files, which give it */
-    static const char *const synth[] = {"--n", "--heads", "--dk", "--dv", "--input-scale"};
-    for (int j = 0; j < NROWS && nin; j++)
-      for (size_t s = 0; s < sizeof synth / sizeof *synth; s++)
-        LA_CHECK(!(given[j] && !strcmp(rows[j].name, synth[s])), LA_ERR_ARG,
-                 "%s shapes the synthetic workload and conflicts with --q/--k/--v (the files "
-                 "give N, H and the widths)", synth[s]);
+    static const char *const synth[] = {"--n", "--heads", "--dk", "--dv", "--input-scale", NULL};
+    LA_TRY(inputs_or_synthetic(o, given, synth));
   }
   if (sub == LA_SUB_EVAL) {
-    int nin = !!o->q + !!o->k + !!o->v;
+    static const char *const synth[] = {"--n", "--heads", "--dk", "--dv", "--data-seed", NULL};
     LA_CHECK(o->out_dir, LA_ERR_ARG, "--out-dir DIR is required (where results.csv goes)");
-    LA_CHECK(nin == 0 || nin == 3, LA_ERR_ARG, "--q, --k and --v must be given together");
-    static const char *const synth[] = {"--n", "--heads", "--dk", "--dv", "--data-seed"};
-    for (int j = 0; j < NROWS && nin; j++)
-      for (size_t s = 0; s < sizeof synth / sizeof *synth; s++)
-        LA_CHECK(!(given[j] && !strcmp(rows[j].name, synth[s])), LA_ERR_ARG,
-                 "%s shapes the synthetic workload and conflicts with --q/--k/--v (the files "
-                 "give N, H and the widths)", synth[s]);
+    LA_TRY(inputs_or_synthetic(o, given, synth));
+    const int nin = o->q != NULL;
     LA_CHECK(!o->grad_out || nin, LA_ERR_ARG,
              "--grad-out needs --q/--k/--v (with the synthetic workload G is drawn from "
              "--data-seed, for every n)");
