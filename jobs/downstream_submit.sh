@@ -26,7 +26,10 @@ command -v sbatch >/dev/null || die "sbatch: not found (is this a Slurm login no
 # shellcheck source=jobs/env.sh
 . "$root/jobs/env.sh"
 export LINATTN_ROOT=${LINATTN_ROOT:-$root}   # the tasks and the merge find the checkout
-K=$("${PYTHON:-/usr/bin/python3}" -m linattn.downstream --list-configs ${STUDY[@]+"${STUDY[@]}"} | head -1 | cut -d' ' -f1)
+# the whole listing first (a `| head -1` could close the pipe before Python finishes writing)
+list=$("${PYTHON:-/usr/bin/python3}" -m linattn.downstream --list-configs ${STUDY[@]+"${STUDY[@]}"}) ||
+  die "the study's options were refused (see above)"
+K=${list%% *}
 [[ $K =~ ^[1-9][0-9]*$ ]] || die "could not count the study's configurations"
 jid=$(sbatch --parsable --array=0-$((K - 1)) "$root/jobs/downstream_array.sbatch" --out-dir "$BASE" \
         ${STUDY[@]+"${STUDY[@]}"})

@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake libopenmpi-dev openmpi-bin libopenblas-dev liblapacke-dev
-      libscalapack-openmpi-dev python3 python3-numpy python3-torch python3-mpi4py gnuplot-nox valgrind libsimgrid-dev)
+      libscalapack-openmpi-dev python3 python3-numpy python3-torch python3-mpi4py gnuplot-nox valgrind libsimgrid-dev
+      dict-gcide)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

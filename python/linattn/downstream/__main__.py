@@ -10,7 +10,10 @@ import platform
 import sys
 import time
 
-TASKS = ("capacity", "mqar")
+TASKS = ("capacity", "mqar", "charlm", "swap")
+TASK_HELP = ("capacity (Schlag et al.'s storage task), mqar (Zoology's multi-query recall), "
+             "charlm (a character GPT on GCIDE, with the operator measured inside it), swap "
+             "(the softmax charlm with each map put in, then fine-tuned)")
 
 
 def parse_args(argv):
@@ -20,7 +23,7 @@ def parse_args(argv):
     p.add_argument("--out-dir", help="folder for the CSVs, plots and report.md (required)")
     p.add_argument("--quick", action="store_true",
                    help="a subset that finishes in minutes on one thread (labelled quick)")
-    p.add_argument("--tasks", default="capacity", help="comma-separated: %s" % ", ".join(TASKS))
+    p.add_argument("--tasks", default="capacity", help="comma-separated: " + TASK_HELP)
     p.add_argument("--seeds", type=int, default=3, help="seeds per configuration (default 3)")
     p.add_argument("--attentions", default=None,
                    help="comma-separated attention names (default: the task's list)")
@@ -34,6 +37,14 @@ def parse_args(argv):
                         "np.logspace(-3, -1.5, 4); quick 1e-2)")
     p.add_argument("--epochs", type=int, default=None, help="mqar: epochs over the training set (default 32, quick 2)")
     p.add_argument("--vocab", type=int, default=None, help="mqar: vocabulary size (default 256; Zoology's is 8192)")
+    p.add_argument("--lm-model", default=None,
+                   help="charlm/swap: layers,heads,d,context (default 4,4,128,256, nanoGPT's baby)")
+    p.add_argument("--lm-batch", type=int, default=None, help="charlm/swap: batch (default 12, quick 8)")
+    p.add_argument("--val-windows", type=int, default=None,
+                   help="charlm/swap: validation windows of one context (default 128, quick 16)")
+    p.add_argument("--text-limit", type=int, default=None,
+                   help="charlm/swap: use only the first BYTES of the dictionary (tests)")
+    p.add_argument("--ft-steps", type=int, default=None, help="swap: fine-tune steps (default 300, quick 30)")
     p.add_argument("--threads", type=int, default=1, help="threads for torch and the engine (default 1)")
     p.add_argument("--resume", action="store_true",
                    help="keep the runs already in DIR's CSVs and run only the missing ones")
@@ -79,6 +90,16 @@ def parse_args(argv):
         p.error("--d-models and --lrs must be positive")
     if a.epochs is not None and a.epochs < 1:
         p.error("--epochs must be at least 1")
+    try:
+        lm = [int(x) for x in a.lm_model.split(",")] if a.lm_model else None
+    except ValueError:
+        lm = [0]
+    if lm is not None and (len(lm) != 4 or min(lm) < 1 or lm[2] % lm[1]):
+        p.error("--lm-model takes layers,heads,d,context: 4 positive integers, d a multiple of heads")
+    a.lm_model = dict(zip(("layers", "heads", "d", "context"), lm)) if lm else None
+    for name in ("lm_batch", "val_windows", "text_limit", "ft_steps"):
+        if getattr(a, name) is not None and getattr(a, name) < 1:
+            p.error("--%s must be at least 1" % name.replace("_", "-"))
     if a.vocab is not None and (a.vocab < 132 or a.vocab % 2):
         p.error("--vocab must be even and at least 132 (64 distinct keys below vocab/2)")
     return a, p
@@ -94,7 +115,7 @@ def main(argv=None):
         return 2
     torch.set_num_threads(opts.threads)
     import linattn
-    from . import array, attentions, capacity, mqar, progress, report
+    from . import array, attentions, capacity, charlm, inmodel, mqar, progress, report, swap
 
     if opts.attentions:
         for a in opts.attentions:
@@ -127,6 +148,14 @@ def main(argv=None):
         sys.stderr.write("linattn.downstream: the mqar task (%d configurations x lrs x seeds, %d "
                          "thread%s) would take about %.1f h\n" % (
                              len(rows), opts.threads, "" if opts.threads == 1 else "s", total / 3600))
+    if opts.estimate and ("charlm" in opts.tasks or "swap" in opts.tasks):
+        rows, total = charlm.estimate(opts, opts.out_dir)
+        sw = swap.estimate(opts, opts.out_dir, rows) if "swap" in opts.tasks else 0.0
+        sys.stderr.write("linattn.downstream: the charlm task (%d attentions x %d seeds x %d steps, "
+                         "%d thread%s) would take about %.1f h%s\n" % (
+                             len(rows), opts.seeds, rows[0]["steps"] if rows else 0, opts.threads,
+                             "" if opts.threads == 1 else "s", (total if "charlm" in opts.tasks else 0) / 3600,
+                             "; the swap task about %.1f h more" % (sw / 3600) if "swap" in opts.tasks else ""))
     if opts.estimate and "capacity" not in opts.tasks:
         return 0
     if opts.estimate:
@@ -160,6 +189,11 @@ def main(argv=None):
     if "mqar" in opts.tasks:
         metas["mqar"] = mqar.config(opts) if opts.report_only else mqar.run(opts, opts.out_dir, factory)
         metas["mqar"]["quick"] = opts.quick
+    for t, mod in (("charlm", charlm), ("swap", swap)):
+        if t in opts.tasks:
+            metas[t] = mod.config(opts) if opts.report_only else mod.run(opts, opts.out_dir, factory)
+            metas[t]["quick"] = opts.quick
+            metas[t]["threads"] = opts.threads
     elapsed = time.monotonic() - t0
 
     # report.md
@@ -179,6 +213,21 @@ def main(argv=None):
         if bad:
             report.warn("%d mqar run(s) ended without a finite accuracy (mqar_runs.csv)" % len(bad))
             status = 1
+    lm_summ, swap_summ = [], []
+    if "charlm" in metas:
+        sections.append(charlm.write_report(opts.out_dir, metas["charlm"], plots))
+        runs = report.read_csv(os.path.join(opts.out_dir, "charlm_runs.csv"))
+        lm_summ = charlm.summarize(runs)
+        bad = [r for r in runs if r["stop"] != "done"]
+        if bad:
+            report.warn("%d charlm run(s) diverged (charlm_runs.csv, report.md)" % len(bad))
+    if "swap" in metas:
+        text, swap_summ = swap.write_report(opts.out_dir, metas["swap"], plots)
+        sections.append(text)
+    if lm_summ or swap_summ:
+        meta = metas.get("charlm") or metas["swap"]
+        sections.append(inmodel.write_report(opts.out_dir, dict(meta, remake_untrained=not opts.report_only),
+                                             plots, lm_summ, swap_summ))
     made, warning = plots.make(opts.out_dir)
     if warning:
         report.warn(warning)

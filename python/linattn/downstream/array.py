@@ -2,7 +2,8 @@
 
 - `--list-configs` prints the study's configurations: the count, then one line each. A task
   module's `configs(opts)` gives them (capacity: attention x N; mqar: attention x d_model x
-  learning rate; each with all its seeds); a module without one is a single configuration.
+  learning rate; charlm: attention; each with all its seeds); a module without one (swap,
+  whose maps all start from the same softmax models) is a single configuration.
 - `--config I` runs configuration I alone into its folder, then writes `task.json` there, last
   and atomically: the folder holds a finished task. The record carries a key of the study's
   options, so that the merge refuses folders of another study.
@@ -24,8 +25,8 @@ MERGED_FROM = "merged_from.json"
 
 
 def _module(task):
-    from . import capacity, mqar
-    return {"capacity": capacity, "mqar": mqar}[task]
+    from . import capacity, charlm, mqar, swap
+    return {"capacity": capacity, "mqar": mqar, "charlm": charlm, "swap": swap}[task]
 
 
 def study_args(opts):
@@ -39,9 +40,13 @@ def study_args(opts):
         if v:
             a += [flag, ",".join("%.6g" % x if isinstance(x, float) else str(x) for x in v)]
     for flag, v in (("--max-steps", opts.max_steps), ("--epochs", opts.epochs),
-                    ("--vocab", opts.vocab)):
+                    ("--vocab", opts.vocab), ("--lm-batch", opts.lm_batch),
+                    ("--val-windows", opts.val_windows), ("--text-limit", opts.text_limit),
+                    ("--ft-steps", opts.ft_steps)):
         if v is not None:
             a += [flag, str(v)]
+    if opts.lm_model:
+        a += ["--lm-model", ",".join(str(opts.lm_model[k]) for k in ("layers", "heads", "d", "context"))]
     return a
 
 
@@ -163,13 +168,17 @@ def merge(base, force=False):
     for _, r in recs:
         if r["task"] not in tasks:
             tasks.append(r["task"])
-    files = {}
+    files = {}   # a file two tasks write (inmodel.csv) holds both tasks' rows
     for t in tasks:
         for name in _module(t).DATA_FILES:
             got = _concat([dr for dr in recs if dr[1]["task"] == t], name)
             if isinstance(got, str):
                 return _fail(got)
-            if got is not None:
+            if got is not None and name in files:
+                if got[0] != files[name][0]:
+                    return _fail("%s: the %s tasks' columns differ from the others'" % (name, t))
+                files[name][1].extend(got[1])
+            elif got is not None:
                 files[name] = got
     # the softmax check: each task made one; keep the worst per mode, ok only if all were
     checks = _concat(recs, "softmax_check.csv")

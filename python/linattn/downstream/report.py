@@ -32,6 +32,13 @@ def write_csv(path, columns, rows):
     os.replace(tmp, path)
 
 
+def blank_nan(rows):
+    """The rows with every non-finite float made '' (an undefined value, e.g. a gap closed when
+    there was no gap), for summary CSVs that must hold no NaN."""
+    return [{k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
+            for r in rows]
+
+
 def fmt(x):
     if isinstance(x, float):
         return repr(x) if math.isfinite(x) else ("nan" if x != x else ("inf" if x > 0 else "-inf"))
