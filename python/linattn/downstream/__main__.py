@@ -210,11 +210,13 @@ def main(argv=None):
         report.warn(warning)
     head = ["# linattn downstream study%s\n" % (" (QUICK RUN)" if opts.quick else ""),
             "Made by `python3 -m linattn.downstream %s` on %s (%s, linattn %s, torch %s, %d thread%s), "
-            "in %.0f s. Every number below comes from the CSV files of this folder; "
+            "%s. Every number below comes from the CSV files of this folder; "
             "docs/downstream.md describes the tasks and the choices behind them.\n" % (
                 " ".join(sys.argv[1:]) if argv is None else " ".join(argv),
                 datetime.date.today().isoformat(), platform.node(), linattn.__version__,
-                torch.__version__, opts.threads, "" if opts.threads == 1 else "s", elapsed)]
+                torch.__version__, opts.threads, "" if opts.threads == 1 else "s",
+                ("remade from the CSVs by --report-only (the runs' own seconds are in the CSVs)"
+                 if opts.report_only else "in %.0f s" % elapsed))]
     if opts.quick:
         head.append("**This is the --quick variant**: fewer sizes, attentions and steps than the "
                     "study; its verdicts are about this subset only.\n")
