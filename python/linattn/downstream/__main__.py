@@ -30,7 +30,7 @@ def parse_args(argv):
     p.add_argument("--sizes", default=None, help="capacity: comma-separated N (default: the task's)")
     p.add_argument("--max-steps", type=int, default=None,
                    help="step limit per run (capacity: default 100000, quick 1000; mqar: "
-                        "default none, the epochs decide)")
+                        "default none, the epochs decide; charlm/swap: the training steps, default 2000, quick 80)")
     p.add_argument("--d-models", default=None, help="mqar: comma-separated d_model (default 64,128; quick 64)")
     p.add_argument("--lrs", default=None,
                    help="mqar: comma-separated learning rates (default: Zoology's sweep "
