@@ -30,7 +30,7 @@ def parse_args(argv):
     p.add_argument("--sizes", default=None, help="capacity: comma-separated N (default: the task's)")
     p.add_argument("--max-steps", type=int, default=None,
                    help="step limit per run (capacity: default 100000, quick 1000; mqar: "
-                        "default none, the epochs decide)")
+                        "default none, the epochs decide; charlm/swap: the training steps, default 2000, quick 80)")
     p.add_argument("--d-models", default=None, help="mqar: comma-separated d_model (default 64,128; quick 64)")
     p.add_argument("--lrs", default=None,
                    help="mqar: comma-separated learning rates (default: Zoology's sweep "
@@ -238,7 +238,8 @@ def main(argv=None):
                 " ".join(sys.argv[1:]) if argv is None else " ".join(argv),
                 datetime.date.today().isoformat(), platform.node(), linattn.__version__,
                 torch.__version__, opts.threads, "" if opts.threads == 1 else "s",
-                "from the CSVs already there" if opts.report_only else "in %.0f s" % elapsed)]
+                ("remade from the CSVs by --report-only (the runs' own seconds are in the CSVs)"
+                 if opts.report_only else "in %.0f s" % elapsed))]
     note = array.merged_note(opts.out_dir)
     if note:
         head.append(note + "\n")

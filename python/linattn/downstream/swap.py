@@ -261,4 +261,6 @@ def estimate(opts, out_dir, charlm_rows):
             continue
         evals = cfg["ft_steps"] // cfg["ft_eval_every"] + 2
         total += (r["seconds_per_step"] * cfg["ft_steps"] + evals * r["seconds_per_eval"]) * len(cfg["seeds"])
+    if "charlm" not in opts.tasks and "softmax" in per:     # swap trains its softmax models itself
+        total += per["softmax"]["seconds_estimated"]
     return total
