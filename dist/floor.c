@@ -3,7 +3,7 @@
  * ranks, each rank computing its own entries from q and k, and ScaLAPACK pdgesvd gives its
  * singular values (JOBU = JOBVT = 'N'). Eckart-Young: the best rank-r approximation of A in
  * the Frobenius norm has error sqrt(sum_{i>=r} sigma_i^2) (0-based i).
- * The BLACS/ScaLAPACK prototypes are declared here, as in pblas.c (Debian ships no header). */
+ * The BLACS/ScaLAPACK prototypes: scalapack.h (Debian ships no header). */
 #include <cblas.h>
 #include <lapacke.h>
 #include <limits.h>
@@ -14,22 +14,7 @@
 #include "floor.h"
 #include "la_alloc.h"
 
-extern void Cblacs_pinfo(int *mypnum, int *nprocs);
-extern int Csys2blacs_handle(MPI_Comm comm);
-extern void Cfree_blacs_system_handle(int handle);
-extern void Cblacs_gridinit(int *ctxt, const char *order, int nprow, int npcol);
-extern void Cblacs_gridinfo(int ctxt, int *nprow, int *npcol, int *myrow, int *mycol);
-extern void Cblacs_gridexit(int ctxt);
-extern int numroc_(const int *n, const int *nb, const int *iproc, const int *isrc,
-                   const int *nprocs);
-extern void descinit_(int *desc, const int *m, const int *n, const int *mb, const int *nb,
-                      const int *irsrc, const int *icsrc, const int *ctxt, const int *lld,
-                      int *info);
-extern void pdgesvd_(const char *jobu, const char *jobvt, const int *m, const int *n, double *a,
-                     const int *ia, const int *ja, const int *desca, double *s, double *u,
-                     const int *iu, const int *ju, const int *descu, double *vt,
-                     const int *ivt, const int *jvt, const int *descvt, double *work,
-                     const int *lwork, int *info);
+#include "scalapack.h"
 
 /* Global index of local index l in a block-cyclic dimension of blocks nb over np processes,
  * this process p, source process 0 (ScaLAPACK's indxl2g, 0-based). */

@@ -1,7 +1,7 @@
 /* Dense quadratic baseline with PBLAS on a BLACS grid (docs/design.md §4.6, "ScaLAPACK has two
  * roles"): the n x n score matrix is formed, block-cyclically distributed, one row panel at a
  * time. It exists to be timed against the linear engine, so it is float64 and unblocked in N.
- * Debian's libscalapack-openmpi ships no C header: the prototypes are declared here. */
+ * The BLACS/PBLAS prototypes: scalapack.h (Debian ships no header). */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,26 +10,7 @@
 #include "bench.h"
 #include "la_alloc.h"
 
-extern void Cblacs_pinfo(int *mypnum, int *nprocs);
-extern int Csys2blacs_handle(MPI_Comm comm);
-extern void Cfree_blacs_system_handle(int handle);
-extern void Cblacs_gridinit(int *ctxt, const char *order, int nprow, int npcol);
-extern void Cblacs_gridinfo(int ctxt, int *nprow, int *npcol, int *myrow, int *mycol);
-extern void Cblacs_gridexit(int ctxt);
-extern void Cdgamx2d(int ctxt, const char *scope, const char *top, int m, int n, double *a,
-                     int lda, int *ra, int *ca, int ldia, int rdest, int cdest);
-extern void Cdgsum2d(int ctxt, const char *scope, const char *top, int m, int n, double *a,
-                     int lda, int rdest, int cdest);
-extern int numroc_(const int *n, const int *nb, const int *iproc, const int *isrc,
-                   const int *nprocs);
-extern void descinit_(int *desc, const int *m, const int *n, const int *mb, const int *nb,
-                      const int *irsrc, const int *icsrc, const int *ctxt, const int *lld,
-                      int *info);
-extern void pdgemm_(const char *ta, const char *tb, const int *m, const int *n, const int *k,
-                    const double *alpha, const double *a, const int *ia, const int *ja,
-                    const int *desca, const double *b, const int *ib, const int *jb,
-                    const int *descb, const double *beta, double *c, const int *ic,
-                    const int *jc, const int *descc);
+#include "scalapack.h"
 extern void openblas_set_num_threads(int) __attribute__((weak));
 
 #define LA_PBLAS_PANEL_ENTRIES ((int64_t)1 << 26) /* 512 MiB of scores per panel, all ranks */
