@@ -124,7 +124,11 @@ def main(argv=None):
             except ValueError as e:
                 parser.error(str(e))
     if opts.list_configs:
-        print("\n".join(array.describe(opts)))
+        try:
+            print("\n".join(array.describe(opts)))
+            sys.stdout.flush()
+        except BrokenPipeError:   # `| head -1`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     record = None
     if opts.config is not None:
