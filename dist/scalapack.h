@@ -1,6 +1,6 @@
 /* The BLACS, PBLAS and ScaLAPACK functions linattn calls, declared once: Debian's
  * libscalapack-openmpi ships no C header. Used by floor.c (pdgesvd, the rank-r floor) and
- * pblas.c (pdgemm, the dense baseline); docs/design.md §4.6 "ScaLAPACK has two roles". */
+ * pblas.c (pdgemm, the dense baseline); docs/design.md §4.6. */
 #ifndef LINATTN_SCALAPACK_H
 #define LINATTN_SCALAPACK_H
 #include <mpi.h>
