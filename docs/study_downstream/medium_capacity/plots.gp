@@ -1,0 +1,120 @@
+# linattn.downstream: the plots of report.md, made from the CSV files of this folder;
+# the numbers plotted are inline below. To (re)make the PNGs: run `gnuplot plots.gp`
+# in this folder (gnuplot 5 or later: datablocks). Tasks: capacity.
+if (!exists("suffix")) suffix = ""
+cairo = strstrt(GPVAL_TERMINALS, "pngcairo") > 0
+set grid
+set key outside right top font ',8'
+set bars small
+set datafile missing 'nan'
+$d0 << EOD
+20 0.00060058825865076085 0.00056481877916373508 0.00062550058688128052
+60 8.3004101812391912e-05 5.3900366840609778e-05 0.00013377009989585527
+100 2.3708070201062696e-05 2.1010939113198824e-05 2.6791520674051063e-05
+EOD
+$d1 << EOD
+20 0.00087361187002671337 0.00083507979861346048 0.00089738066141964901
+60 0.036353997281895777 0.025317416646519597 0.050370480563631623
+100 0.18042251179511071 0.17636955939842064 0.185474545463825
+EOD
+$d2 << EOD
+20 0.029693348836768302 9.1497205502162188e-06 0.063718943475560327
+60 0.41294651722078063 0.39062516287133975 0.44196420552268795
+100 0.49869791266627866 0.48828125005775619 0.51171873792509981
+EOD
+$d3 << EOD
+20 0.00015772517204740592 2.4385610194991148e-05 0.0004232684433899931
+60 0.40074558518191289 0.37388420883535811 0.42522344527062012
+100 0.49739580621626084 0.49609366677516176 0.50000000413890766
+EOD
+$d4 << EOD
+20 0.00059296925741004266 0.00051516520621461661 0.00064844602145038564
+60 0.00029512536887875814 0.00015387319321587885 0.00054220830801682371
+100 0.00041663268052033681 0.00024649714930167701 0.00072152136030865914
+EOD
+$d5 << EOD
+20 0.00060058825865076085 0.00056481877916373508 0.00062550058688128052
+60 8.3004101812391912e-05 5.3900366840609778e-05 0.00013377009989585527
+100 2.3708070201062696e-05 2.1010939113198824e-05 2.6791520674051063e-05
+EOD
+$d6 << EOD
+20 0.00063432530000000003
+60 7.2180580000000003e-05
+100 2.0059512999999999e-05
+EOD
+$d7 << EOD
+20 0.00087361187002671337 0.00083507979861346048 0.00089738066141964901
+60 0.036353997281895777 0.025317416646519597 0.050370480563631623
+100 0.18042251179511071 0.17636955939842064 0.185474545463825
+EOD
+$d8 << EOD
+20 0.00088874220000000005
+60 0.024646008
+100 0.17154059999999999
+EOD
+$d9 << EOD
+20 0.029693348836768302 9.1497205502162188e-06 0.063718943475560327
+60 0.41294651722078063 0.39062516287133975 0.44196420552268795
+100 0.49869791266627866 0.48828125005775619 0.51171873792509981
+EOD
+$d10 << EOD
+20 0.13004511999999999
+60 0.49263066
+100 0.5
+EOD
+$d11 << EOD
+20 0.00015772517204740592 2.4385610194991148e-05 0.0004232684433899931
+60 0.40074558518191289 0.37388420883535811 0.42522344527062012
+100 0.49739580621626084 0.49609366677516176 0.50000000413890766
+EOD
+$d12 << EOD
+20 0.045272390000000003
+60 0.40904902999999998
+100 0.50003123000000005
+EOD
+$d13 << EOD
+20 0.00059296925741004266 0.00051516520621461661 0.00064844602145038564
+60 0.00029512536887875814 0.00015387319321587885 0.00054220830801682371
+100 0.00041663268052033681 0.00024649714930167701 0.00072152136030865914
+EOD
+$d14 << EOD
+20 0.00078294390000000001
+60 0.00042925709999999998
+100 0.00020874513
+EOD
+
+# ---- capacity_mse.png ----
+if (cairo) { set terminal pngcairo size 1520,560 noenhanced font ',10' } else { set terminal png size 1520,560 noenhanced }
+set output 'capacity_mse.png'.suffix
+set multiplot layout 1,2 title "Capacity (Schlag et al. 2021, sec. 6.1): test MSE against N"
+set title "every attention"
+set xlabel "N (stored pairs)"
+set ylabel "test MSE (0.5 sum of squares; mean, bars min-max over seeds; floor 1e-7)"
+unset logscale
+set logscale y 10
+set xrange [*:*]
+set yrange [*:*]
+plot $d0 using 1:2:3:4 with yerrorlines lc 1 dt 1 pt 7 title "softmax", \
+     $d1 using 1:2:3:4 with yerrorlines lc 2 dt 1 pt 7 title "elu1", \
+     $d2 using 1:2:3:4 with yerrorlines lc 3 dt 1 pt 7 title "favor-hyp:64", \
+     $d3 using 1:2:3:4 with yerrorlines lc 4 dt 1 pt 7 title "favor-hyp:512", \
+     $d4 using 1:2:3:4 with yerrorlines lc 5 dt 1 pt 7 title "dpfp:1"
+set title "engine (solid) against Schlag et al.'s logs (dashed, last test)"
+set xlabel "N (stored pairs)"
+set ylabel "test MSE (0.5 sum of squares; mean, bars min-max over seeds; floor 1e-7)"
+unset logscale
+set logscale y 10
+set xrange [*:*]
+set yrange [*:*]
+plot $d5 using 1:2:3:4 with yerrorlines lc 1 dt 1 pt 7 title "softmax (engine)", \
+     $d6 using 1:2 with linespoints lc 1 dt 2 pt 6 title "softmax_cat (Schlag et al.)", \
+     $d7 using 1:2:3:4 with yerrorlines lc 2 dt 1 pt 7 title "elu1 (engine)", \
+     $d8 using 1:2 with linespoints lc 2 dt 2 pt 6 title "linear_sum (Schlag et al.)", \
+     $d9 using 1:2:3:4 with yerrorlines lc 3 dt 1 pt 7 title "favor-hyp:64 (engine)", \
+     $d10 using 1:2 with linespoints lc 3 dt 2 pt 6 title "favor64_sum (Schlag et al.)", \
+     $d11 using 1:2:3:4 with yerrorlines lc 4 dt 1 pt 7 title "favor-hyp:512 (engine)", \
+     $d12 using 1:2 with linespoints lc 4 dt 2 pt 6 title "favor512_sum (Schlag et al.)", \
+     $d13 using 1:2:3:4 with yerrorlines lc 5 dt 1 pt 7 title "dpfp:1 (engine)", \
+     $d14 using 1:2 with linespoints lc 5 dt 2 pt 6 title "dpfp1_sum (Schlag et al.)"
+unset multiplot
+set output
