@@ -21,6 +21,24 @@
 #define TQ 64   /* query rows per tile */
 #define KB 2048 /* keys per block: three TQ x KB tiles per thread = 3 MiB */
 
+void la_kernel_sums_init(la_kernel_sums *a) {
+  a->shift = -INFINITY;
+  a->err2 = a->ref2 = 0;
+}
+
+void la_kernel_sums_merge(la_kernel_sums *a, const la_kernel_sums *b) {
+  if (b->shift == -INFINITY) return;
+  if (a->shift == -INFINITY) {
+    *a = *b;
+    return;
+  }
+  const double c = a->shift > b->shift ? a->shift : b->shift;
+  const double fa = exp(-2 * (c - a->shift)), fb = exp(-2 * (c - b->shift));
+  a->err2 = a->err2 * fa + b->err2 * fb;
+  a->ref2 = a->ref2 * fa + b->ref2 * fb;
+  a->shift = c;
+}
+
 la_status la_shard_sums_create(int64_t nq, int heads, int dv, int nmodes, la_shard_sums *ss) {
   memset(ss, 0, sizeof *ss);
   LA_CHECK(nq >= 0 && heads > 0 && dv > 0 && nmodes >= 1 && nmodes <= 2, LA_ERR_ARG,
@@ -51,7 +69,7 @@ void la_shard_sums_free(la_shard_sums *ss) {
   memset(ss, 0, sizeof *ss);
 }
 
-/* One tile's kernel sums (as quadform.c's): khat_ij = G_ij e^{lq_i}, E_ij = e^{S_ij}. */
+/* One tile's kernel sums: khat_ij = G_ij e^{lq_i}, E_ij = e^{S_ij}. */
 static void tile_sums(int nr, int nb, const double *G, const double *S, const double *lq,
                       la_kernel_sums *out) {
   double c = -INFINITY;

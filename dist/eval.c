@@ -359,7 +359,7 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
       st = la_error(LA_ERR_MPI, "eval: MPI_Allreduce failed");
     if (st == LA_OK) {
       /* rows.csv: 64 evenly spaced of the kernel rows, whose denominators the kernel pass
-       * gives (la_quadform_rows' lden) */
+       * gives (la_shard_pass' map_den with aq and c) */
       int64_t pos[SAMPLE_ROWS], rs[SAMPLE_ROWS];
       const int64_t m = la_even_rows(x->kernel_rows, SAMPLE_ROWS, pos);
       for (int64_t b = 0; b < m; b++) rs[b] = idx[pos[b]];

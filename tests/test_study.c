@@ -1,4 +1,4 @@
-/* The error study's numerical pieces (core/quadform.c, core/studystats.c) against naive
+/* The error study's numerical pieces (core/shardpass.c, core/studystats.c) against naive
  * float64 computations written here: features computed in the test from their definitions
  * (elu1; favor+ from the map's projection omega), the kernel and the quadratic form formed
  * explicitly, and the sign-flip test on Gram matrices with known answers and on simulated
@@ -69,11 +69,12 @@ static void quadform_case(la_map_kind map, int64_t n, int H, int dk, int dv, dou
   double *qr = malloc(sizeof(double) * nq * H * dk);
   for (int64_t i = 0; i < nq; i++) memcpy(qr + i * H * dk, q + rows[i] * H * dk, sizeof(double) * H * dk);
   la_mode modes[2] = {LA_CAUSAL, LA_BIDIRECTIONAL};
-  double *quad = malloc(sizeof(double) * 2 * nq * H * dv), *lden = malloc(sizeof(double) * 2 * nq * H);
-  la_kernel_sums ks;
-  la_kernel_sums_init(&ks);
-  la_status st = la_quadform_rows(fm, s, n, H, dk, dv, k, v, nq, rows, qr, 2, modes, quad, lden, &ks, 2);
-  CHECK(st == LA_OK, "quadform status %d", (int)st);
+  /* one shard holding every key: the quadratic form is map_out / map_den */
+  la_shard_sums ss;
+  CHECK(la_shard_sums_create(nq, H, dv, 2, &ss) == LA_OK, "shard_sums_create");
+  la_status st = la_shard_pass(fm, s, 1, 0, n, k, v, rows, qr, modes, &ss, 2);
+  CHECK(st == LA_OK, "shard_pass status %d", (int)st);
+  const la_kernel_sums ks = ss.ks;
   /* naive */
   double *pq = malloc(sizeof(double) * r), *pk = malloc(sizeof(double) * n * r);
   double e2 = 0, r2 = 0, maxerr = 0, lderr = 0;
@@ -92,11 +93,13 @@ static void quadform_case(la_map_kind map, int64_t n, int H, int dk, int dv, dou
           den += w;
           for (int c = 0; c < dv; c++) num[c] += w * v[(j * H + h) * dv + c];
         }
+        const int64_t x = (mi * nq + a) * H + h;
         for (int c = 0; c < dv; c++) {
-          const double ref = num[c] / den, got = quad[((mi * nq + a) * H + h) * dv + c];
+          const double ref = num[c] / den, got = ss.map_out[x * dv + c] / ss.map_den[x];
           maxerr = fmax(maxerr, fabs(got - ref) / (1 + fabs(ref)));
         }
-        lderr = fmax(lderr, fabs(lden[(mi * nq + a) * H + h] - log(den)));
+        /* khat = G e^{aq + c}: the log of the denominator */
+        lderr = fmax(lderr, fabs(log(ss.map_den[x]) + ss.aq[a * H + h] + ss.c[h] - log(den)));
       }
       for (int64_t j = 0; j < n; j++) {
         double w = 0, e = 0;
@@ -113,7 +116,8 @@ static void quadform_case(la_map_kind map, int64_t n, int H, int dk, int dv, dou
   CHECK(fabs(got - kr) <= 1e-12 * kr, "%s n=%lld: kernel_rel_err %.15g, naive %.15g", la_map_name(map), (long long)n, got, kr);
   printf("quadform %s n=%lld H=%d scale %g rows %lld: max err %.2g, kernel_rel_err %.6g (naive %.6g)\n",
          la_map_name(map), (long long)n, H, in_scale, (long long)nq, maxerr, got, kr);
-  free(q), free(k), free(v), free(rows), free(qr), free(quad), free(lden), free(pq), free(pk);
+  la_shard_sums_free(&ss);
+  free(q), free(k), free(v), free(rows), free(qr), free(pq), free(pk);
   la_featmap_destroy(&fm);
 }
 

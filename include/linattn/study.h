@@ -20,22 +20,6 @@ void la_kernel_sums_init(la_kernel_sums *a);
 /* a <- a + b, rescaled to the larger shift. */
 void la_kernel_sums_merge(la_kernel_sums *a, const la_kernel_sums *b);
 
-/* The quadratic form of the map fm, for nq query rows at global positions rows[] (ascending;
- * q [nq, H, dk]) against all n keys k [n, H, dk] and values v [n, H, dv]:
- *   quad_i = sum_{j in A(i)} khat_ij v_j / sum_{j in A(i)} khat_ij,  A(i) = all j, or j <= i
- * for each of the nmodes modes, into quad [nmodes][nq, H, dv] (NULL: skip), and the log of
- * the denominator into lden [nmodes][nq, H] (NULL: skip; -inf or NaN when it is not
- * positive). ks (NULL: skip) accumulates the kernel sums of these rows against every key, no
- * mask, every head. Tiles of 64 rows through dgemm; no n x n matrix is stored: per thread
- * 3 * 64 * n doubles, and n * r for the key features of one head. Domain: finite inputs; the
- * map's features are used as the engine uses them (phi = phi_s e^a, docs/design.md §2.2), so
- * a positive map gives khat > 0 up to underflow. threads <= 0: the OpenMP default. */
-la_status la_quadform_rows(const la_featmap fm, double scale, int64_t n, int heads, int dk,
-                           int dv, const double *k, const double *v, int64_t nq,
-                           const int64_t *rows, const double *q, int nmodes,
-                           const la_mode *modes, double *quad, double *lden,
-                           la_kernel_sums *ks, int threads);
-
 /* The kernel pass of `linattn eval` over one shard of keys (docs/design.md §8.2, §8.7), for
  * nq query rows at ascending global positions rows[] (q [nq, H, dk]) against the nk keys at
  * global positions j0.. (k [nk, H, dk], v [nk, H, dv]). Arrays [nmodes][nq][H] (and x dv):
