@@ -142,12 +142,17 @@ la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void 
                              const void *k, const void *v, const void *g, la_state *state,
                              void *dq, void *side, la_state *rev, la_den_stats *stats) {
   LA_TRY(la_engine_state_ok(e, state, "la_backward_replay", "state"));
-  LA_TRY(la_engine_state_ok(e, rev, "la_backward_replay", "rev"));
+  LA_CHECK(rev || e->cfg.mode == LA_CAUSAL, LA_ERR_ARG,
+           "la_backward_replay: rev is needed in bidirectional mode");
+  if (rev) LA_TRY(la_engine_state_ok(e, rev, "la_backward_replay", "rev"));
   if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
-  /* queries before the first segment start at or after token0 feed the reverse element */
+  /* queries before the first segment start at or after token0 feed the reverse element; none
+   * when the caller has no later block (rev == NULL): one GEMM per piece saved */
   const int64_t cut = e->cfg.mode == LA_BIDIRECTIONAL ? INT64_MAX
-                                                      : la_engine_segment_at_or_after(e, token0);
+                      : rev ? la_engine_segment_at_or_after(e, token0) : token0;
+  la_state none = {0};
+  if (!rev) rev = &none; /* never read: cut = token0 keeps every piece out of the element */
   if (e->cfg.mode == LA_CAUSAL) { /* one group of adjacent heads per thread (§4.2) */
     const int G = la_head_groups(e);
 #pragma omp parallel for schedule(static, 1) num_threads(e->T)
@@ -155,7 +160,8 @@ la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void 
       const int h0 = la_head_group(e->H, G, g_), h1 = la_head_group(e->H, G, g_ + 1);
       e->kern->bwd_replay_heads(e, &e->work[la_thread_id()], h0, h1, token0, n, q, k, v, g,
                                 state->sz + h0 * rsz, state->m + h0, state->f + h0, dq,
-                                side_of(e, (void *)side), rev->sz + h0 * rsz, rev->m + h0, cut);
+                                side_of(e, (void *)side), rev->sz ? rev->sz + h0 * rsz : NULL,
+                                rev->m ? rev->m + h0 : NULL, cut);
     }
   } else {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
@@ -163,10 +169,10 @@ la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void 
       la_work *w = &e->work[la_thread_id()];
       e->kern->bwd_replay(e, w, h, token0, n, q, k, v, g, state->sz + h * rsz, state->m + h,
                           state->f + h, dq, side_of(e, (void *)side), rev->sz + h * rsz,
-                          rev->m + h, cut);
+                          rev->m + h, cut); /* bidirectional: rev is the caller's */
     }
   }
-  if (e->cfg.mode == LA_CAUSAL && cut < token0 + n)
+  if (e->cfg.mode == LA_CAUSAL && rev != &none && cut < token0 + n)
     for (int h = 0; h < e->H; h++) rev->f[h] = 1;
   la_engine_merge_stats(e, stats);
   return LA_OK;

@@ -194,7 +194,7 @@ static void bwd_replay_heads(la_engine e, la_work *w, int h0, int h1, int64_t to
     for (int h = h0; h < h1; h++) {
       const size_t j = (size_t)(h - h0);
       replay_piece(e, w, h, token0, p0, len, n, q, k, v, g, sz + j * rsz, m + j, f + j, dq,
-                   side, rsz_ + j * rsz, rm + j, cut);
+                   side, rsz_ ? rsz_ + j * rsz : NULL, rm ? rm + j : NULL, cut);
     }
     p0 += len;
   }
@@ -218,6 +218,33 @@ static int64_t piece_before(la_engine e, int64_t token0, int64_t p_end) {
   return ss > p0 ? ss : p0;
 }
 
+/* The rows of piece [p0, p0+len) of head h a reverse pass reads: Phi_k, Phi_q (raw, with
+ * their log-scales), [V|1]; the previous piece's rows are prefetched, as the pass walks
+ * backwards. */
+static void reverse_features(la_engine e, la_work *w, int h, int64_t p0, int len,
+                             const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
+                             const LA_REAL *g) {
+  const int64_t c1 = p0 >= e->C ? p0 - e->C : (p0 > 0 ? 0 : -1);
+  features_at(e, h, p0, len, c1, p0, k, w->phik, w->ak, v, e->dv);
+  features_at(e, h, p0, len, c1, p0, q, w->phiq, w->aq, g, e->dv);
+  chunk_values(e, h, p0, len, v, w->vp);
+}
+
+/* AB row i = [fa g_i | b]. */
+static inline void ab_row(la_engine e, const LA_REAL *gi, double fa, double b, LA_REAL *abi) {
+  const int dv = e->dv;
+#ifdef LA_K512
+  if (e->k512) la_k512_scale_row(dv, gi, fa, abi);
+  else
+#endif
+  for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(fa * gi[j]);
+  abi[dv] = (LA_REAL)b;
+}
+
+static void reverse_core(la_engine e, la_work *w, int h, int64_t token0, int64_t p0, int len,
+                         const LA_REAL *k, double M, double *dsz, double *mu, LA_REAL *dk,
+                         LA_REAL *dvo);
+
 /* Reverse pass over one piece [p0, p0+len) of head h, from the suffix state (dsz, mu) of the
  * queries after it: dk and dv from the stored (fa, b, M). Causal (suffix sums with a causal
  * intra-piece mask) or bidirectional (dsz is the complete sum of the segment, no intra term). */
@@ -225,30 +252,28 @@ static void reverse_piece(la_engine e, la_work *w, int h, int64_t token0, int64_
                           const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
                           const LA_REAL *g, la_side side, double *dsz, double *mu, LA_REAL *dk,
                           LA_REAL *dvo) {
+  const int dv = e->dv, dv1 = dv + 1, H = e->H;
+  const int64_t ldv = (int64_t)H * dv;
+  double sd0[3];
+  la_side_get(side, p0 * (int64_t)H + h, sd0);
+  reverse_features(e, w, h, p0, len, q, k, v, g);
+  for (int i = 0; i < len; i++) {
+    double sd[3];
+    la_side_get(side, (p0 + i) * (int64_t)H + h, sd);
+    ab_row(e, g + (p0 + i) * ldv + (int64_t)h * dv, sd[0], sd[1], (LA_REAL *)w->ab + (size_t)i * dv1);
+  }
+  reverse_core(e, w, h, token0, p0, len, k, sd0[2], dsz, mu, dk, dvo);
+}
+
+/* The products of the reverse pass on a piece whose rows reverse_features and AB (w->ab)
+ * hold, M the piece's key log-scale: dk and dv, and the suffix state advanced. */
+static void reverse_core(la_engine e, la_work *w, int h, int64_t token0, int64_t p0, int len,
+                         const LA_REAL *k, double M, double *dsz, double *mu, LA_REAL *dk,
+                         LA_REAL *dvo) {
   const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H, bidir = e->cfg.mode == LA_BIDIRECTIONAL;
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *A = w->A, *AB = w->ab, *tmp = w->tmp, *dphi = w->dphi;
   const int64_t ldk = (int64_t)H * e->dk, ldv = (int64_t)H * dv;
-  double sd0[3];
-  la_side_get(side, p0 * (int64_t)H + h, sd0);
-  const double M = sd0[2];
-  /* the previous piece's rows are prefetched: this pass walks backwards */
-  const int64_t c1 = p0 >= e->C ? p0 - e->C : (p0 > 0 ? 0 : -1);
-  features_at(e, h, p0, len, c1, p0, k, w->phik, w->ak, v, dv);
-  features_at(e, h, p0, len, c1, p0, q, w->phiq, w->aq, g, dv);
-  chunk_values(e, h, p0, len, v, w->vp);
-  for (int i = 0; i < len; i++) {
-    double sd[3];
-    la_side_get(side, (p0 + i) * (int64_t)H + h, sd);
-    const LA_REAL *gi = g + (p0 + i) * ldv + (int64_t)h * dv;
-    LA_REAL *abi = AB + (size_t)i * dv1;
-#ifdef LA_K512
-    if (e->k512) la_k512_scale_row(dv, gi, sd[0], abi);
-    else
-#endif
-    for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(sd[0] * gi[j]);
-    abi[dv] = (LA_REAL)sd[1];
-  }
   /* common scale: mu_new = max(mu, -M); queries get e^{-M - mu_new}, keys e^{a_k + mu_new} */
   const double mu_new = (bidir || *mu == -INFINITY || -M > *mu) ? -M : *mu;
   if (!bidir && *mu != -INFINITY && *mu != mu_new) {
@@ -333,6 +358,81 @@ static void bwd_reverse(la_engine e, la_work *w, int h, int64_t token0, int64_t 
                         const void *q, const void *k, const void *v, const void *g,
                         la_side side, double *dsz, double *mu, void *dk, void *dvo) {
   bwd_reverse_heads(e, w, h, h + 1, token0, n, q, k, v, g, side, dsz, mu, dk, dvo);
+}
+
+/* The backward from a tape (§4.4 "Tape"), causal, one piece [p0, p0+len) of head h in the
+ * reverse walk: AB from the tape's rows, the forward's outputs and G (b = bf G.out); dq from
+ * the prefix state the forward's chunk read (a piece that starts its chunk; any other piece
+ * starts a segment) plus the intra-piece term, as replay_piece forms them; then dk, dv and the
+ * suffix state as reverse_piece does. The rows are read once for the three gradients. */
+static void tape_piece(la_engine e, la_work *w, int h, int64_t p0, int len, const LA_REAL *q,
+                       const LA_REAL *k, const LA_REAL *v, const LA_REAL *g,
+                       const LA_REAL *out, const la_tape_view *tape, LA_REAL *dq, double *dsz,
+                       double *mu, LA_REAL *dk, LA_REAL *dvo) {
+  const int r = e->r, dv = e->dv, dv1 = dv + 1, H = e->H;
+  const size_t rsz = (size_t)r * dv1;
+  const int64_t ldk = (int64_t)H * e->dk, ldv = (int64_t)H * dv;
+  LA_REAL *AB = w->ab, *dphi = w->dphi, *A = w->A;
+  reverse_features(e, w, h, p0, len, q, k, v, g);
+  const double M = tape->rows[(p0 * H + h) * 3 + 2];
+  for (int i = 0; i < len; i++) {
+    const double *t = tape->rows + ((p0 + i) * H + h) * 3;
+    const LA_REAL *gi = g + (p0 + i) * ldv + (int64_t)h * dv, *oi = out + (p0 + i) * ldv + (int64_t)h * dv;
+    double gn = 0;
+    if (t[1] != 0) {
+#ifdef LA_K512
+      if (e->k512) gn = la_k512_dot_f64(dv, gi, oi);
+      else
+#endif
+      for (int j = 0; j < dv; j++) gn += (double)gi[j] * oi[j];
+    }
+    ab_row(e, gi, t[0], t[1] * gn, AB + (size_t)i * dv1);
+  }
+  /* the keys on the piece's scale e^{a_k - M} for the intra term (rescale_keys' products);
+   * reverse_core scales the raw rows itself */
+  LA_REAL *phik = w->phik;
+  if (e->stabilized) {
+    phik = w->phif;
+    for (int i = 0; i < len; i++) {
+      const LA_REAL f = (LA_REAL)exp(w->ak[i] - M);
+      for (int j = 0; j < r; j++) phik[(size_t)i * r + j] = ((LA_REAL *)w->phik)[(size_t)i * r + j] * f;
+    }
+  }
+  const size_t ci = (size_t)(p0 / e->C) * H + h;
+  const LA_REAL *S = p0 % e->C == 0 && tape->cm[ci] != -INFINITY
+                         ? (const LA_REAL *)tape->cs + ci * rsz : NULL;
+  /* dphi_s(q) = AB (S|z)^T + tril(AB [V|1]^T) Phi_k */
+#ifdef LA_K512
+  if (e->k512)
+    la_k512_bwd_dq(len, r, dv, AB, S, phik, v + p0 * ldv + (int64_t)h * dv, ldv, dphi, A, w->tb,
+                   e->C, 1);
+  else
+#endif
+  {
+    if (S)
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, r, dv1, (LA_REAL)1, AB, dv1, S, dv1,
+              (LA_REAL)0, dphi, r);
+    else
+      memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
+    tril_product(e, w, len, dv1, AB, w->vp, phik, r, r, dphi, r, A, NULL);
+  }
+  LA_MAP_CHAIN(e->fm, h, len, q + p0 * ldk + (int64_t)h * e->dk, ldk, dphi, w->phiq,
+               dq + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
+  reverse_core(e, w, h, 0, p0, len, k, M, dsz, mu, dk, dvo);
+}
+
+static void bwd_tape_heads(la_engine e, la_work *w, int h0, int h1, int64_t n, const void *q,
+                           const void *k, const void *v, const void *g, const void *out,
+                           const la_tape_view *tape, void *dq, double *dsz, double *mu,
+                           void *dk, void *dvo) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  for (int64_t p_end = n; p_end > 0;) {
+    const int64_t p0 = piece_before(e, 0, p_end);
+    for (int h = h0; h < h1; h++)
+      tape_piece(e, w, h, p0, (int)(p_end - p0), q, k, v, g, out, tape, dq,
+                 dsz + (size_t)(h - h0) * rsz, mu + (h - h0), dk, dvo);
+    p_end = p0;
+  }
 }
 
 /* Bidirectional with segments, one head (§3, §4): every segment piece of the block gets its

@@ -312,6 +312,25 @@ static void tril_product(la_engine e, la_work *w, int len, int kx, const LA_REAL
   }
 }
 
+/* The tape (§4.4 "Tape", la_forward_taped): the prefix S the chunk's queries read, on its
+ * log-scale m (S == NULL: none), and after the rows are finalized, each row's (fa, bf, M)
+ * from w->o, w->aq (the full log-scale) and the key scale of its segment. c0 is a multiple
+ * of C: the tape is filled by la_forward, token0 = 0. */
+static void tape_chunk(la_engine e, int h, int64_t c0, const LA_REAL *S, double m) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1), idx = (size_t)(c0 / e->C) * e->H + h;
+  e->tape->cm[idx] = S ? m : -INFINITY;
+  if (S) memcpy((LA_REAL *)e->tape->cs + idx * rsz, S, sizeof(LA_REAL) * rsz);
+}
+static void tape_rows(la_engine e, la_work *w, int h, int64_t c0, int len) {
+  const int dv = e->dv, dv1 = dv + 1;
+  const LA_REAL *o = w->o;
+  for (int i = 0; i < len; i++) {
+    double *t = e->tape->rows + ((c0 + i) * e->H + h) * 3;
+    den_coeffs(&e->cfg, (double)o[(size_t)i * dv1 + dv], w->aq[i], t, t + 1);
+    t[2] = w->mseg[w->segi[i]];
+  }
+}
+
 /* One chunk [c0, c0+len) of head h of apply_causal; hi ends the range (the prefetch stops
  * there). *base (may be NULL) is dropped when a segment starts in the chunk. sf (r x (dv+1),
  * working precision) receives base + sz rounded once; sfok: the previous chunk of this head
@@ -347,6 +366,10 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     for (int i = 0; i < len; i++) w->aq[i] += w->mseg[0];
     if (raw) store_raw(e, w, h, c0, len, raw, lsc);
     else finalize_rows(e, w, h, token0, c0, len, out);
+    if (e->tape) {
+      tape_chunk(e, h, c0, live ? sf : NULL, *m);
+      tape_rows(e, w, h, c0, len);
+    }
     *m = w->mseg[0]; /* state_add_tmp, and sf = base + sz for the next chunk */
     la_k512_add_round(rsz, sz, w->tmp, base, sf);
     return 1;
@@ -369,14 +392,17 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, r, (LA_REAL)1, w->phiq, r,
             S, dv1, (LA_REAL)0, o, dv1);
     if (n0 < len) memset(o + (size_t)n0 * dv1, 0, sizeof(LA_REAL) * (size_t)(len - n0) * dv1);
+    if (e->tape) tape_chunk(e, h, c0, S, *m);
   } else {
     memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
+    if (e->tape) tape_chunk(e, h, c0, NULL, *m);
   }
   /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1] */
   tril_product(e, w, len, r, w->phiq, w->phik, w->vp, dv1, dv1, o, dv1, A, segi);
   for (int i = 0; i < len; i++) w->aq[i] += w->mseg[segi[i]];
   if (raw) store_raw(e, w, h, c0, len, raw, lsc);
   else finalize_rows(e, w, h, token0, c0, len, out);
+  if (e->tape) tape_rows(e, w, h, c0, len);
   state_add(e, w, len, nseg, sz, m);
   if (nseg > 1) *basep = NULL;
   return 0;

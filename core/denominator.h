@@ -96,11 +96,12 @@ static inline void overflow_note(la_den_stats *st, int64_t tok, int h) {
   }
 }
 
-/* Returns the divisor for a normalized row, or 0 when the row's output is exactly 0
- * (zero-empty) or the row violates the policy (then noted). */
-static inline double den_divisor(const la_config *cfg, la_den_stats *st, double den_s,
-                                 double lsc, int64_t tok, int h, int *zero) {
-  *zero = 0;
+/* The divisor of a normalized row under the policy, without side effects: returns it, or 0
+ * with *zero = 1 when the row's output is exactly 0 (zero-empty) or the row violates the
+ * policy (then *bad = 1). */
+static inline double den_divisor_of(const la_config *cfg, double den_s, double lsc, int *zero,
+                                    int *bad) {
+  *zero = *bad = 0;
   switch (cfg->den_policy) {
   case LA_DEN_ERROR:
     if (!(den_s > 0) || !isfinite(den_s)) break;
@@ -122,9 +123,37 @@ static inline double den_divisor(const la_config *cfg, la_den_stats *st, double 
     return d;
   }
   }
-  den_violation(st, tok, h);
-  *zero = 1;
+  *zero = *bad = 1;
   return 0;
+}
+
+/* den_divisor_of, noting a violation in st. */
+static inline double den_divisor(const la_config *cfg, la_den_stats *st, double den_s,
+                                 double lsc, int64_t tok, int h, int *zero) {
+  int bad;
+  const double d = den_divisor_of(cfg, den_s, lsc, zero, &bad);
+  if (bad) den_violation(st, tok, h);
+  return d;
+}
+
+/* The backward's coefficients of a row (§4.4), a_s = fa G and b = bf (G . out), from the
+ * forward's den_s and log-scale lsc: normalized, fa = 1/d and b = -G.num_s/d^2 = -fa G.out
+ * (none below a clamp, where the divisor is the constant E; none for a zero row);
+ * unnormalized, fa = e^lsc and b = 0. */
+static inline void den_coeffs(const la_config *cfg, double den_s, double lsc, double *fa,
+                              double *bf) {
+  if (!cfg->normalize) {
+    *fa = exp(lsc), *bf = 0;
+    return;
+  }
+  int zero, bad;
+  const double d = den_divisor_of(cfg, den_s, lsc, &zero, &bad);
+  if (zero) {
+    *fa = *bf = 0;
+    return;
+  }
+  *fa = 1.0 / d;
+  *bf = cfg->den_policy == LA_DEN_CLAMP && !(den_s >= cfg->den_eps * exp(-lsc)) ? 0.0 : -*fa;
 }
 
 #endif

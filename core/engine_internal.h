@@ -55,6 +55,7 @@ struct la_engine_s {
                      * causal head groups' per-head state copies (chunk_impl.h causal_chunk) */
   const int64_t *seg_off; /* segment offsets o_0 = 0 < ... < o_S = N (caller's), or NULL */
   int64_t seg_count;      /* S + 1 */
+  const la_tape_view *tape; /* la_forward_taped: the tape the causal chunks fill, or NULL */
   void *rout;             /* la_engine_set_replay_output: the replay's outputs, or NULL */
   int64_t rout_row0, rout_n;
 };

@@ -14,6 +14,16 @@ typedef struct {
   size_t stride;
 } la_side;
 
+/* The tape of a causal forward (docs/design.md §4.4 "Tape"), as the kernels see it: per chunk
+ * and head the prefix state the chunk's queries read (working precision, on the log-scale
+ * cm; cm = -inf: none), per token and head the row's (fa, bf, M) (den_coeffs, denominator.h,
+ * and the key log-scale). */
+typedef struct {
+  double *cm;   /* [chunks][H] */
+  void *cs;     /* [chunks][H][r (dv+1)] */
+  double *rows; /* [n][H][3] */
+} la_tape_view;
+
 typedef struct {
   const char *dtype; /* "f32" or "f64" */
   /* (sz, m, f) <- (sz, m, f) (+) the summary of keys [lo, hi) (§4.1, §4.2) */
@@ -86,6 +96,12 @@ typedef struct {
                              const double *side, int64_t flo, int64_t fhi, const void *fq,
                              const void *fg, const double *fside, const double *fmidsz,
                              double fmidm, void *dk, void *dv);
+  /* the backward from a tape (§4.4 "Tape"), heads [h0, h1) together, pieces from last to
+   * first: dq, dk and dv in one pass; head h's suffix state starts at (h - h0) r (dv+1) */
+  void (*bwd_tape_heads)(la_engine e, la_work *w, int h0, int h1, int64_t n, const void *q,
+                         const void *k, const void *v, const void *g, const void *out,
+                         const la_tape_view *tape, void *dq, double *dsz, double *mu,
+                         void *dk, void *dv);
   /* the query-side summary of rows [a, b) of the block (window backward, §3.2, §4.4) */
   void (*query_summary)(la_engine e, la_work *w, int h, int64_t token0, int64_t n, int64_t a,
                         int64_t b, const void *q, const void *g, const double *side,

@@ -39,5 +39,6 @@ const la_kernels la_kernels_f32 = {
     .bwd_segmented = bwd_segmented,
     .bwd_segmented_ends = bwd_segmented_ends,
     .bwd_window_reverse = bwd_window_reverse,
+    .bwd_tape_heads = bwd_tape_heads,
     .query_summary = query_summary_rows,
 };

@@ -42,5 +42,6 @@ const la_kernels la_kernels_f64 = {
     .bwd_segmented = bwd_segmented,
     .bwd_segmented_ends = bwd_segmented_ends,
     .bwd_window_reverse = bwd_window_reverse,
+    .bwd_tape_heads = bwd_tape_heads,
     .query_summary = query_summary_rows,
 };

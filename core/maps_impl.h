@@ -168,18 +168,21 @@ static void LA_MFN(dpfp_eval)(const la_featmap fm, int h, int64_t n, const LA_RE
   }
 }
 
-/* d/dx (elu(x)+1) = 1 for x > 0, e^x = phi otherwise; true scale. */
+/* d/dx (elu(x)+1) = 1 for x > 0, e^x = phi otherwise; true scale. From phi alone, without
+ * reading x again (the backward is memory-bound, docs/performance.md): x > 0 gives
+ * phi = fl(x + 1) >= 1 and x <= 0 gives phi = fl(e^x) <= 1, so the factor is min(phi, 1),
+ * the same bits as the select on x (where phi rounds to 1 both factors are 1). */
 static void LA_MFN(elu1_chain)(const la_featmap fm, int h, int64_t n, const LA_REAL *x,
                                int64_t ld, LA_REAL *dphi, const LA_REAL *phi, LA_REAL *dx,
                                int64_t ldx, double *sums) {
-  (void)h, (void)sums;
+  (void)h, (void)sums, (void)x, (void)ld;
   const int dk = fm->dk, r = fm->r;
   for (int64_t i = 0; i < n; i++) {
-    const LA_REAL *restrict xi = x + i * ld, *restrict di = dphi + i * r, *restrict pi = phi + i * r;
+    const LA_REAL *restrict di = dphi + i * r, *restrict pi = phi + i * r;
     LA_REAL *restrict yi = dx + i * ldx;
-    for (int j = 0; j < dk; j++) { /* unconditional loads, so the select vectorizes */
+    for (int j = 0; j < dk; j++) {
       const LA_REAL p = pi[j], d = di[j];
-      yi[j] = xi[j] > 0 ? d : d * p;
+      yi[j] = p < (LA_REAL)1 ? d * p : d;
     }
   }
 }

@@ -89,6 +89,66 @@ static void fd_check(const gcase *gc, const nv_map *f, int64_t n, int dv, double
   free(dq); free(dk_); free(dv_); free(out); free(fd);
 }
 
+/* The tape on engine e: refused with a clear status where the engine cannot keep one (a
+ * window, bidirectional); else the forward's outputs against the naive forward (ref_out) and
+ * the gradients against the naive ones (refs), at the precision's tolerance; a tape of another
+ * call (other n) and an unfilled tape are refused. */
+static void tape_case(const gcase *gc, la_engine e, la_dtype dt, int dv, int64_t n, int H,
+                      int dk, const void *qe, const void *ke, const void *ve, const void *ge,
+                      const double *ref_out, const double *const refs[3], int64_t violations) {
+  const size_t nq = (size_t)n * H * dk, nvv = (size_t)n * H * dv, bytes = la_tape_size(e, n);
+  const int want = gc->mode == LA_CAUSAL && !(gc->window > 0 && gc->window < n);
+  CHECK(want == (bytes > 0), "la_tape_size %s: %zu bytes", gc->name, bytes);
+  void *tape = bytes ? aligned_alloc(64, (bytes + 63) / 64 * 64) : aligned_alloc(64, 64);
+  void *out = malloc(esz(dt) * nvv), *dq = malloc(esz(dt) * nq), *dk_ = malloc(esz(dt) * nq);
+  void *dv_ = malloc(esz(dt) * nvv);
+  double *got = malloc(sizeof(double) * (nq > nvv ? nq : nvv));
+  la_den_stats st;
+  la_den_stats_init(&st);
+  memset(out, 0xff, esz(dt) * nvv);
+  la_status s = la_forward_taped(e, n, qe, ke, ve, out, tape, &st);
+  if (!want) {
+    CHECK(s == LA_ERR_UNSUPPORTED && strstr(la_error_message(), "no tape with"),
+          "la_forward_taped %s: status %d (%s), want unsupported", gc->name, (int)s,
+          la_error_message());
+  } else if (violations) {
+    CHECK(st.violations == violations, "la_forward_taped %s: %lld violations, want %lld",
+          gc->name, (long long)st.violations, (long long)violations);
+  } else {
+    nv_from_dtype(dt, out, got, nvv);
+    double er = nv_relerr_floor(got, ref_out, nvv, 0.0);
+    CHECK(s == LA_OK && er <= tol_of(dt), "la_forward_taped %s %s %s chunk %d: status %d "
+          "outputs rel err %.3g", gc->name, la_dtype_name(dt), la_engine_kernels(e),
+          la_engine_chunk(e), (int)s, er);
+    memset(dq, 0xff, esz(dt) * nq); /* NaN: every entry must be written */
+    memset(dk_, 0xff, esz(dt) * nq);
+    memset(dv_, 0xff, esz(dt) * nvv);
+    s = la_backward_taped(e, n, qe, ke, ve, ge, out, tape, dq, dk_, dv_);
+    const void *gs[3] = {dq, dk_, dv_};
+    const size_t cnt[3] = {nq, nq, nvv};
+    const char *nm[3] = {"dQ", "dK", "dV"};
+    for (int t = 0; t < 3; t++) {
+      nv_from_dtype(dt, gs[t], got, cnt[t]);
+      er = nv_relerr_floor(got, refs[t], cnt[t], 0.0);
+      if (er > worst_err[dt] && er < INFINITY) worst_err[dt] = er;
+      CHECK(s == LA_OK && er <= tol_of(dt), "la_backward_taped %s %s %s dv %d chunk %d: %s "
+            "status %d rel err %.3g > %.0g", gc->name, la_dtype_name(dt), la_engine_kernels(e),
+            dv, la_engine_chunk(e), nm[t], (int)s, er, tol_of(dt));
+    }
+    s = la_backward_taped(e, n - 1, qe, ke, ve, ge, out, tape, dq, dk_, dv_);
+    CHECK(s == LA_ERR_ARG && strstr(la_error_message(), "another call"),
+          "la_backward_taped %s with another n: status %d (%s)", gc->name, (int)s,
+          la_error_message());
+    memset(tape, 0, 64);
+    s = la_backward_taped(e, n, qe, ke, ve, ge, out, tape, dq, dk_, dv_);
+    CHECK(s == LA_ERR_ARG && strstr(la_error_message(), "not filled"),
+          "la_backward_taped %s on an unfilled tape: status %d (%s)", gc->name, (int)s,
+          la_error_message());
+  }
+  la_den_stats_free(&st);
+  free(tape); free(out); free(dq); free(dk_); free(dv_); free(got);
+}
+
 static void run_case(const gcase *gc, la_dtype dt, int dv, int do_fd, int *nrun) {
   const int64_t n = 37;
   const int H = 2, dk = 4, m = 5;
@@ -133,6 +193,7 @@ static void run_case(const gcase *gc, la_dtype dt, int dv, int do_fd, int *nrun)
   double *got = malloc(sizeof(double) * (nq > nvv ? nq : nvv));
   void *fo = malloc(esz(dt) * nvv);
   const int chunks[] = {1, 3, 8, 0, 50};
+  const double *const refs[3] = {rq, rk, rv};
   for (int ci = 0; ci < 5; ci++)
     for (int T = 1; T <= 3; T += 2) {
       la_config c = c0;
@@ -160,7 +221,6 @@ static void run_case(const gcase *gc, la_dtype dt, int dv, int do_fd, int *nrun)
       la_den_stats_init(&st);
       la_status s = la_backward(e, n, qe, ke, ve, ge, dq, dke, dve, &st);
       const void *gs[3] = {dq, dke, dve};
-      const double *refs[3] = {rq, rk, rv};
       size_t cnt[3] = {nq, nq, nvv};
       const char *nm[3] = {"dQ", "dK", "dV"};
       for (int t = 0; t < 3; t++) {
@@ -185,6 +245,14 @@ static void run_case(const gcase *gc, la_dtype dt, int dv, int do_fd, int *nrun)
             (long long)ds.violations);
       la_den_stats_free(&st);
       la_engine_destroy(&e);
+      /* the tape (la_forward_taped, la_backward_taped), on every kernel the CPU has */
+      for (int kc = 0; kc < 2; kc++) {
+        c.kernels = kc ? LA_KERNELS_BLAS : LA_KERNELS_AUTO;
+        if (la_engine_create(&c, fm, dt, dv, &e) != LA_OK) continue;
+        if (gc->segments) la_engine_set_segments(e, OFF, NOFF);
+        tape_case(gc, e, dt, dv, n, H, dk, qe, ke, ve, ge, tmp, refs, ds.violations);
+        la_engine_destroy(&e);
+      }
       (*nrun)++;
     }
   free(q); free(k); free(v); free(g); free(rq); free(rk); free(rv); free(tmp);

@@ -23,7 +23,8 @@ int la_backward_side_in_dv(const la_engine eng);
  * into rev the reverse-scan element: the queries' sum phi(q_i) [a_i; b_i]^T before the
  * block's first segment start (causal) or over all queries (bidirectional).
  * causal: state is the prefix and is advanced over the block; bidirectional: state is the
- * complete summary. stats collects the denominator statistics and violations. */
+ * complete summary. stats collects the denominator statistics and violations. Causal only:
+ * rev may be NULL when no block follows (la_backward), which skips the element's product. */
 la_status la_backward_replay(la_engine eng, int64_t token0, int64_t n, const void *q,
                              const void *k, const void *v, const void *g, la_state *state,
                              void *dq, void *side, la_state *rev, la_den_stats *stats);
@@ -83,6 +84,24 @@ la_status la_engine_set_replay_output(la_engine eng, void *out, int64_t row0, in
 
 la_status la_backward(la_engine eng, int64_t n, const void *q, const void *k, const void *v,
                       const void *g, void *dq, void *dk, void *dv, la_den_stats *stats);
+
+/* The tape (docs/design.md §4.4 "Tape"): a causal forward on one process that keeps, per
+ * chunk and head, the prefix state its queries read and, per token and head, the denominator
+ * policy's coefficients, so that the backward walks the sequence once (dq, dk and dv from the
+ * same rows) instead of replaying the forward first. la_tape_size: its bytes for n tokens on
+ * this engine (with its segments), about (4 / C) r (dv+1) + 24 bytes per token and head in
+ * float32; 0 when the engine cannot keep one (bidirectional, a window shorter than n, n < 1).
+ * la_forward_taped: la_forward, filling tape (64-byte aligned). la_backward_taped: the
+ * gradients from the tape, the forward's outputs out and the output gradient g; the engine
+ * and its segments must be those of the forward (checked against the tape's header: a tape
+ * of another call is LA_ERR_ARG). It notes no denominator statistics: the forward's stand.
+ * Results equal la_backward's to rounding (b is formed from the rounded outputs). */
+size_t la_tape_size(const la_engine eng, int64_t n);
+la_status la_forward_taped(la_engine eng, int64_t n, const void *q, const void *k, const void *v,
+                           void *out, void *tape, la_den_stats *stats);
+la_status la_backward_taped(la_engine eng, int64_t n, const void *q, const void *k,
+                            const void *v, const void *g, const void *out, const void *tape,
+                            void *dq, void *dk, void *dv);
 
 #ifdef __cplusplus
 }
