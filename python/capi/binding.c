@@ -245,8 +245,14 @@ static int check_call(const la_py_op *op, int64_t B, int64_t L) {
   return LA_OK;
 }
 
+int64_t la_py_tape_size(const la_py_op *op, int64_t B, int64_t L) {
+  if (!op || !op->eng || B < 1 || L < 1 || B > INT64_MAX / L) return 0;
+  return (int64_t)la_tape_size(op->eng, B * L);
+}
+
 int la_py_forward(la_py_op *op, int64_t B, int64_t L, const void *q, const void *k,
-                  const void *v, void *out, const int64_t *seg, int64_t nseg, double *stats) {
+                  const void *v, void *out, const int64_t *seg, int64_t nseg, double *stats,
+                  void *tape) {
   la_error_clear();
   LA_TRY(check_call(op, B, L));
   const int64_t n = B * L;
@@ -256,7 +262,8 @@ int la_py_forward(la_py_op *op, int64_t B, int64_t L, const void *q, const void 
   LA_TRY(set_batch_segments(op, B, L, seg, nseg));
   la_den_stats st;
   LA_TRY(la_den_stats_init(&st));
-  la_status s = la_forward(op->eng, n, q, k, v, out, &st);
+  la_status s = tape ? la_forward_taped(op->eng, n, q, k, v, out, tape, &st)
+                     : la_forward(op->eng, n, q, k, v, out, &st);
   if (s == LA_OK) s = la_py_verdict(op, &st, L, "forward");
   la_py_fill_stats(&st, L, stats);
   la_den_stats_free(&st);
@@ -265,12 +272,14 @@ int la_py_forward(la_py_op *op, int64_t B, int64_t L, const void *q, const void 
 
 int la_py_backward(la_py_op *op, int64_t B, int64_t L, const void *q, const void *k,
                    const void *v, const void *g, void *dq, void *dk, void *dv,
-                   const int64_t *seg, int64_t nseg, double *stats) {
+                   const int64_t *seg, int64_t nseg, double *stats, const void *out,
+                   const void *tape) {
   la_error_clear();
   LA_TRY(check_call(op, B, L));
   const int64_t n = B * L;
   LA_TRY(la_py_check_finite("the output's gradient", op->dt, g, n, op->H, op->dv, L, 0, 0, op->cfg.threads));
   LA_TRY(set_batch_segments(op, B, L, seg, nseg));
+  if (tape) return la_backward_taped(op->eng, n, q, k, v, g, out, tape, dq, dk, dv);
   la_den_stats st;
   LA_TRY(la_den_stats_init(&st));
   la_status s = la_backward(op->eng, n, q, k, v, g, dq, dk, dv, &st);

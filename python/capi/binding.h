@@ -56,10 +56,17 @@ int la_py_op_projection(const la_py_op *op, double *buf, int64_t cap);
  * stats: LA_PY_STATS doubles or NULL. forward writes out [B, L, H, dv]; backward writes the
  * gradients of sum(out * g) into dq, dk [B, L, H, dk] and dv [B, L, H, dv]. */
 int la_py_forward(la_py_op *op, int64_t B, int64_t L, const void *q, const void *k,
-                  const void *v, void *out, const int64_t *seg, int64_t nseg, double *stats);
+                  const void *v, void *out, const int64_t *seg, int64_t nseg, double *stats,
+                  void *tape);
 int la_py_backward(la_py_op *op, int64_t B, int64_t L, const void *q, const void *k,
                    const void *v, const void *g, void *dq, void *dk, void *dv,
-                   const int64_t *seg, int64_t nseg, double *stats);
+                   const int64_t *seg, int64_t nseg, double *stats, const void *out,
+                   const void *tape);
+/* The tape (grad.h, docs/design.md §4.4 "Tape") of a B x L call: its bytes, 0 when this
+ * operator cannot keep one (bidirectional, a window shorter than B L). forward with a tape of
+ * that size keeps it; backward with the same tape and the forward's out reads it instead of
+ * replaying the forward, and then leaves stats untouched (no denominators are formed). */
+int64_t la_py_tape_size(const la_py_op *op, int64_t B, int64_t L);
 
 /* Many processes (binding_dist.c): comm_f is the Fortran handle of the caller's
  * communicator (mpi4py's comm.py2f()); each rank passes its shard [B, Lloc, H, d], rows

@@ -150,22 +150,34 @@ class Op:
         return buf, m
 
     # ---- calls on raw pointers ----
-    def forward(self, B, L, q, k, v, out, seg, dist=None):
+    def tape_size(self, B, L):
+        """Bytes of the tape of a B x L call on one process (docs/design.md §4.4 "Tape"); 0
+        when this operator cannot keep one (bidirectional, a window shorter than B L)."""
+        return int(_lib.lib.la_py_tape_size(self.h, B, L))
+
+    def forward(self, B, L, q, k, v, out, seg, dist=None, tape=None):
         st = _lib.stats_buffer()
         sarr, ns = seg
         if dist is None:
-            check(_lib.lib.la_py_forward(self.h, B, L, q, k, v, out, sarr, ns, st))
+            check(_lib.lib.la_py_forward(self.h, B, L, q, k, v, out, sarr, ns, st, tape))
         else:
             commf, scan, row0, Ltot = dist
             check(_lib.lib.la_py_forward_dist(self.h, commf, scan.encode(), B, L, row0, Ltot, q, k,
                                               v, out, sarr, ns, st))
         return _lib.record_stats(st, "forward")
 
-    def backward(self, B, L, q, k, v, g, dq, dk, dv, seg, dist=None):
+    def backward(self, B, L, q, k, v, g, dq, dk, dv, seg, dist=None, out=None, tape=None,
+                 fwd_stats=None):
+        """With tape (and the forward's out), the backward reads the forward's tape; no
+        denominators are formed, so the statistics recorded are the forward's (fwd_stats), the
+        same rows the replay would have noted."""
         st = _lib.stats_buffer()
         sarr, ns = seg
         if dist is None:
-            check(_lib.lib.la_py_backward(self.h, B, L, q, k, v, g, dq, dk, dv, sarr, ns, st))
+            check(_lib.lib.la_py_backward(self.h, B, L, q, k, v, g, dq, dk, dv, sarr, ns, st,
+                                          out, tape))
+            if tape is not None:
+                return _lib.record_dict(dict(fwd_stats or {}), "backward")
         else:
             commf, scan, row0, Ltot = dist
             check(_lib.lib.la_py_backward_dist(self.h, commf, scan.encode(), B, L, row0, Ltot, q,

@@ -118,8 +118,9 @@ _sig("la_py_op_kernels", [P], STR)
 _sig("la_py_op_threads", [P])
 _sig("la_py_op_projection", [P, DBLP, I64])
 _sig("la_py_shard", [P, I64, INT, INT, I64P, I64P], None)
-_sig("la_py_forward", [P, I64, I64, P, P, P, P, I64P, I64, DBLP])
-_sig("la_py_backward", [P, I64, I64, P, P, P, P, P, P, P, I64P, I64, DBLP])
+_sig("la_py_forward", [P, I64, I64, P, P, P, P, I64P, I64, DBLP, P])
+_sig("la_py_backward", [P, I64, I64, P, P, P, P, P, P, P, I64P, I64, DBLP, P, P])
+_sig("la_py_tape_size", [P, I64, I64], I64)
 _sig("la_py_forward_dist", [P, INT, STR, I64, I64, I64, I64, P, P, P, P, I64P, I64, DBLP])
 _sig("la_py_backward_dist", [P, INT, STR, I64, I64, I64, I64, P, P, P, P, P, P, P, I64P, I64,
                              DBLP])
@@ -176,6 +177,12 @@ def record_stats(buf, what):
     d = {"pass": what}
     for i, key in enumerate(STATS_KEYS):
         d[key] = int(buf[i]) if key in INT_KEYS else float(buf[i])
+    _tls.last = d
+    return d
+
+
+def record_dict(d, what):
+    d["pass"] = what
     _tls.last = d
     return d
 

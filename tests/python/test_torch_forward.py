@@ -50,13 +50,14 @@ def draw(name, B, L, seed, mode, segments, window, normalize, policy, big=False)
 
 
 def run(name, dtype, q, k, v, g, a, rk, label, *, mode="causal", segments=None, window=None,
-        normalize=True, policy="error", grads=True):
-    """One engine call (forward and backward) against the reference, row by row."""
+        normalize=True, policy="error", grads=True, tape=True):
+    """One engine call (forward and backward) against the reference, row by row. tape=False:
+    the backward replays the forward (causal calls use the tape by default)."""
     dt = DT[dtype]
     tq, tk, tv = (x.to(dt).detach().requires_grad_(grads) for x in (q, k, v))
     tg = g.to(dt)
     kw = dict(a, mode=mode, segments=segments, window=window, normalize=normalize,
-              denominator=policy)
+              denominator=policy, tape=tape)
     out = lt.attention(tq, tk, tv, **kw)
     chk.check(out.dtype == dt and tuple(out.shape) == tuple(v.shape),
               "%s: output dtype/shape %s %s" % (label, out.dtype, tuple(out.shape)))
@@ -169,6 +170,9 @@ def group_ill_conditioned():
             for dtype in ("f32", "f64"):
                 run(name, dtype, q, k, v, g, a, rk, "%s big %s" % (name, mode), mode=mode,
                     segments=seg)
+                if mode == "causal":  # the replay, as the tape above
+                    run(name, dtype, q, k, v, g, a, rk, "%s big %s tape=False" % (name, mode),
+                        mode=mode, segments=seg, tape=False)
                 if mode == "causal":
                     run(name, dtype, q, k, v, g, a, rk, "%s big %s W=5" % (name, mode), mode=mode,
                         segments=seg, window=5)
@@ -197,6 +201,9 @@ def group_ill_conditioned():
             for dtype in ("f32", "f64"):
                 out, ref, _ = run(name, dtype, q, k, v, g, a, rk, "%s %s add:0" % (name, mode),
                                   mode=mode, policy="add:0")
+                if mode == "causal":  # the replay, as the tape above
+                    run(name, dtype, q, k, v, g, a, rk, "%s %s add:0 tape=False" % (name, mode),
+                        mode=mode, policy="add:0", tape=False)
             den = ref["den"].abs()
             print("    (%s %s: |den| from %.2g to %.2g: rows with cancellation are checked "
                   "against their own error scale)" % (name, mode, float(den.min()), float(den.max())))
