@@ -11,11 +11,13 @@ Implementations (the `impl` column):
                     q, k, v [1, L, H, d] leaves that require grad; the clock is
                     time.perf_counter around the two calls (fwd_s: the first, bwd_s: the
                     second). The gradients are dropped (q.grad = None) before the clock.
+  binding_replay    the same with tape=False: the backward replays the forward instead of
+                    reading the forward's tape (docs/design.md §4.4 "Tape")
   binding_nocache   the same with the binding's cache of large outputs (and their huge-page
                     advice) turned off (linattn.torch._POOL_MIN raised during the two calls):
                     plain torch.empty outputs; what the cache gains, in the same run
                     (docs/performance.md).
-  c_fresh           fwdbwd --modes fresh: the binding's pattern from C (feature map, engine
+  c_fresh           fwdbwd --modes fresh (with the tape, as the binding): the binding's pattern from C (feature map, engine
                     and the four output buffers made inside the timed region on every call)
   c_reused          fwdbwd --modes reused: engine and buffers made once, outside the clock
   torch_vec_C<C>    flash-linear-attention's naive_chunk_linear_attn, vectorized: chunks of
@@ -323,7 +325,9 @@ def main():
         pleaves = [to_peer(x).requires_grad_() for x in (q, k, v)]
         PG = to_peer(G)
         bind = lambda x, y, z: lt.attention(x, y, z, threads=a.threads)
-        impls = [("binding", bind, leaves, G), ("binding_nocache", bind, leaves, G)]
+        replay = lambda x, y, z: lt.attention(x, y, z, threads=a.threads, tape=False)
+        impls = [("binding", bind, leaves, G), ("binding_nocache", bind, leaves, G),
+                 ("binding_replay", replay, leaves, G)]
         impls += [("torch_vec_C%d" % C, (lambda C: lambda x, y, z: torch_vec(x, y, z, C))(C),
                    pleaves, PG) for C in a.chunks if L % C == 0]
         loop = ("torch_loop_C64", lambda x, y, z: torch_loop(x, y, z, 64), pleaves, PG)
@@ -392,8 +396,8 @@ def main():
     out.append("Ratios (total = fwd + bwd; forward alone in brackets):")
     out.append("")
     out.append("| L | binding / c_fresh | binding / c_reused | binding_nocache / c_reused | "
-               "best vec peer | loop peer | stronger peer / binding |")
-    out.append("|---|---|---|---|---|---|---|")
+               "binding_replay / binding | best vec peer | loop peer | stronger peer / binding |")
+    out.append("|---|---|---|---|---|---|---|---|")
     for L in lengths:
         b, cf, cr = by[("binding", L)], by[("c_fresh", L)], by[("c_reused", L)]
         bh = by[("binding_nocache", L)]
@@ -404,8 +408,10 @@ def main():
         peers = [bv] + ([lp] if lp else [])
         best_peer = min(peers, key=lambda x: x.t)
         fpeer = min([by[k].f for k in vec] + ([lp.f] if lp else []))
-        out.append("| %d | %.3f (%.3f) | %.3f (%.3f) | %.3f (%.3f) | %s %.3f s | %s | %.2fx (%.2fx) |" % (
+        br = by[("binding_replay", L)]
+        out.append("| %d | %.3f (%.3f) | %.3f (%.3f) | %.3f (%.3f) | %.3f (bwd %.3f) | %s %.3f s | %s | %.2fx (%.2fx) |" % (
             L, b.t / cf.t, b.f / cf.f, b.t / cr.t, b.f / cr.f, bh.t / cr.t, bh.f / cr.f,
+            br.t / b.t, br.b / b.b,
             vname.replace("torch_vec_", ""), bv.t,
             "%.3f s%s" % (lp.t, " (1 call)" if lp.n == 1 else "") if lp else "skipped",
             best_peer.t / b.t, fpeer / b.f))

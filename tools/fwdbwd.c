@@ -19,13 +19,16 @@
  * reused is what planning and allocating on every call cost.
  *
  * usage: fwdbwd --L N [--heads H] [--d D] [--threads T] [--repeat R] [--warmup W] [--seed S]
- *               [--modes fresh,reused] [--dump DIR] [--dump-results]
+ *               [--modes fresh,reused] [--tape 0|1] [--dump DIR] [--dump-results]
+ *   --tape 1         (default) the binding's default since tape=True: la_forward_taped and
+ *                    la_backward_taped (docs/design.md §4.4 "Tape"), the tape allocated as the
+ *                    binding allocates it; 0: la_forward and la_backward (the replay).
  *   --dump DIR       write q, k, v, g ([L, H, d] <f4 .npy) to DIR for the binding's side;
  *                    with --dump-results also the reused call's out, dq, dk, dv.
  *   --repeat 0       only the dump.
  * Output: one line per mode,
  *   fwdbwd mode=fresh L=... H=... d=... threads=... repeat=... fwd_s=... bwd_s=... total_s=...
- *          kernels=... chunk=...
+ *          kernels=... chunk=... tape=0|1
  * where fwd_s, bwd_s and total_s are each the best of the R calls (total: of the sums).
  * Exit 0; 1 on an engine error; 2 on a bad option. */
 #include <stdint.h>
@@ -96,10 +99,12 @@ static void plan_free(plan *p) {
 
 /* la_forward / la_backward with the statistics and the verdict's input, as la_py_forward and
  * la_py_backward run them (without their finiteness checks, which are the binding's own). */
-static void fwd(plan *p, int64_t L, const float *q, const float *k, const float *v, float *out) {
+static void fwd(plan *p, int64_t L, const float *q, const float *k, const float *v, float *out,
+                void *tape) {
   la_den_stats st;
   if (la_den_stats_init(&st) != LA_OK) die("stats", LA_ERR_NOMEM);
-  la_status s = la_forward(p->eng, L, q, k, v, out, &st);
+  la_status s = tape ? la_forward_taped(p->eng, L, q, k, v, out, tape, &st)
+                     : la_forward(p->eng, L, q, k, v, out, &st);
   if (s != LA_OK) die("la_forward", s);
   if (st.violations) die("la_forward: denominator", LA_ERR_DENOMINATOR);
   (void)la_den_stats_median(&st);
@@ -108,7 +113,13 @@ static void fwd(plan *p, int64_t L, const float *q, const float *k, const float 
 }
 
 static void bwd(plan *p, int64_t L, const float *q, const float *k, const float *v,
-                const float *g, float *dq, float *dk, float *dv) {
+                const float *g, float *dq, float *dk, float *dv, const float *out,
+                const void *tape) {
+  if (tape) { /* the binding's backward with a tape: no statistics (the forward's stand) */
+    la_status s = la_backward_taped(p->eng, L, q, k, v, g, out, tape, dq, dk, dv);
+    if (s != LA_OK) die("la_backward_taped", s);
+    return;
+  }
   la_den_stats st;
   if (la_den_stats_init(&st) != LA_OK) die("stats", LA_ERR_NOMEM);
   la_status s = la_backward(p->eng, L, q, k, v, g, dq, dk, dv, &st);
@@ -142,7 +153,7 @@ static void keep(best *b, double f, double w) {
 
 int main(int argc, char **argv) {
   int64_t L = 0;
-  int H = 4, d = 64, threads = 2, repeat = 3, warmup = 1, dump_results = 0;
+  int H = 4, d = 64, threads = 2, repeat = 3, warmup = 1, dump_results = 0, use_tape = 1;
   uint64_t seed = 1;
   const char *dump = NULL, *modes = "fresh,reused";
   for (int i = 1; i < argc; i++) {
@@ -154,6 +165,7 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && !strcmp(a, "--repeat")) repeat = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(a, "--warmup")) warmup = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(a, "--seed")) seed = strtoull(argv[++i], NULL, 10);
+    else if (i + 1 < argc && !strcmp(a, "--tape")) use_tape = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(a, "--modes")) modes = argv[++i];
     else if (i + 1 < argc && !strcmp(a, "--dump")) dump = argv[++i];
     else if (!strcmp(a, "--dump-results")) dump_results = 1;
@@ -161,7 +173,7 @@ int main(int argc, char **argv) {
       fprintf(stderr,
               "fwdbwd: error: unknown option '%s' (usage: fwdbwd --L N [--heads H] [--d D] "
               "[--threads T] [--repeat R] [--warmup W] [--seed S] [--modes fresh,reused] "
-              "[--dump DIR] [--dump-results])\n", a);
+              "[--tape 0|1] [--dump DIR] [--dump-results])\n", a);
       return 2;
     }
   }
@@ -188,17 +200,24 @@ int main(int argc, char **argv) {
   /* reused: one plan, buffers touched once before any clock */
   plan keepp;
   float *out = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+  void *tape = NULL;
+  size_t tape_bytes = 0;
   if (do_reused || (dump && dump_results)) {
     plan_make(&keepp, H, d, threads);
     out = talloc(cnt), dq = talloc(cnt), dk = talloc(cnt), dv = talloc(cnt);
+    tape_bytes = use_tape ? la_tape_size(keepp.eng, L) : 0;
+    if (tape_bytes) {
+      tape = talloc((tape_bytes + 3) / 4);
+      memset(tape, 0, tape_bytes);
+    }
     memset(out, 0, cnt * sizeof(float));
     memset(dq, 0, cnt * sizeof(float));
     memset(dk, 0, cnt * sizeof(float));
     memset(dv, 0, cnt * sizeof(float));
   }
   if (dump && dump_results) {
-    fwd(&keepp, L, q, k, v, out);
-    bwd(&keepp, L, q, k, v, g, dq, dk, dv);
+    fwd(&keepp, L, q, k, v, out, tape);
+    bwd(&keepp, L, q, k, v, g, dq, dk, dv, out, tape);
     save(dump, "out", out, L, H, d);
     save(dump, "dq", dq, L, H, d);
     save(dump, "dk", dk, L, H, d);
@@ -216,11 +235,14 @@ int main(int argc, char **argv) {
       plan p;
       plan_make(&p, H, d, threads);
       float *o = talloc(cnt);
-      fwd(&p, L, q, k, v, o);
+      const size_t tb = use_tape ? la_tape_size(p.eng, L) : 0;
+      void *tp = tb ? talloc((tb + 3) / 4) : NULL; /* the binding's tape, an empty tensor */
+      fwd(&p, L, q, k, v, o, tp);
       double t1 = now();
       float *gq = talloc(cnt), *gk = talloc(cnt), *gv = talloc(cnt);
-      bwd(&p, L, q, k, v, g, gq, gk, gv);
+      bwd(&p, L, q, k, v, g, gq, gk, gv, o, tp);
       double t2 = now();
+      free(tp);
       kern = la_engine_kernels(p.eng);
       chunk = la_engine_chunk(p.eng);
       /* freed after the clock, as the benchmark drops the tensors outside its timed region */
@@ -230,9 +252,9 @@ int main(int argc, char **argv) {
     }
     if (do_reused) {
       double t0 = now();
-      fwd(&keepp, L, q, k, v, out);
+      fwd(&keepp, L, q, k, v, out, tape);
       double t1 = now();
-      bwd(&keepp, L, q, k, v, g, dq, dk, dv);
+      bwd(&keepp, L, q, k, v, g, dq, dk, dv, out, tape);
       double t2 = now();
       kern = la_engine_kernels(keepp.eng);
       chunk = la_engine_chunk(keepp.eng);
@@ -243,12 +265,12 @@ int main(int argc, char **argv) {
     if (!(m ? do_reused : do_fresh)) continue;
     const best *b = m ? &br : &bf;
     printf("fwdbwd mode=%s L=%lld H=%d d=%d threads=%d repeat=%d fwd_s=%.6f bwd_s=%.6f "
-           "total_s=%.6f kernels=%s chunk=%d\n",
+           "total_s=%.6f kernels=%s chunk=%d tape=%d\n",
            m ? "reused" : "fresh", (long long)L, H, d, threads, repeat, b->fwd, b->bwd, b->total,
-           kern, chunk);
+           kern, chunk, use_tape);
   }
   if (out) {
-    free(out), free(dq), free(dk), free(dv);
+    free(out), free(dq), free(dk), free(dv), free(tape);
     plan_free(&keepp);
   }
   free(q), free(k), free(v), free(g);
