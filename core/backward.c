@@ -232,5 +232,6 @@ la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, cons
   la_state_free(&rev);
   la_state_free(&tail);
   free(own);
+  if (s == LA_OK && e->check_finite) s = la_engine_take_nonfinite(e);
   return s;
 }

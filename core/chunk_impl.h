@@ -128,9 +128,31 @@ static void prefetch_chunk(la_engine e, int h, int64_t c1, int64_t hi, const LA_
  * or the previous one in a reverse pass (c1 < 0: none). A map whose AVX-512 form takes the
  * prefetches (k512_prefetch in the map table, maps.c: elu1 and the favor maps) spreads them
  * over its rows; for the other maps they are issued at once. */
+/* Whether any of len rows (d entries, stride ld) is non-finite: x - x is 0 for a finite x
+ * and NaN for an infinite or NaN one, and the or of the comparisons vectorizes. */
+static int rows_nonfinite(const LA_REAL *x, int64_t ld, int len, int d) {
+  int bad = 0;
+  for (int i = 0; i < len; i++) {
+    const LA_REAL *xi = x + i * ld;
+    for (int j = 0; j < d; j++) bad |= xi[j] - xi[j] != 0;
+  }
+  return bad;
+}
+
+/* la_engine_set_check_finite: rows [c0, c0+len) of head h of x (d columns) and of y (dy;
+ * NULL: none), as features_at reads them; a bad row sets w->nonfinite (§6). */
+static void check_rows(la_engine e, int h, int64_t c0, int len, const LA_REAL *x,
+                       const LA_REAL *y, int dy) {
+  const int64_t ld = (int64_t)e->H * e->dk, ldy = (int64_t)e->H * dy;
+  int bad = rows_nonfinite(x + c0 * ld + (int64_t)h * e->dk, ld, len, e->dk);
+  if (y) bad |= rows_nonfinite(y + c0 * ldy + (int64_t)h * dy, ldy, len, dy);
+  if (bad) e->work[la_thread_id()].nonfinite = 1;
+}
+
 static void features_at(la_engine e, int h, int64_t c0, int len, int64_t c1, int64_t hi,
                                const LA_REAL *x, LA_REAL *phi, double *a, const LA_REAL *y,
                                int dy) {
+  if (e->check_finite) check_rows(e, h, c0, len, x, y, dy);
 #ifdef LA_PREFETCH_K512
   const la_map_info *mi = e->fm->map;
   if (LA_PREFETCH_K512(e) && e->fm->k512 && mi->k512_prefetch && mi->LA_MAP_EVAL_PF && c1 >= 0 &&

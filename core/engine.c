@@ -205,6 +205,27 @@ void la_engine_merge_stats(la_engine e, la_den_stats *stats) {
   }
 }
 
+la_status la_engine_take_nonfinite(la_engine e) {
+  int seen = 0;
+  for (int t = 0; t < e->T; t++) {
+    seen |= e->work[t].nonfinite;
+    e->work[t].nonfinite = 0;
+  }
+  return seen ? la_error(LA_ERR_NONFINITE, "a non-finite value in the inputs (q, k, v or the "
+                                           "output's gradient)")
+              : LA_OK;
+}
+
+la_status la_engine_set_check_finite(la_engine e, int on) {
+  LA_CHECK(e, LA_ERR_ARG, "la_engine_set_check_finite: no engine");
+  LA_CHECK(!on || (e->cfg.mode == LA_CAUSAL && e->cfg.window <= 0), LA_ERR_UNSUPPORTED,
+           "la_engine_set_check_finite: only causal engines without a window read every row "
+           "through the checked path");
+  e->check_finite = on != 0;
+  for (int t = 0; t < e->T; t++) e->work[t].nonfinite = 0;
+  return LA_OK;
+}
+
 la_status la_engine_reserve_queues(la_engine e, int cap) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   for (int t = 0; t < e->T; t++)

@@ -36,6 +36,7 @@ struct la_work_s {
   size_t tb_cap;     /* its elements: max(r, dv+1) * max(2C, r) covers every kernel's B */
   la_wqueue wq;      /* the window's queue (window_impl.h, §3.2) */
   la_den_stats stats;
+  int nonfinite;     /* la_engine_set_check_finite: a row read since the last take held one */
   char pad[64];      /* keep neighbouring workspaces off one cache line */
 };
 
@@ -56,6 +57,7 @@ struct la_engine_s {
   const int64_t *seg_off; /* segment offsets o_0 = 0 < ... < o_S = N (caller's), or NULL */
   int64_t seg_count;      /* S + 1 */
   const la_tape_view *tape; /* la_forward_taped: the tape the causal chunks fill, or NULL */
+  int check_finite;       /* la_engine_set_check_finite: features_at checks the rows it reads */
   void *rout;             /* la_engine_set_replay_output: the replay's outputs, or NULL */
   int64_t rout_row0, rout_n;
 };
@@ -110,6 +112,9 @@ la_status la_engine_state_ok(const la_engine e, const la_state *s, const char *f
                              const char *arg);
 /* Reserve every thread's window queue for `cap` summaries; LA_ERR_NOMEM with its reason. */
 la_status la_engine_reserve_queues(la_engine e, int cap);
+/* With check_finite: LA_ERR_NONFINITE when a thread saw a non-finite row since the last call
+ * (the flags are cleared), else LA_OK. */
+la_status la_engine_take_nonfinite(la_engine e);
 
 /* forward.c: every head of the window kernel, the forward (out) or the backward replay (g, dq,
  * side), used by la_engine_apply_window and la_backward_window. */

@@ -251,5 +251,6 @@ la_status la_forward(la_engine e, int64_t n, const void *q, const void *k, const
     if (s == LA_OK) s = la_engine_apply(e, 0, n, q, k, v, &st, out, stats);
   }
   la_state_free(&st);
+  if (s == LA_OK && e->check_finite) s = la_engine_take_nonfinite(e);
   return s;
 }

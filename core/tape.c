@@ -108,5 +108,5 @@ la_status la_backward_taped(la_engine e, int64_t n, const void *q, const void *k
                             suf.sz + h0 * rsz, suf.m + h0, dk, dv);
   }
   la_state_free(&suf);
-  return LA_OK;
+  return e->check_finite ? la_engine_take_nonfinite(e) : LA_OK;
 }

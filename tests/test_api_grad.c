@@ -3,6 +3,8 @@
  * every map with a written-out gradient, both modes, normalized (error, add:E, clamp:E) and
  * unnormalized, packed sequences, causal windows, both precisions, chunk lengths from 1 to
  * more than n, thread counts 1-3, and dV rows shorter and longer than the 24-byte side rows.
+ * The tape (la_forward_taped, la_backward_taped) is checked on every case and both kernels
+ * against the same naive gradients, and la_engine_set_check_finite on non-finite entries.
  * The naive gradient is itself checked first against central differences of the naive
  * forward (nv_forward), so the reference is independent of the engine and of itself.
  *
@@ -260,7 +262,65 @@ static void run_case(const gcase *gc, la_dtype dt, int dv, int do_fd, int *nrun)
   la_featmap_destroy(&fm);
 }
 
+/* la_engine_set_check_finite: refused where the rows are not all read through the checked
+ * path; else a non-finite entry anywhere in q, k, v (forward) or g (backward, both forms)
+ * makes the call return LA_ERR_NONFINITE, and finite inputs pass. */
+static void check_finite_case(void) {
+  const int64_t n = 41;
+  const int H = 2, d = 5;
+  const size_t cnt = (size_t)n * H * d;
+  la_config c;
+  la_config_default(&c);
+  c.map = LA_MAP_ELU1;
+  c.chunk = 8;
+  la_featmap fm;
+  la_engine e;
+  CHECK(la_featmap_create(&c, H, d, &fm) == LA_OK, "check_finite: feature map");
+  c.mode = LA_BIDIRECTIONAL;
+  la_engine_create(&c, fm, LA_F64, d, &e);
+  CHECK(la_engine_set_check_finite(e, 1) == LA_ERR_UNSUPPORTED, "check_finite: bidirectional");
+  la_engine_destroy(&e);
+  c.mode = LA_CAUSAL;
+  la_engine_create(&c, fm, LA_F64, d, &e);
+  CHECK(la_engine_set_check_finite(e, 1) == LA_OK, "check_finite: causal refused");
+  double *x[8];
+  for (int i = 0; i < 8; i++) {
+    x[i] = malloc(sizeof(double) * cnt);
+    nv_fill(x[i], cnt, 77 + (uint64_t)i, 0.8, 0.0);
+  }
+  void *tape = aligned_alloc(64, (la_tape_size(e, n) + 63) / 64 * 64);
+  la_den_stats st;
+  la_den_stats_init(&st);
+  CHECK(la_forward(e, n, x[0], x[1], x[2], x[4], &st) == LA_OK, "check_finite: finite forward");
+  CHECK(la_backward(e, n, x[0], x[1], x[2], x[3], x[5], x[6], x[7], &st) == LA_OK,
+        "check_finite: finite backward");
+  const char *nm[4] = {"q", "k", "v", "g"};
+  const size_t at[3] = {0, cnt / 2 + 3, cnt - 1}; /* first, middle, last entry */
+  for (int t = 0; t < 4; t++)
+    for (int a = 0; a < 3; a++) {
+      const double keep = x[t][at[a]];
+      x[t][at[a]] = a == 1 ? NAN : (a ? -INFINITY : INFINITY);
+      la_status s1 = la_forward_taped(e, n, x[0], x[1], x[2], x[4], tape, &st);
+      la_status s2 = la_backward(e, n, x[0], x[1], x[2], x[3], x[5], x[6], x[7], &st);
+      x[t][at[a]] = keep;
+      la_status s3 = la_forward_taped(e, n, x[0], x[1], x[2], x[4], tape, &st);
+      x[t][at[a]] = a == 1 ? NAN : INFINITY;
+      la_status s4 = la_backward_taped(e, n, x[0], x[1], x[2], x[3], x[4], tape, x[5], x[6], x[7]);
+      x[t][at[a]] = keep;
+      CHECK((t == 3 ? s1 == LA_OK : s1 == LA_ERR_NONFINITE) && s2 == LA_ERR_NONFINITE &&
+                s3 == LA_OK && s4 == LA_ERR_NONFINITE,
+            "check_finite: %s entry %zu: statuses %d %d %d %d", nm[t], at[a], (int)s1, (int)s2,
+            (int)s3, (int)s4);
+    }
+  la_den_stats_free(&st);
+  for (int i = 0; i < 8; i++) free(x[i]);
+  free(tape);
+  la_engine_destroy(&e);
+  la_featmap_destroy(&fm);
+}
+
 int main(void) {
+  check_finite_case();
   /* identity: positive offset so that q.k > 0 (well-conditioned normalized ratio); relu: an
    * offset keeps inputs away from the kink at 0 and the denominators away from 0 */
   const gcase cases[] = {

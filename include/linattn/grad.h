@@ -97,6 +97,13 @@ la_status la_backward(la_engine eng, int64_t n, const void *q, const void *k, co
  * of another call is LA_ERR_ARG). It notes no denominator statistics: the forward's stand.
  * Results equal la_backward's to rounding (b is formed from the rounded outputs). */
 size_t la_tape_size(const la_engine eng, int64_t n);
+/* With on = 1, la_forward, la_backward and the taped forms check every row of q, k, v (and
+ * of g in the backward) for non-finite values in the pass that reads it for the products,
+ * where it is in cache, and return LA_ERR_NONFINITE (without the position: the caller's own
+ * scan finds it) instead of outputs computed from it; a separate scan would read every input
+ * once more (docs/python.md "Speed"). Causal engines without a window only (the rows of the
+ * other paths are not all read through the checked path): else LA_ERR_UNSUPPORTED. */
+la_status la_engine_set_check_finite(la_engine eng, int on);
 la_status la_forward_taped(la_engine eng, int64_t n, const void *q, const void *k, const void *v,
                            void *out, void *tape, la_den_stats *stats);
 la_status la_backward_taped(la_engine eng, int64_t n, const void *q, const void *k,

@@ -237,6 +237,35 @@ static int set_batch_segments(la_py_op *op, int64_t B, int64_t L, const int64_t 
   return la_engine_set_segments(op->eng, op->seg, op->nseg);
 }
 
+/* The engine checks the inputs in its own pass (la_engine_set_check_finite) where it can. */
+static int check_in_engine(la_py_op *op) {
+  if (la_engine_set_check_finite(op->eng, 1) == LA_OK) return 1;
+  la_error_clear();
+  return 0;
+}
+static int check_qkv(const la_py_op *op, int64_t n, int64_t L, const void *q, const void *k,
+                     const void *v) {
+  LA_TRY(la_py_check_finite("q", op->dt, q, n, op->H, op->dk, L, 0, 0, op->cfg.threads));
+  LA_TRY(la_py_check_finite("k", op->dt, k, n, op->H, op->dk, L, 0, 0, op->cfg.threads));
+  return la_py_check_finite("v", op->dt, v, n, op->H, op->dv, L, 0, 0, op->cfg.threads);
+}
+static int check_g(const la_py_op *op, int64_t n, int64_t L, const void *g) {
+  return la_py_check_finite("the output's gradient", op->dt, g, n, op->H, op->dv, L, 0, 0,
+                            op->cfg.threads);
+}
+/* After the engine's LA_ERR_NONFINITE: our scan's status, which names the culprit; LA_OK
+ * means this scan found nothing, so the engine's status stands. */
+static int culprit(int scan) {
+  return scan != LA_OK ? scan : LA_ERR_NONFINITE;
+}
+
+static int culprit_bwd(const la_py_op *op, int64_t n, int64_t L, const void *q, const void *k,
+                       const void *v, const void *g) {
+  int c = check_g(op, n, L, g);
+  if (c == LA_OK) c = check_qkv(op, n, L, q, k, v);
+  return culprit(c);
+}
+
 static int check_call(const la_py_op *op, int64_t B, int64_t L) {
   LA_CHECK(op && op->eng, LA_ERR_ARG, "the operator was destroyed");
   LA_CHECK(B >= 1 && L >= 1, LA_ERR_SHAPE, "batch %lld and length %lld must be >= 1",
@@ -256,14 +285,16 @@ int la_py_forward(la_py_op *op, int64_t B, int64_t L, const void *q, const void 
   la_error_clear();
   LA_TRY(check_call(op, B, L));
   const int64_t n = B * L;
-  LA_TRY(la_py_check_finite("q", op->dt, q, n, op->H, op->dk, L, 0, 0, op->cfg.threads));
-  LA_TRY(la_py_check_finite("k", op->dt, k, n, op->H, op->dk, L, 0, 0, op->cfg.threads));
-  LA_TRY(la_py_check_finite("v", op->dt, v, n, op->H, op->dv, L, 0, 0, op->cfg.threads));
+  /* causal without a window: the engine checks the rows as it reads them (grad.h), and a
+   * scan of ours only runs to name the culprit; else our scans run first */
+  const int fused = check_in_engine(op);
+  if (!fused) LA_TRY(check_qkv(op, n, L, q, k, v));
   LA_TRY(set_batch_segments(op, B, L, seg, nseg));
   la_den_stats st;
   LA_TRY(la_den_stats_init(&st));
   la_status s = tape ? la_forward_taped(op->eng, n, q, k, v, out, tape, &st)
                      : la_forward(op->eng, n, q, k, v, out, &st);
+  if (s == LA_ERR_NONFINITE && fused) s = culprit(check_qkv(op, n, L, q, k, v));
   if (s == LA_OK) s = la_py_verdict(op, &st, L, "forward");
   la_py_fill_stats(&st, L, stats);
   la_den_stats_free(&st);
@@ -277,12 +308,18 @@ int la_py_backward(la_py_op *op, int64_t B, int64_t L, const void *q, const void
   la_error_clear();
   LA_TRY(check_call(op, B, L));
   const int64_t n = B * L;
-  LA_TRY(la_py_check_finite("the output's gradient", op->dt, g, n, op->H, op->dv, L, 0, 0, op->cfg.threads));
+  const int fused = check_in_engine(op); /* as in la_py_forward */
+  if (!fused) LA_TRY(check_g(op, n, L, g));
   LA_TRY(set_batch_segments(op, B, L, seg, nseg));
-  if (tape) return la_backward_taped(op->eng, n, q, k, v, g, out, tape, dq, dk, dv);
+  if (tape) {
+    la_status s = la_backward_taped(op->eng, n, q, k, v, g, out, tape, dq, dk, dv);
+    if (s == LA_ERR_NONFINITE && fused) s = culprit_bwd(op, n, L, q, k, v, g);
+    return s;
+  }
   la_den_stats st;
   LA_TRY(la_den_stats_init(&st));
   la_status s = la_backward(op->eng, n, q, k, v, g, dq, dk, dv, &st);
+  if (s == LA_ERR_NONFINITE && fused) s = culprit_bwd(op, n, L, q, k, v, g);
   if (s == LA_OK) s = la_py_verdict(op, &st, L, "backward");
   la_py_fill_stats(&st, L, stats);
   la_den_stats_free(&st);

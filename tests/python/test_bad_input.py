@@ -112,6 +112,13 @@ CASES = [
     ("NaN in grad_out (numpy)", lambda: NB(QN, KN, VN, np.where(np.arange(DV) == 1, np.nan, 0.0)
                                            * np.ones((B, L, H, 1))),
      (IE, VE), ["gradient", "(batch 0, token 0, head 0, column 1)"]),
+    ("NaN in q, bidirectional", lambda: A(with_value(Q, (0, 2, 1, 1), float("nan")), K, V,
+                                          mode="bidirectional"),
+     (IE, VE), ["q", "(batch 0, token 2, head 1, column 1)"]),
+    ("NaN in the output's gradient (torch backward, with the tape)",
+     lambda: A(Q.clone().requires_grad_(), K, V).backward(
+         with_value(torch.ones(B, L, H, DV, dtype=Q.dtype), (1, 5, 0, 1), float("nan"))),
+     (IE, VE), ["gradient", "(batch 1, token 5, head 0, column 1)"]),
     ("NaN in q (softmax)", lambda: S(with_value(Q, (0, 5, 1, 1), float("nan")), K, V), (IE, VE),
      ["q", "(batch 0, token 5, head 1, column 1)"]),
     ("Inf in v (numpy softmax)", lambda: NS(QN, KN, with_value(V, (1, 2, 0, 0), float("inf")).numpy()),
