@@ -4,6 +4,7 @@ front ends hand over each array as an `Arr` (shape, dtype, contiguity, address),
 is copied here (docs/python.md)."""
 import ctypes
 import math
+import threading
 from collections import namedtuple
 
 from . import _lib
@@ -120,6 +121,7 @@ class Op:
             pbuf, pm, pshared = projection
             if pshared == 0 and pm and len(pbuf) != heads * pm * dk:
                 raise InputError("projection: %d heads, this call has %d" % (len(pbuf) // (pm * dk), heads))
+        self.lock = threading.Lock()  # one call at a time on the engine's workspaces
         h = ctypes.c_void_p()
         check(_lib.lib.la_py_op_create(
             feature_map.encode(), features, mode.encode(), int(bool(normalize)),
@@ -156,6 +158,18 @@ class Op:
         return int(_lib.lib.la_py_tape_size(self.h, B, L))
 
     def forward(self, B, L, q, k, v, out, seg, dist=None, tape=None):
+        with self.lock:
+            return self._forward(B, L, q, k, v, out, seg, dist, tape)
+
+    def backward(self, B, L, q, k, v, g, dq, dk, dv, seg, dist=None, out=None, tape=None,
+                 fwd_stats=None):
+        """With tape (and the forward's out), the backward reads the forward's tape; no
+        denominators are formed, so the statistics recorded are the forward's (fwd_stats), the
+        same rows the replay would have noted."""
+        with self.lock:
+            return self._backward(B, L, q, k, v, g, dq, dk, dv, seg, dist, out, tape, fwd_stats)
+
+    def _forward(self, B, L, q, k, v, out, seg, dist, tape):
         st = _lib.stats_buffer()
         sarr, ns = seg
         if dist is None:
@@ -166,11 +180,7 @@ class Op:
                                               v, out, sarr, ns, st))
         return _lib.record_stats(st, "forward")
 
-    def backward(self, B, L, q, k, v, g, dq, dk, dv, seg, dist=None, out=None, tape=None,
-                 fwd_stats=None):
-        """With tape (and the forward's out), the backward reads the forward's tape; no
-        denominators are formed, so the statistics recorded are the forward's (fwd_stats), the
-        same rows the replay would have noted."""
+    def _backward(self, B, L, q, k, v, g, dq, dk, dv, seg, dist, out, tape, fwd_stats):
         st = _lib.stats_buffer()
         sarr, ns = seg
         if dist is None:
@@ -183,6 +193,29 @@ class Op:
             check(_lib.lib.la_py_backward_dist(self.h, commf, scan.encode(), B, L, row0, Ltot, q,
                                                k, v, g, dq, dk, dv, sarr, ns, st))
         return _lib.record_stats(st, "backward")
+
+
+_ops = threading.local()
+
+
+def cached_op(**kw):
+    """Op(**kw), reusing this thread's previous operator when every argument (the projection's
+    values included) is the same: creating the feature map and the engine, with its
+    workspaces, cost about 1 ms per call (docs/python.md "Speed"). An operator runs one call
+    at a time (its lock), so a backward on another thread waits instead of sharing the
+    workspaces."""
+    proj = kw.get("projection")
+    if any(b is not None and not isinstance(b, (bool, int, float, str))
+           for a, b in kw.items() if a != "projection"):
+        return Op(**kw)  # not a plain value (a tensor for gates, say): Op says what is wrong
+    key = (tuple(sorted((a, type(b).__name__, b) for a, b in kw.items() if a != "projection")),
+           None if proj is None else (bytes(proj[0]), proj[1], proj[2]))
+    last = getattr(_ops, "last", None)
+    if last is not None and last[0] == key:
+        return last[1]
+    op = Op(**kw)
+    _ops.last = (key, op)
+    return op
 
 
 def projection_arg(proj, heads, dk, name="projection"):

@@ -53,7 +53,7 @@ def _op_kwargs(kw):
 def _make_op(dt, H, dk, dv, kw):
     kw = dict(_op_kwargs(kw))
     kw["projection"] = _core.projection_arg(kw.get("projection"), H, dk)
-    return _core.Op(f64=dt == "f64", heads=H, dk=dk, dv=dv, **kw)
+    return _core.cached_op(f64=dt == "f64", heads=H, dk=dk, dv=dv, **kw)
 
 
 def _key(kw):

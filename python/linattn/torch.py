@@ -164,7 +164,7 @@ def _prepare(q, k, v, comm, scan_algorithm, kw):
     kw = dict(kw)
     kw["projection"] = _core.projection_arg(proj, H, dk)
     kw["threads"] = _threads(kw.get("threads"))
-    op = _core.Op(f64=dt == "f64", heads=H, dk=dk, dv=dv, **kw)
+    op = _core.cached_op(f64=dt == "f64", heads=H, dk=dk, dv=dv, **kw)
     dist = None
     if comm is not None:
         key = repr(sorted((a, b) for a, b in kw.items() if a not in ("projection", "threads")))
