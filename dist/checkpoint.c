@@ -60,8 +60,8 @@ la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, 
     FILE *f = la_open_memstream(&opts, &olen), *g = NULL;
     if (f) {
       la_cli_print(f, o);
-      fclose(f);
-      g = la_open_memstream(&fp, &c->fplen);
+      const int bad = ferror(f); /* a text that could not grow: no fingerprint, not a shorter one */
+      if (fclose(f) == 0 && !bad) g = la_open_memstream(&fp, &c->fplen);
     }
     if (!g) {
       if (st == LA_OK) snprintf(err, errlen, "out of memory for the checkpoint fingerprint");
@@ -84,8 +84,14 @@ la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, 
         else
           fprintf(g, "file %s=%s missing\n", names[i], files[i]);
       }
-      fclose(g);
-      c->fp = fp;
+      const int bad = ferror(g);
+      if (fclose(g) != 0 || bad) {
+        free(fp);
+        if (st == LA_OK) snprintf(err, errlen, "out of memory for the checkpoint fingerprint");
+        st = st == LA_OK ? LA_ERR_NOMEM : st;
+      } else {
+        c->fp = fp;
+      }
     }
     free(opts);
   }

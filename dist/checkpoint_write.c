@@ -125,8 +125,8 @@ la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, i
         fprintf(f, "lane %d %" PRId64 " %" PRId64 " %" PRId64 " %016" PRIx64 "\n", i,
                 all[4 * i], all[4 * i + 1], all[4 * i + 2], k);
       }
-      fclose(f);
-      if (!man) {
+      const int bad = ferror(f); /* a manifest that could not grow: no checkpoint, not a short one */
+      if (fclose(f) != 0 || bad || !man) {
         snprintf(err, errlen, "out of memory for a checkpoint");
         st = LA_ERR_NOMEM;
       }

@@ -94,7 +94,8 @@ static la_status csv_open(la_csv *c, const char *name, const char *header, int r
 /* Rank 0: write the CSV's text so far to DIR/name, atomically. */
 static la_status csv_flush(const la_csv *c, const char *dir, char *err, size_t errlen) {
   if (!c->f) return LA_OK;
-  if (fflush(c->f) != 0) return snprintf(err, errlen, "out of memory for %s", c->name), LA_ERR_NOMEM;
+  /* the stream's error flag: an earlier row that could not grow the text (la_alloc.h) */
+  if (fflush(c->f) != 0 || ferror(c->f)) return snprintf(err, errlen, "out of memory for %s", c->name), LA_ERR_NOMEM;
   char p[4200];
   snprintf(p, sizeof p, "%s/%s", dir, c->name);
   return la_write_file(p, c->buf, c->len, NULL, 0, 1, err, errlen);
@@ -838,7 +839,8 @@ int la_cmd_eval(la_dist d, la_cli *o) {
       snprintf(cpu, sizeof cpu, "%s (%s)", si.model, si.isa);
       la_eval_meta meta = {cmd, LA_VERSION_STRING, la_dist_size(d), la_config_threads(&o->cfg),
                            MPI_Wtime() - t_start, cpu, si.blas_core};
-      st = la_eval_report(o->out_dir, &meta, err, sizeof err);
+      st = la_eval_report(o->out_dir, &meta);
+      if (st != LA_OK) snprintf(err, sizeof err, "%s", la_error_reason(st));
     }
     st = la_dist_agree(d, st, err, sizeof err);
   }
