@@ -235,7 +235,7 @@ static la_status time_linear(la_bctx *b, la_mode mode, int64_t n, int64_t nloc, 
   la_engine eng = NULL;
   la_den_stats stats = {0};
   la_error_clear();
-  la_status s = la_config_check(&cfg, o->dk, b->err, b->errlen);
+  la_status s = la_reason_to(la_config_check(&cfg, o->dk), b->err, b->errlen);
   if (s == LA_OK) s = la_featmap_create(&cfg, o->heads, o->dk, &fm);
   if (s == LA_OK) s = la_engine_create(&cfg, fm, o->dtype, o->dv, &eng);
   if (s != LA_OK && !b->err[0]) snprintf(b->err, b->errlen, "engine: %s", la_error_reason(s));
@@ -421,7 +421,7 @@ int la_cmd_bench(la_dist d, la_cli *o) {
       s = LA_ERR_EXISTS;
     } else {
       /* its folder, before any timing */
-      s = la_name_option(la_output_check(o->csv, 1, err, sizeof err), "--csv", err, sizeof err);
+      s = la_name_option(la_reason_to(la_output_check(o->csv, 1), err, sizeof err), "--csv", err, sizeof err);
       if (s == LA_OK && !(csv.f = la_open_memstream(&csv.text, &csv.len))) {
         snprintf(err, sizeof err, "--csv %s: out of memory for the table", o->csv);
         s = LA_ERR_NOMEM;
@@ -490,7 +490,7 @@ int la_cmd_bench(la_dist d, la_cli *o) {
       snprintf(err, sizeof err, "--csv %s: out of memory", o->csv);
       s = LA_ERR_NOMEM;
     }
-    if (s == LA_OK) s = la_write_file(o->csv, csv.text, csv.len, NULL, 0, o->force, err, sizeof err);
+    if (s == LA_OK) s = la_reason_to(la_write_file(o->csv, csv.text, csv.len, NULL, 0, o->force), err, sizeof err);
     free(csv.text);
   }
   s = la_dist_agree(d, s, err, sizeof err);

@@ -135,9 +135,9 @@ la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, i
       char endl[64];
       int el = snprintf(endl, sizeof endl, "end %016" PRIx64 "\n", la_crc64(man, mlen));
       la_ck_path2(p, sizeof p, tmp, "stats.bin");
-      st = la_write_file(p, sb, la_ck_stats_bytes(), NULL, 0, 1, err, errlen);
+      st = la_reason_to(la_write_file(p, sb, la_ck_stats_bytes(), NULL, 0, 1), err, errlen);
       la_ck_path2(p, sizeof p, tmp, "manifest");
-      if (st == LA_OK) st = la_write_file(p, man, mlen, endl, (size_t)el, 1, err, errlen);
+      if (st == LA_OK) st = la_reason_to(la_write_file(p, man, mlen, endl, (size_t)el, 1), err, errlen);
       if (st == LA_OK && (la_ck_fsync_path(tmp, 1) != 0 || rename(tmp, fin) != 0 ||
                           la_ck_fsync_path(c->dir, 1) != 0)) {
         snprintf(err, errlen, "--checkpoint: %s: cannot write: %s", fin, strerror(errno));

@@ -75,7 +75,7 @@ static la_status out_dir_prepare(la_dist d, const char *dir, int force, char *er
     if (st == LA_OK) { /* writable: create and remove a probe */
       char p[4200];
       snprintf(p, sizeof p, "%s/results.csv", dir);
-      st = la_output_check(p, 1, err, errlen);
+      st = la_reason_to(la_output_check(p, 1), err, errlen);
     }
   }
   return la_dist_agree(d, st, err, errlen);
@@ -98,7 +98,7 @@ static la_status csv_flush(const la_csv *c, const char *dir, char *err, size_t e
   if (fflush(c->f) != 0 || ferror(c->f)) return snprintf(err, errlen, "out of memory for %s", c->name), LA_ERR_NOMEM;
   char p[4200];
   snprintf(p, sizeof p, "%s/%s", dir, c->name);
-  return la_write_file(p, c->buf, c->len, NULL, 0, 1, err, errlen);
+  return la_reason_to(la_write_file(p, c->buf, c->len, NULL, 0, 1), err, errlen);
 }
 
 static void csv_close(la_csv *c) {
@@ -748,13 +748,12 @@ int la_cmd_eval(la_dist d, la_cli *o) {
   for (int mp = 0; mp < o->maps.n && st == LA_OK; mp++) {
     const la_map_kind map = (la_map_kind)o->maps.i[mp];
     for (int w = 0; w < (la_map_uses_features(map) ? o->features_list.n : 1) && st == LA_OK; w++) {
-      char why[512];
       la_config c;
       la_config_default(&c);
       c.map = map, c.features = (int)o->features_list.i[w], c.normalize = 0;
-      if (la_map_uses_features(map) && la_config_check(&c, o->dk, why, sizeof why) != LA_OK) {
+      if (la_map_uses_features(map) && la_config_check(&c, o->dk) != LA_OK) {
         snprintf(err, sizeof err, "%s (study dpfp in an eval of its own with its nu values, "
-                 "e.g. --feature-maps dpfp --features 1,2,3)", why);
+                 "e.g. --feature-maps dpfp --features 1,2,3)", la_error_message());
         st = la_error(LA_ERR_ARG, "%s", err);
       }
     }

@@ -13,13 +13,6 @@
 #include "eval_report_internal.h"
 #include "linattn/outfile.h"
 
-/* la_write_file, its reason recorded (docs/design.md §6 "Errors"). */
-static la_status write_file(const char *path, const char *text, size_t len) {
-  char err[1024] = "";
-  la_status st = la_write_file(path, text, len, NULL, 0, 1, err, sizeof err);
-  return st == LA_OK ? LA_OK : la_error(st, "%s", err);
-}
-
 la_status la_eval_report(const char *dir, const la_eval_meta *meta) {
   LA_CHECK(dir && *dir, LA_ERR_ARG, "la_eval_report: no folder");
   ctx c;
@@ -43,12 +36,12 @@ la_status la_eval_report(const char *dir, const la_eval_meta *meta) {
   if (st == LA_OK) st = la_er_compose_plots(&c, &gp, &gplen);
   if (st == LA_OK && (!(gppath = la_er_path_join(dir, "plots.gp")) || !(mdpath = la_er_path_join(dir, "report.md"))))
     st = la_error(LA_ERR_NOMEM, "out of memory for the output paths");
-  if (st == LA_OK) st = write_file(gppath, gp, gplen);
+  if (st == LA_OK) st = la_write_file(gppath, gp, gplen, NULL, 0, 1);
   const int gp_written = st == LA_OK;
   char warn[768] = "";
   if (st == LA_OK) st = la_er_make_pngs(&c, warn, sizeof warn);
   if (st == LA_OK) st = la_er_compose_report(&c, meta, &md, &mdlen);
-  if (st == LA_OK) st = write_file(mdpath, md, mdlen);
+  if (st == LA_OK) st = la_write_file(mdpath, md, mdlen, NULL, 0, 1);
   if (st == LA_OK && warn[0]) fprintf(stderr, "linattn: warning: %s\n", warn);
   if (st != LA_OK && gp_written) { /* a failed report leaves none of its files (the CSVs stay) */
     unlink(gppath);

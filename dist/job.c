@@ -144,14 +144,12 @@ static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t err
   la_cli *o = j->o;
   la_npy_info I;
   void *data = NULL;
-  la_status st = la_npy_load(o->projection, &I, &data, err, errlen);
+  la_status st = la_reason_to(la_npy_load(o->projection, &I, &data), err, errlen);
   if (st != LA_OK) return la_name_option(st, "--projection", err, errlen);
   int shared = I.ndim == 2;
-  char msg[256];
-  st = la_projection_check(I.dtype, I.ndim, I.shape, data, j->H, j->dk, o->cfg.features, msg,
-                           sizeof msg);
+  st = la_projection_check(I.dtype, I.ndim, I.shape, data, j->H, j->dk, o->cfg.features);
   if (st != LA_OK) {
-    snprintf(err, errlen, "--projection %s: %s", o->projection, msg);
+    snprintf(err, errlen, "--projection %s: %s", o->projection, la_error_message());
     free(data);
     return st;
   }
@@ -178,14 +176,13 @@ static la_status load_segments(const char *path, int64_t N, int64_t **seg, int64
                                char *err, size_t errlen) {
   la_npy_info I;
   void *data = NULL;
-  la_status st = la_npy_load(path, &I, &data, err, errlen);
+  la_status st = la_reason_to(la_npy_load(path, &I, &data), err, errlen);
   if (st != LA_OK) return la_name_option(st, "--segments", err, errlen);
   int64_t *o = data;
   const int ok1d = I.dtype == LA_I64 && I.ndim == 1; /* else: no offsets */
   int64_t n = ok1d ? I.shape[0] : 0;
-  char msg[256];
-  if ((st = la_segments_check(ok1d ? o : NULL, n, N, msg, sizeof msg)) != LA_OK) {
-    snprintf(err, errlen, "--segments %s: %s", path, msg);
+  if ((st = la_segments_check(ok1d ? o : NULL, n, N)) != LA_OK) {
+    snprintf(err, errlen, "--segments %s: %s", path, la_error_message());
     free(data);
     return st;
   }
@@ -232,12 +229,12 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
   if (st == LA_OK && o->projection && la_map_is_random(o->cfg.map)) {
     /* the projection file sets m */
     la_npy_info I;
-    st = la_name_option(la_npy_read_info(o->projection, &I, err, errlen), "--projection", err, errlen);
+    st = la_name_option(la_reason_to(la_npy_read_info(o->projection, &I), err, errlen), "--projection", err, errlen);
     if (st == LA_OK) o->cfg.features = la_projection_features(I.ndim, I.shape, o->cfg.features);
   }
   if (st == LA_OK && o->segments) st = load_segments(o->segments, j->N, &j->seg, &j->nseg, err, errlen);
   if (st == LA_OK) {
-    st = la_config_check(&o->cfg, j->dk, err, errlen);
+    st = la_reason_to(la_config_check(&o->cfg, j->dk), err, errlen);
   }
   if (st == LA_OK && o->projection && !la_map_is_random(o->cfg.map)) {
     snprintf(err, errlen, "--projection: the %s map has no projection", la_map_name(o->cfg.map));
@@ -267,7 +264,7 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
         st = LA_ERR_ARG;
       } else {
         int64_t shp[3] = {j->H, m, j->dk};
-        st = la_npy_save(o->save_projection, LA_F64, 3, shp, om, o->force, err, errlen);
+        st = la_reason_to(la_npy_save(o->save_projection, LA_F64, 3, shp, om, o->force), err, errlen);
       }
     }
     if (st != LA_OK && !err[0]) snprintf(err, errlen, "feature map: %s", la_error_reason(st));
@@ -395,7 +392,7 @@ la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, c
               la_dtype_name(j->dt), (long long)j->N, j->H, j->dk, j->dv, rep.r, P,
               rep.threads, ttm[1], rep.tokens_per_second, rep.gflops, stats->min);
       la_sysinfo_warn(&si);
-      if (o->report) st = la_report_write(o->report, &rep, o->force, err, errlen);
+      if (o->report) st = la_reason_to(la_report_write(o->report, &rep, o->force), err, errlen);
     }
     st = la_dist_agree(d, st, err, errlen);
   }

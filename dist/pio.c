@@ -100,7 +100,7 @@ la_status la_pin_open(la_dist d, const char *path, la_pin *in, char *err, size_t
   in->fh = MPI_FILE_NULL;
   in->path = path;
   la_status st = LA_OK;
-  if (la_dist_rank(d) == 0) st = la_npy_read_info(path, &in->info, err, errlen);
+  if (la_dist_rank(d) == 0) st = la_reason_to(la_npy_read_info(path, &in->info), err, errlen);
   st = la_dist_agree(d, st, err, errlen);
   if (st != LA_OK) return st;
   MPI_Bcast(&in->info, (int)sizeof in->info, MPI_BYTE, 0, la_dist_comm(d));
@@ -450,7 +450,7 @@ la_status la_outputs_check(la_dist d, const char *const *paths, const char *cons
   if (la_dist_rank(d) == 0)
     for (int i = 0; i < n && st == LA_OK; i++)
       if (paths[i]) {
-        st = la_output_check(paths[i], force, err, errlen);
+        st = la_reason_to(la_output_check(paths[i], force), err, errlen);
         if (opts) st = la_name_option(st, opts[i], err, errlen);
       }
   return la_dist_agree(d, st, err, errlen);

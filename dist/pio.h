@@ -2,9 +2,17 @@
  * All functions are Collective on the la_dist communicator unless noted. */
 #ifndef LINATTN_PIO_H
 #define LINATTN_PIO_H
+#include <stdio.h>
 #include "linattn/dist.h"
 #include "linattn/npy.h"
 #include "linattn/outfile.h"
+
+/* Transitional (issue 37, until dist/ records its reasons with la_error): the reason a core
+ * call recorded, copied into the caller's err buffer. */
+static inline la_status la_reason_to(la_status st, char *err, size_t errlen) {
+  if (st != LA_OK && err && errlen) snprintf(err, errlen, "%s", la_error_message());
+  return st;
+}
 
 typedef struct {
   MPI_File fh;
