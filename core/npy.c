@@ -223,7 +223,7 @@ la_status la_npy_parse_header(const unsigned char *buf, size_t len, la_npy_info 
   LA_CHECK(seen_d && seen_f && seen_s, LA_ERR_FORMAT, "missing key '%s' in header",
            !seen_d   ? "descr"
            : !seen_f ? "fortran_order"
-                     : "shape");
+           : "shape");
 
   la_dtype t;
   int dn = descr_n > 32 ? 32 : (int)descr_n;
@@ -337,7 +337,7 @@ la_status la_npy_read_rows(const char *path, const la_npy_info *info, int64_t ro
   LA_CHECK(host_is_le(), LA_ERR_UNSUPPORTED, "big-endian hosts are not supported");
   const char *p = path ? path : "(null)";
   LA_CHECK(info && info->ndim >= 1 && info->ndim <= LA_NPY_MAX_DIM && info->data_offset >= 0 &&
-               (info->dtype == LA_F32 || info->dtype == LA_F64 || info->dtype == LA_I64),
+           (info->dtype == LA_F32 || info->dtype == LA_F64 || info->dtype == LA_I64),
            LA_ERR_ARG, "%s: read_rows needs the info of an array with ndim >= 1", p);
   LA_CHECK(row0 >= 0 && nrows >= 0 && row0 <= info->shape[0] && nrows <= info->shape[0] - row0,
            LA_ERR_ARG, "%s: rows [%lld, %lld+%lld) out of range (leading dimension %lld)", p,
@@ -347,9 +347,9 @@ la_status la_npy_read_rows(const char *path, const la_npy_info *info, int64_t ro
   if (nrows == 0) return LA_OK;
   int64_t row_elems, row_bytes, off, n;
   LA_CHECK(shape_size(info->dtype, info->ndim - 1, info->shape + 1, &row_elems, &row_bytes) == LA_OK &&
-               mul_ok(row0, row_bytes, &off) && mul_ok(nrows, row_bytes, &n) &&
-               off <= INT64_MAX - info->data_offset && n <= INT64_MAX - info->data_offset - off &&
-               (uint64_t)n <= SIZE_MAX,
+           mul_ok(row0, row_bytes, &off) && mul_ok(nrows, row_bytes, &n) &&
+           off <= INT64_MAX - info->data_offset && n <= INT64_MAX - info->data_offset - off &&
+           (uint64_t)n <= SIZE_MAX,
            LA_ERR_ARG, "%s: invalid shape in info", p);
   if (n == 0) return LA_OK;
   LA_CHECK(dst, LA_ERR_ARG, "%s: no destination buffer", p);
@@ -388,7 +388,7 @@ la_status la_npy_format_header(la_dtype dtype, int ndim, const int64_t *shape, u
   LA_CHECK(host_is_le(), LA_ERR_UNSUPPORTED, "big-endian hosts are not supported");
   int64_t count, bytes;
   LA_CHECK(buf && hlen && (dtype == LA_F32 || dtype == LA_F64 || dtype == LA_I64) && ndim >= 0 &&
-               ndim <= LA_NPY_MAX_DIM && (ndim == 0 || shape),
+           ndim <= LA_NPY_MAX_DIM && (ndim == 0 || shape),
            LA_ERR_ARG, "la_npy_format_header: invalid dtype, ndim or shape");
   if (shape_size(dtype, ndim, shape, &count, &bytes) != LA_OK)
     return la_error_prefix(LA_ERR_ARG, "la_npy_format_header: ");
@@ -424,7 +424,7 @@ la_status la_npy_save(const char *path, la_dtype dtype, int ndim, const int64_t 
   size_t hlen;
   int64_t count, bytes;
   LA_CHECK((dtype == LA_F32 || dtype == LA_F64 || dtype == LA_I64) && ndim >= 0 &&
-               ndim <= LA_NPY_MAX_DIM && (ndim == 0 || shape),
+           ndim <= LA_NPY_MAX_DIM && (ndim == 0 || shape),
            LA_ERR_ARG, "%s: cannot save: invalid dtype or ndim", path);
   if (shape_size(dtype, ndim, shape, &count, &bytes) != LA_OK)
     return la_error_prefix(LA_ERR_ARG, "%s: cannot save: ", path);

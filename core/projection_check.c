@@ -16,7 +16,7 @@ la_status la_projection_check(la_dtype dt, int ndim, const int64_t *shape, const
   const int64_t m = ndim == 2 || ndim == 3 ? shape[ndim - 2] : 0,
                 d = ndim == 2 || ndim == 3 ? shape[ndim - 1] : 0;
   LA_CHECK((dt == LA_F32 || dt == LA_F64) && (ndim == 2 || ndim == 3) &&
-               (ndim != 3 || shape[0] == heads) && d == dk && m == features,
+           (ndim != 3 || shape[0] == heads) && d == dk && m == features,
            LA_ERR_SHAPE, "projection must be [H=%d, m, dk=%d] or [m, dk=%d] float, with m = "
            "--features (%d)", heads, dk, dk, features);
   const int64_t count = (ndim == 3 ? shape[0] : 1) * m * d;

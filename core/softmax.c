@@ -248,7 +248,7 @@ la_status la_softmax_partial_mask(la_softmax_state *s, la_dtype dt, int dk, doub
                                   int64_t k0, int64_t nk, const void *k, const void *v,
                                   int threads) {
   LA_CHECK(s && !bad_shape(dt, s->nq, s->heads, dk, s->dv, scale) && nk >= 0 && q0 >= 0 && k0 >= 0 &&
-               (s->nq == 0 || nk == 0 || (q && k && v)),
+           (s->nq == 0 || nk == 0 || (q && k && v)),
            LA_ERR_ARG, "la_softmax_partial_mask: invalid arguments (dk %d, scale %g, q0 %lld, k0 %lld, "
            "nk %lld)", dk, scale, (long long)q0, (long long)k0, (long long)nk);
   const int64_t end = q0 + s->nq > k0 + nk ? q0 + s->nq : k0 + nk;

@@ -17,8 +17,8 @@ la_status la_error(la_status st, const char *fmt, ...) {
 }
 
 la_status la_error_prefix(la_status st, const char *fmt, ...) {
-  char was[sizeof la_err_msg];
-  memcpy(was, la_err_msg, sizeof was); /* the new text is formatted over the old */
+  char was[sizeof la_err_msg]; /* the new text is formatted over the old */
+  snprintf(was, sizeof was, "%s", la_error_reason(st));
   va_list ap;
   va_start(ap, fmt);
   const int n = vsnprintf(la_err_msg, sizeof la_err_msg, fmt, ap);

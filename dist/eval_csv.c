@@ -43,7 +43,7 @@ static la_status csv_read(csvfile *c, int optional, int *present, size_t *len) {
         free(buf);
         close(fd);
         return la_error(LA_ERR_NOMEM, "%s: out of memory for its contents (%zu bytes)",
-                    c->path, 2 * cap);
+                        c->path, 2 * cap);
       }
       buf = nb, cap *= 2;
     }
@@ -78,7 +78,7 @@ static la_status csv_parse(csvfile *c, size_t len) {
     int64_t l = 1;
     for (const char *q = p; q < nul; q++) l += *q == '\n';
     return la_error(LA_ERR_FORMAT, "%s: line %lld: a NUL byte (not a text CSV file)",
-                c->path, (long long)l);
+                    c->path, (long long)l);
   }
   size_t ncell = 0, ccap = 0, nrec = 0, lcap = 0;
   char **cells = NULL;
@@ -99,7 +99,7 @@ static la_status csv_parse(csvfile *c, size_t len) {
         for (;;) {
           if (p >= end) {
             st = la_error(LA_ERR_FORMAT, "%s: line %lld: a quoted field is not closed",
-                      c->path, (long long)rec_line);
+                          c->path, (long long)rec_line);
             goto done;
           }
           if (*p == '"') {
@@ -117,7 +117,7 @@ static la_status csv_parse(csvfile *c, size_t len) {
         while (p < end && is_blank(*p)) p++;
         if (p < end && *p != ',' && *p != '\n' && *p != '\r') {
           st = la_error(LA_ERR_FORMAT, "%s: line %lld: text after the closing quote of field %d",
-                    c->path, (long long)line, nf + 1);
+                        c->path, (long long)line, nf + 1);
           goto done;
         }
       } else {
@@ -125,7 +125,7 @@ static la_status csv_parse(csvfile *c, size_t len) {
         while (p < end && *p != ',' && *p != '\n' && *p != '\r') {
           if (*p == '"') {
             st = la_error(LA_ERR_FORMAT, "%s: line %lld: a quote inside unquoted field %d",
-                      c->path, (long long)line, nf + 1);
+                          c->path, (long long)line, nf + 1);
             goto done;
           }
           p++;
@@ -164,19 +164,19 @@ static la_status csv_parse(csvfile *c, size_t len) {
       for (int j = 0; j < nf; j++) {
         if (!*cells[j]) {
           st = la_error(LA_ERR_FORMAT, "%s: line %lld: header column %d has no name",
-                    c->path, (long long)rec_line, j + 1);
+                        c->path, (long long)rec_line, j + 1);
           goto done;
         }
         for (int k = 0; k < j; k++)
           if (!strcmp(cells[j], cells[k])) {
             st = la_error(LA_ERR_FORMAT, "%s: line %lld: column '%s' appears twice in the header",
-                      c->path, (long long)rec_line, cells[j]);
+                          c->path, (long long)rec_line, cells[j]);
             goto done;
           }
       }
     } else if (nf != c->ncol) {
       st = la_error(LA_ERR_FORMAT, "%s: line %lld: %d fields where the header has %d",
-                c->path, (long long)rec_line, nf, c->ncol);
+                    c->path, (long long)rec_line, nf, c->ncol);
       goto done;
     }
     if (nrec == lcap) {
@@ -238,7 +238,7 @@ static la_status load_table(const char *dir, table *t, int optional, const colsp
     t->col[j] = csv_col(c, spec[j].name);
     if (t->col[j] < 0 && (spec[j].flags & CF_REQ))
       return la_error(LA_ERR_FORMAT, "%s: line %lld: the header has no column '%s'",
-                  c->path, (long long)c->line[0], spec[j].name);
+                      c->path, (long long)c->line[0], spec[j].name);
   }
   t->row = la_calloc(c->nrow ? (size_t)c->nrow : 1, sizeof *t->row);
   if (!t->row) return la_error(LA_ERR_NOMEM, "%s: out of memory for %lld rows", c->path, (long long)c->nrow);
@@ -256,10 +256,10 @@ static la_status load_table(const char *dir, table *t, int optional, const colsp
         r->s[j] = cell;
         if ((spec[j].flags & CF_KEY) && !*cell)
           return la_error(LA_ERR_FORMAT, "%s: line %lld: %s is empty", c->path,
-                      (long long)r->line, spec[j].name);
+                          (long long)r->line, spec[j].name);
         if ((spec[j].flags & CF_YESNO) && *cell && strcmp(cell, "yes") && strcmp(cell, "no"))
           return la_error(LA_ERR_FORMAT, "%s: line %lld: %s is '%.40s', not yes or no",
-                      c->path, (long long)r->line, spec[j].name, cell);
+                          c->path, (long long)r->line, spec[j].name, cell);
         continue;
       }
       if (*cell) {
@@ -268,12 +268,12 @@ static la_status load_table(const char *dir, table *t, int optional, const colsp
         double v = strtod(cell, &e);
         if (e == cell || *e)
           return la_error(LA_ERR_FORMAT, "%s: line %lld: %s is '%.40s', not a number",
-                      c->path, (long long)r->line, spec[j].name, cell);
+                          c->path, (long long)r->line, spec[j].name, cell);
         r->v[j] = v;
       }
       if ((spec[j].flags & CF_KEY) && !isfinite(r->v[j]))
         return la_error(LA_ERR_FORMAT, "%s: line %lld: %s must be a finite number, not '%.40s'",
-                    c->path, (long long)r->line, spec[j].name, cell);
+                        c->path, (long long)r->line, spec[j].name, cell);
     }
   }
   t->n = c->nrow;

@@ -50,7 +50,7 @@ la_status la_error(la_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-/* Prefix the reason recorded so far: records fmt's text followed by that reason, and returns
+/* Prefix the reason so far: records fmt's text followed by la_error_reason(st), and returns
  * st, so that a caller names its part: la_error_prefix(st, "--q %s: ", path). */
 la_status la_error_prefix(la_status st, const char *fmt, ...)
 #if defined(__GNUC__)
