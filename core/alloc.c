@@ -122,9 +122,51 @@ void *la_aligned_alloc(size_t align, size_t bytes) {
   return advise_huge(p, bytes);
 }
 
+/* The memory stream: open_memstream's contract, with its growth through la_realloc, so that
+ * the fault injection reaches the texts composed in memory (report, CSVs, report.md). A growth
+ * that fails makes the write short, which sets the stream's error flag (glibc's fopencookie). */
+typedef struct {
+  char **text;
+  size_t *len, cap;
+} la_mstream;
+
+static ssize_t mstream_write(void *cookie, const char *data, size_t size) {
+  la_mstream *m = cookie;
+  if (size >= m->cap - *m->len) {
+    size_t cap = m->cap;
+    while (size >= cap - *m->len) {
+      if (cap > SIZE_MAX / 2) return 0;
+      cap *= 2;
+    }
+    char *nb = la_realloc(*m->text, cap);
+    if (!nb) return 0;
+    *m->text = nb, m->cap = cap;
+  }
+  memcpy(*m->text + *m->len, data, size);
+  *m->len += size;
+  (*m->text)[*m->len] = 0;
+  return (ssize_t)size;
+}
+
+static int mstream_close(void *cookie) {
+  free(cookie);
+  return 0;
+}
+
 FILE *la_open_memstream(char **text, size_t *len) {
   if (la_fault()) return NULL;
-  return open_memstream(text, len);
+  la_mstream *m = malloc(sizeof *m);
+  char *buf = malloc(256);
+  FILE *f = m && buf ? fopencookie(m, "w", (cookie_io_functions_t){NULL, mstream_write, NULL, mstream_close})
+                     : NULL;
+  if (!f) {
+    free(m), free(buf);
+    return NULL;
+  }
+  buf[0] = 0;
+  *text = buf, *len = 0;
+  m->text = text, m->len = len, m->cap = 256;
+  return f;
 }
 
 void *la_alloc_rows(size_t bytes) { return la_aligned_alloc(4096, bytes ? bytes : 1); }

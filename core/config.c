@@ -24,18 +24,12 @@ void la_config_default(la_config *cfg) {
   cfg->kernels = LA_KERNELS_AUTO;
 }
 
-la_status la_config_check(const la_config *cfg, int dk, char *err, size_t errlen) {
-/* the reason goes to err (the caller's buffer) and to la_error_message() */
-#define LA_BAD(...)                                          \
-  do {                                                       \
-    snprintf(err, errlen, __VA_ARGS__);                      \
-    return la_error(LA_ERR_ARG, "%s", err);                  \
-  } while (0)
+la_status la_config_check(const la_config *cfg, int dk) {
+#define LA_BAD(...) return la_error(LA_ERR_ARG, __VA_ARGS__)
   if (cfg->mode != LA_CAUSAL && cfg->mode != LA_BIDIRECTIONAL) LA_BAD("--mode: unknown mode");
   if (cfg->map < 0 || cfg->map >= LA_MAP_COUNT) LA_BAD("--feature-map: unknown map");
   if (dk < 1 || dk > LA_DIM_MAX) LA_BAD("dk = %d is outside [1, %d]", dk, LA_DIM_MAX);
-  if (la_map_check_width(cfg->map, dk, cfg->features, err, errlen)) /* maps.c: m, nu, r */
-    return la_error(LA_ERR_ARG, "%s", err);
+  LA_TRY(la_map_check_width(cfg->map, dk, cfg->features)); /* maps.c: m, nu, r */
   if (!(cfg->scale >= 0.0) || !isfinite(cfg->scale)) LA_BAD("--scale must be finite and > 0");
   if (cfg->chunk != 0 && (cfg->chunk < LA_CHUNK_MIN || cfg->chunk > LA_CHUNK_MAX))
     LA_BAD("--chunk %d is outside [%d, %d]", cfg->chunk, LA_CHUNK_MIN, LA_CHUNK_MAX);

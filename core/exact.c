@@ -34,7 +34,8 @@ void la_xhead_reset(int64_t *xh, size_t rsz) {
 
 la_status la_xstate_init(la_xstate *x, int heads, int r, int dv) {
   memset(x, 0, sizeof *x);
-  if (heads < 1 || r < 1 || dv < 1) return LA_ERR_ARG;
+  LA_CHECK(heads >= 1 && r >= 1 && dv >= 1, LA_ERR_ARG,
+           "la_xstate_init: invalid shape (%d heads, r %d, dv %d)", heads, r, dv);
   x->heads = heads;
   x->r = r;
   x->dv = dv;

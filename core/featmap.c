@@ -101,10 +101,10 @@ la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap 
   fm->heads = heads;
   fm->dk = dk;
   fm->s = cfg->scale > 0 ? cfg->scale : 1.0 / sqrt((double)dk);
-  char why[256];
-  if (la_map_check_width(cfg->map, dk, cfg->features, why, sizeof why)) {
+  la_status st = la_map_check_width(cfg->map, dk, cfg->features);
+  if (st != LA_OK) {
     free(fm);
-    return la_error(LA_ERR_ARG, "la_featmap_create: %s", why);
+    return la_error_prefix(st, "la_featmap_create: ");
   }
   if (mi->draw != LA_DRAW_NONE) {
     fm->m = cfg->features;
@@ -121,7 +121,7 @@ la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap 
     }
     for (int h = 0; h < heads; h++) {
       if (mi->draw == LA_DRAW_ORF) {
-        la_status st = draw_orf(fm, cfg->seed, h);
+        st = draw_orf(fm, cfg->seed, h);
         if (st != LA_OK) {
           la_featmap_destroy(&fm);
           return st;
@@ -162,12 +162,14 @@ const double *la_featmap_projection(const la_featmap fm, int *m) {
 }
 
 la_status la_featmap_set_projection(la_featmap fm, const double *omega, int m, int shared) {
-  if (!la_map_is_random(fm->kind) || m != fm->m) return LA_ERR_SHAPE;
-  size_t per = (size_t)m * fm->dk;
+  LA_CHECK(la_map_is_random(fm->kind), LA_ERR_SHAPE, "projection: the %s map has no projection",
+           fm->map->name);
+  LA_CHECK(m == fm->m, LA_ERR_SHAPE, "projection: m = %d, the map has --features %d", m, fm->m);
+  size_t per = (size_t)m * fm->dk, total = per * (shared ? 1 : (size_t)fm->heads);
+  for (size_t i = 0; i < total; i++) /* checked before the copy: a refused one changes nothing */
+    LA_CHECK(isfinite(omega[i]), LA_ERR_NONFINITE, "projection: entry %zu is not finite", i);
   for (int h = 0; h < fm->heads; h++)
     memcpy(fm->omega + h * per, omega + (shared ? 0 : h * per), sizeof(double) * per);
-  for (size_t i = 0; i < per * fm->heads; i++)
-    if (!isfinite(fm->omega[i])) return LA_ERR_NONFINITE;
   refresh_scaled(fm);
   return LA_OK;
 }

@@ -42,8 +42,9 @@ la_status la_check_finite(la_dtype dt, const void *x, int64_t n, int heads, int 
       if (!isfinite(val)) {
         *bad_token = token0 + i;
         *bad_head = (int)(j / d);
-        *bad_col = (int)(j % d);
-        return LA_ERR_NONFINITE;
+        *bad_col = (int)(j % d); /* the callers name the input in their own message */
+        return la_error(LA_ERR_NONFINITE, "non-finite value at (token %lld, head %d, column %d)",
+                        (long long)*bad_token, *bad_head, *bad_col);
       }
     }
   return LA_OK; /* not reached: the first pass found one */

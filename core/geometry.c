@@ -94,12 +94,12 @@ int64_t la_engine_segment_at_or_after(const la_engine e, int64_t t) {
 }
 int la_engine_has_segments(const la_engine e) { return e->seg_off != NULL; }
 
-la_status la_engine_set_mask(la_engine e, const void *mask, char *err, size_t errlen) {
+la_status la_engine_set_mask(la_engine e, const void *mask) {
   (void)e;
   (void)mask;
-  snprintf(err, errlen, "general pairwise masks are not supported: an arbitrary mask breaks the "
-           "single shared summary phi(q)^T S (docs/design.md §3.3); use segments or a causal window");
-  return LA_ERR_UNSUPPORTED;
+  return la_error(LA_ERR_UNSUPPORTED, "general pairwise masks are not supported: an arbitrary mask "
+                  "breaks the single shared summary phi(q)^T S (docs/design.md §3.3); use segments or "
+                  "a causal window");
 }
 
 /* Superblock bounds: b of B, chunk-aligned. */

@@ -21,8 +21,10 @@ void *la_realloc(void *p, size_t bytes);
 /* posix_memalign: align is a power of two and a multiple of sizeof(void *); bytes 0 gives a
  * block of align bytes (never NULL for success). */
 void *la_aligned_alloc(size_t align, size_t bytes);
-/* open_memstream, counted as one allocation (its growth is libc's: a failed write shows as
- * ferror/fclose failing on the stream). */
+/* open_memstream's contract (*text NUL-terminated, *text and *len current after fflush, the
+ * text free()d by the caller after fclose), counted as one allocation, and its growth goes
+ * through la_realloc: a growth that fails sets the stream's error flag, so a composer checks
+ * ferror before fclose (a fclose after a failed write may still return 0). */
 FILE *la_open_memstream(char **text, size_t *len);
 /* Calls of the functions above so far in this process (0 unless LINATTN_FAIL_ALLOC or
  * LINATTN_COUNT_ALLOC is set: only then are they counted). */

@@ -196,20 +196,19 @@ double la_map_flops_per_row(la_map_kind k, int dk, int r) {
   return mi ? mi->flops_dk_r * dk * r + mi->flops_r * r + mi->flops_dk * dk : 0.0;
 }
 
-int la_map_check_width(la_map_kind k, int dk, int m, char *err, size_t errlen) {
+la_status la_map_check_width(la_map_kind k, int dk, int m) {
   const la_map_info *mi = la_map_get(k);
-  if (!mi) return snprintf(err, errlen, "--feature-map: unknown map"), 1;
-  if (mi->draw != LA_DRAW_NONE && (m < 1 || m > LA_FEATURES_MAX))
-    return snprintf(err, errlen, "--features %d is outside [1, %d]", m, LA_FEATURES_MAX), 1;
+  LA_CHECK(mi, LA_ERR_ARG, "--feature-map: unknown map");
+  LA_CHECK(mi->draw == LA_DRAW_NONE || (m >= 1 && m <= LA_FEATURES_MAX), LA_ERR_ARG,
+           "--features %d is outside [1, %d]", m, LA_FEATURES_MAX);
   /* DPFP-nu: nu in {1, ..., 2 dk - 1} (Schlag et al. 2021, section 5.3) */
-  if (mi->width == LA_WIDTH_2DK_M && (m < 1 || (int64_t)m > 2 * (int64_t)dk - 1))
-    return snprintf(err, errlen, "--feature-map %s: --features %d (nu) is outside [1, %lld] "
-                    "(2 dk - 1 for dk = %d)", mi->name, m, 2 * (long long)dk - 1, dk), 1;
-  if (dk >= 1 && la_map_width(k, dk, m) == 0)
-    return snprintf(err, errlen, "--feature-map %s: the width r for dk = %d%s exceeds %d", mi->name,
-                    dk, mi->width == LA_WIDTH_TAYLOR2 ? " (1 + dk + dk(dk+1)/2; dk <= 510)" : "",
-                    LA_WIDTH_MAX), 1;
-  return 0;
+  LA_CHECK(mi->width != LA_WIDTH_2DK_M || (m >= 1 && (int64_t)m <= 2 * (int64_t)dk - 1), LA_ERR_ARG,
+           "--feature-map %s: --features %d (nu) is outside [1, %lld] (2 dk - 1 for dk = %d)",
+           mi->name, m, 2 * (long long)dk - 1, dk);
+  LA_CHECK(dk < 1 || la_map_width(k, dk, m) != 0, LA_ERR_ARG,
+           "--feature-map %s: the width r for dk = %d%s exceeds %d", mi->name, dk,
+           mi->width == LA_WIDTH_TAYLOR2 ? " (1 + dk + dk(dk+1)/2; dk <= 510)" : "", LA_WIDTH_MAX);
+  return LA_OK;
 }
 
 /* ---- Dispatch (featmap_internal.h): the AVX-512 form when the featmap chose it ---- */

@@ -50,8 +50,8 @@ typedef struct {
 
 /* The row of map k (k < LA_MAP_COUNT), or NULL. */
 const la_map_info *la_map_get(la_map_kind k);
-/* 0 if map k takes features m at input width dk (m in [1, LA_FEATURES_MAX] for the random
- * maps, nu in [1, 2 dk - 1] for dpfp, r <= LA_WIDTH_MAX); else 1, with a one-line reason in
- * err (la_config_check and la_featmap_create). */
-int la_map_check_width(la_map_kind k, int dk, int m, char *err, size_t errlen);
+/* LA_OK if map k takes features m at input width dk (m in [1, LA_FEATURES_MAX] for the random
+ * maps, nu in [1, 2 dk - 1] for dpfp, r <= LA_WIDTH_MAX); else LA_ERR_ARG with its one-line
+ * reason recorded (la_config_check and la_featmap_create). */
+la_status la_map_check_width(la_map_kind k, int dk, int m);
 #endif

@@ -72,6 +72,7 @@ int la_tmp_sweep(const char *path) {
   return removed;
 }
 
+/* A mapping, not a failure: the callers record the reason with the status (§6 "Errors"). */
 la_status la_write_status(int e) {
   switch (e) {
   case ENOENT:
@@ -89,29 +90,19 @@ la_status la_write_status(int e) {
   }
 }
 
-la_status la_output_check(const char *path, int force, char *err, size_t errlen) {
-  if (!path || !*path) return snprintf(err, errlen, "invalid argument: no output path"), LA_ERR_ARG;
+la_status la_output_check(const char *path, int force) {
+  LA_CHECK(path && *path, LA_ERR_ARG, "invalid argument: no output path");
   struct stat sb;
-  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    snprintf(err, errlen, "%s: is a directory", path);
-    return LA_ERR_IO;
-  }
-  if (!force && lstat(path, &sb) == 0) {
-    snprintf(err, errlen, "%s: exists (use --force to overwrite)", path);
-    return LA_ERR_EXISTS;
-  }
+  LA_CHECK(!(stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)), LA_ERR_IO, "%s: is a directory", path);
+  LA_CHECK(force || lstat(path, &sb) != 0, LA_ERR_EXISTS, "%s: exists (use --force to overwrite)", path);
   la_tmp_sweep(path);
   char tmp[4200], dir[4096];
   folder_of(path, dir, sizeof dir);
-  if (!la_tmp_name(path, (long)getpid(), tmp, sizeof tmp)) {
-    snprintf(err, errlen, "%s: path too long", path);
-    return LA_ERR_ARG;
-  }
+  LA_CHECK(la_tmp_name(path, (long)getpid(), tmp, sizeof tmp), LA_ERR_ARG, "%s: path too long", path);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) {
     int e = errno;
-    snprintf(err, errlen, "%s: cannot create a file in %s: %s", path, dir, strerror(e));
-    return la_write_status(e);
+    return la_error(la_write_status(e), "%s: cannot create a file in %s: %s", path, dir, strerror(e));
   }
   close(fd);
   unlink(tmp);
@@ -133,22 +124,19 @@ static int write_all(int fd, const void *src, size_t n) {
 }
 
 la_status la_write_file(const char *path, const void *a, size_t na, const void *b, size_t nb,
-                        int force, char *err, size_t errlen) {
-  if (!path || !*path) return snprintf(err, errlen, "invalid argument: no path"), LA_ERR_ARG;
+                        int force) {
+  LA_CHECK(path && *path, LA_ERR_ARG, "invalid argument: no path");
   struct stat sb;
-  if (!force && lstat(path, &sb) == 0) {
-    snprintf(err, errlen, "%s: exists (use --force to overwrite)", path);
-    return LA_ERR_EXISTS;
-  }
+  LA_CHECK(force || lstat(path, &sb) != 0, LA_ERR_EXISTS, "%s: exists (use --force to overwrite)", path);
   size_t tl = strlen(path) + 32;
   char *tmp = la_malloc(tl);
-  if (!tmp) return snprintf(err, errlen, "%s: out of memory for its temporary name", path), LA_ERR_NOMEM;
+  LA_CHECK(tmp, LA_ERR_NOMEM, "%s: out of memory for its temporary name", path);
   la_tmp_name(path, (long)getpid(), tmp, tl);
   la_tmp_sweep(path);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) {
     int e = errno;
-    snprintf(err, errlen, "%s: cannot create the temporary file %s: %s", path, tmp, strerror(e));
+    la_error(la_write_status(e), "%s: cannot create the temporary file %s: %s", path, tmp, strerror(e));
     free(tmp);
     return la_write_status(e);
   }
@@ -159,10 +147,11 @@ la_status la_write_file(const char *path, const void *a, size_t na, const void *
   if (close(fd) != 0 && !what) what = "cannot write", e = errno;
   if (!what && rename(tmp, path) != 0)
     what = "cannot rename the temporary file into place", e = errno;
+  la_status st = LA_OK;
   if (what) {
     unlink(tmp); /* the first error is the one reported */
-    snprintf(err, errlen, "%s: %s: %s", path, what, strerror(e));
+    st = la_error(la_write_status(e), "%s: %s: %s", path, what, strerror(e));
   }
   free(tmp);
-  return what ? la_write_status(e) : LA_OK;
+  return st;
 }

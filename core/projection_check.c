@@ -12,20 +12,16 @@ int la_projection_features(int ndim, const int64_t *shape, int features) {
 }
 
 la_status la_projection_check(la_dtype dt, int ndim, const int64_t *shape, const void *data,
-                              int heads, int dk, int features, char *err, size_t errlen) {
+                              int heads, int dk, int features) {
   const int64_t m = ndim == 2 || ndim == 3 ? shape[ndim - 2] : 0,
                 d = ndim == 2 || ndim == 3 ? shape[ndim - 1] : 0;
-  if ((dt != LA_F32 && dt != LA_F64) || (ndim != 2 && ndim != 3) ||
-      (ndim == 3 && shape[0] != heads) || d != dk || m != features) {
-    snprintf(err, errlen, "projection must be [H=%d, m, dk=%d] or [m, dk=%d] float, "
-             "with m = --features (%d)", heads, dk, dk, features);
-    return LA_ERR_SHAPE;
-  }
+  LA_CHECK((dt == LA_F32 || dt == LA_F64) && (ndim == 2 || ndim == 3) &&
+           (ndim != 3 || shape[0] == heads) && d == dk && m == features,
+           LA_ERR_SHAPE, "projection must be [H=%d, m, dk=%d] or [m, dk=%d] float, with m = "
+           "--features (%d)", heads, dk, dk, features);
   const int64_t count = (ndim == 3 ? shape[0] : 1) * m * d;
   for (int64_t i = 0; i < count; i++)
-    if (!isfinite(dt == LA_F32 ? (double)((const float *)data)[i] : ((const double *)data)[i])) {
-      snprintf(err, errlen, "non-finite projection entry");
-      return LA_ERR_NONFINITE;
-    }
+    LA_CHECK(isfinite(dt == LA_F32 ? (double)((const float *)data)[i] : ((const double *)data)[i]),
+             LA_ERR_NONFINITE, "non-finite projection entry");
   return LA_OK;
 }

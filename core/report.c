@@ -54,21 +54,15 @@ static void opt_str(FILE *f, const char *s) {
   else fputs("null", f);
 }
 
-la_status la_report_write(const char *path, const la_report *p, int force, char *err,
-                          size_t errlen) {
-  if (!force && access(path, F_OK) == 0) {
-    snprintf(err, errlen, "%s: exists (use --force to overwrite)", path);
-    return LA_ERR_EXISTS;
-  }
+la_status la_report_write(const char *path, const la_report *p, int force) {
+  LA_CHECK(force || access(path, F_OK) != 0, LA_ERR_EXISTS, "%s: exists (use --force to overwrite)",
+           path);
   /* The JSON is composed in memory, then written and renamed by la_write_file, which checks
    * every write, the fsync and the close. */
   char *text = NULL;
   size_t len = 0;
   FILE *f = la_open_memstream(&text, &len);
-  if (!f) {
-    snprintf(err, errlen, "%s: out of memory for the report", path);
-    return LA_ERR_NOMEM;
-  }
+  LA_CHECK(f, LA_ERR_NOMEM, "%s: out of memory for the report", path);
   const la_config *c = &p->cfg;
   fprintf(f, "{\n  \"version\": \"%s\",\n  \"subcommand\": ", LA_VERSION_STRING);
   json_str(f, p->subcommand);
@@ -142,13 +136,8 @@ la_status la_report_write(const char *path, const la_report *p, int force, char 
   fprintf(f, "  \"comm_bytes_per_rank\": %lld\n}\n", (long long)p->comm_bytes_per_rank);
   int bad = ferror(f);
   bad |= fclose(f) != 0;
-  la_status st = LA_OK;
-  if (bad) {
-    snprintf(err, errlen, "%s: out of memory for the report", path);
-    st = LA_ERR_NOMEM;
-  } else {
-    st = la_write_file(path, text, len, NULL, 0, force, err, errlen);
-  }
+  la_status st = bad ? la_error(LA_ERR_NOMEM, "%s: out of memory for the report", path)
+                     : la_write_file(path, text, len, NULL, 0, force);
   free(text);
   return st;
 }

@@ -175,15 +175,17 @@ static int bad_shape(la_dtype dt, int64_t n, int heads, int dk, int dv, double s
 la_status la_softmax_attention(la_dtype dt, int64_t n, int heads, int dk, int dv, double scale,
                                la_mode mode, const void *q, const void *k, const void *v,
                                void *out, int threads) {
-  if (bad_shape(dt, n, heads, dk, dv, scale) || (n > 0 && (!q || !k || !v || !out)))
-    return LA_ERR_ARG;
+  LA_CHECK(!bad_shape(dt, n, heads, dk, dv, scale) && (n == 0 || (q && k && v && out)), LA_ERR_ARG,
+           "la_softmax_attention: invalid arguments (n %lld, heads %d, dk %d, dv %d, scale %g)",
+           (long long)n, heads, dk, dv, scale);
   const size_t es = la_dtype_size(dt);
   const int64_t nqb = (n + BQ - 1) / BQ, items = nqb * heads;
   const la_softmax_mask mask = {mode, NULL, 0, 0};
   LA_TRY(la_sm_mask_check(&mask, n, "la_softmax_attention"));
   const int T = la_sm_threads(threads);
   sm_work *ws = works_alloc(T, es, dv, 1);
-  if (!ws) return LA_ERR_NOMEM;
+  LA_CHECK(ws, LA_ERR_NOMEM, "softmax baseline: out of memory for the scratch of %d threads (dv %d)",
+           T, dv);
   la_blas_single_thread();
 #pragma omp parallel num_threads(T)
   {
@@ -215,7 +217,8 @@ la_status la_softmax_attention(la_dtype dt, int64_t n, int heads, int dk, int dv
 
 la_status la_softmax_state_init(la_softmax_state *s, int64_t nq, int heads, int dv) {
   memset(s, 0, sizeof *s);
-  if (nq < 0 || heads < 1 || dv < 1) return LA_ERR_ARG;
+  LA_CHECK(nq >= 0 && heads >= 1 && dv >= 1, LA_ERR_ARG,
+           "la_softmax_state_init: invalid shape (nq %lld, heads %d, dv %d)", (long long)nq, heads, dv);
   const size_t rows = (size_t)nq * heads;
   s->m = la_malloc(sizeof(double) * (rows ? rows : 1));
   s->l = la_calloc(rows ? rows : 1, sizeof(double));
@@ -244,9 +247,10 @@ la_status la_softmax_partial_mask(la_softmax_state *s, la_dtype dt, int dk, doub
                                   const la_softmax_mask *mask, int64_t q0, const void *q,
                                   int64_t k0, int64_t nk, const void *k, const void *v,
                                   int threads) {
-  if (!s || bad_shape(dt, s->nq, s->heads, dk, s->dv, scale) || nk < 0 || q0 < 0 || k0 < 0 ||
-      (s->nq > 0 && nk > 0 && (!q || !k || !v)))
-    return LA_ERR_ARG;
+  LA_CHECK(s && !bad_shape(dt, s->nq, s->heads, dk, s->dv, scale) && nk >= 0 && q0 >= 0 && k0 >= 0 &&
+           (s->nq == 0 || nk == 0 || (q && k && v)),
+           LA_ERR_ARG, "la_softmax_partial_mask: invalid arguments (dk %d, scale %g, q0 %lld, k0 %lld, "
+           "nk %lld)", dk, scale, (long long)q0, (long long)k0, (long long)nk);
   const int64_t end = q0 + s->nq > k0 + nk ? q0 + s->nq : k0 + nk;
   LA_TRY(la_sm_mask_check(mask, end, "la_softmax_partial_mask"));
   const int H = s->heads, dv = s->dv;
@@ -258,7 +262,8 @@ la_status la_softmax_partial_mask(la_softmax_state *s, la_dtype dt, int dk, doub
   const int64_t nqb = (s->nq + BQ - 1) / BQ, items = nqb * H;
   const int T = la_sm_threads(threads);
   sm_work *ws = works_alloc(T, es, dv, 0);
-  if (!ws) return LA_ERR_NOMEM;
+  LA_CHECK(ws, LA_ERR_NOMEM, "softmax baseline: out of memory for the scratch of %d threads (dv %d)",
+           T, dv);
   la_blas_single_thread();
 #pragma omp parallel num_threads(T)
   {
@@ -288,10 +293,13 @@ la_status la_softmax_partial(la_softmax_state *s, la_dtype dt, int dk, double sc
 }
 
 la_status la_softmax_finish(const la_softmax_state *s, la_dtype dt, void *out) {
-  if (!s || (dt != LA_F32 && dt != LA_F64) || (s->nq > 0 && !out)) return LA_ERR_ARG;
+  LA_CHECK(s && (dt == LA_F32 || dt == LA_F64) && (s->nq == 0 || out), LA_ERR_ARG,
+           "la_softmax_finish: invalid arguments");
   const size_t es = la_dtype_size(dt), rows = (size_t)s->nq * s->heads;
   int64_t empty = 0;
   for (size_t r = 0; r < rows; r++)
     empty += finish_row(dt, s->acc + r * s->dv, s->l[r], s->dv, (char *)out + r * s->dv * es);
-  return empty ? LA_ERR_DENOMINATOR : LA_OK;
+  LA_CHECK(!empty, LA_ERR_DENOMINATOR, "softmax baseline: %lld of %lld rows read no key (zeros "
+           "written)", (long long)empty, (long long)rows);
+  return LA_OK;
 }

@@ -9,7 +9,8 @@
 
 la_status la_state_init(la_state *s, int heads, int r, int dv) {
   memset(s, 0, sizeof *s);
-  if (heads < 1 || r < 1 || dv < 1) return LA_ERR_ARG;
+  LA_CHECK(heads >= 1 && r >= 1 && dv >= 1, LA_ERR_ARG,
+           "la_state_init: invalid shape (%d heads, r %d, dv %d)", heads, r, dv);
   s->heads = heads;
   s->r = r;
   s->dv = dv;

@@ -2,6 +2,7 @@
  * (docs/design.md §6 "Errors"). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include "linattn/status.h"
 #include "linattn/types.h"
 
@@ -12,6 +13,18 @@ la_status la_error(la_status st, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(la_err_msg, sizeof la_err_msg, fmt, ap);
   va_end(ap);
+  return st;
+}
+
+la_status la_error_prefix(la_status st, const char *fmt, ...) {
+  char was[sizeof la_err_msg]; /* the new text is formatted over the old */
+  snprintf(was, sizeof was, "%s", la_error_reason(st));
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = vsnprintf(la_err_msg, sizeof la_err_msg, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n < sizeof la_err_msg)
+    snprintf(la_err_msg + n, sizeof la_err_msg - (size_t)n, "%s", was);
   return st;
 }
 

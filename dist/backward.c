@@ -31,12 +31,12 @@ static la_status backward_segmented(la_dist d, la_engine eng, int64_t n, int64_t
     if (t < row0 + n)
       for (int h = 0; h < H; h++) F.f[h] = 1;
   }
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK) s = la_dist_exscan(d, &L);
   if (s == LA_OK) s = la_dist_exscan_reverse(d, &F);
   if (s == LA_OK)
     s = la_backward_segmented(eng, row0, n, q, k, v, g, &L, &F, dq, dk, dv, side, &hr, &tr, stats);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK) {
     size_t bytes = sizeof(double) * (size_t)H * ((size_t)r * (dvw + 1));
     memcpy(lr.sz, tr.sz, bytes);
@@ -88,7 +88,7 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
                     : la_error(LA_ERR_NOMEM, "window: out of memory for the future halo (%lld "
                                "query rows)", (long long)nf);
   if (s == LA_OK) s = la_state_init(&part, H, r, dv);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK) {
     MPI_Datatype tq, tg, ts;
     MPI_Type_contiguous((int)rowq, MPI_BYTE, &tq);
@@ -139,7 +139,8 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
         d->bytes += (int64_t)(sizeof(double) * per * H);
       }
     }
-    if (MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE) != MPI_SUCCESS) s = LA_ERR_MPI;
+    if (MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+      s = la_error(LA_ERR_MPI, "backward: window: the halo exchange failed");
     d->comm_seconds += MPI_Wtime() - t0;
     MPI_Type_free(&tq);
     MPI_Type_free(&tg);
@@ -155,7 +156,7 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
       }
     }
   }
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   free(recvmid);
   free(sendmid);
   free(have);
@@ -183,11 +184,11 @@ static la_status backward_window(la_dist d, la_engine eng, int64_t N, int64_t n,
   double *fs = NULL;
   la_status s = la_state_init(&mid, H, r, dvw);
   if (s == LA_OK) s = la_state_init(&fmid, H, r, dvw);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK) s = la_window_fetch_past(d, eng, N, n, row0, k, v, &lo, &hi, &hk, &hv, &mid);
   if (s == LA_OK)
     s = la_backward_window(eng, row0, n, q, k, v, g, lo, hi, hk, hv, &mid, dq, side, stats);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK)
     s = window_fetch_future(d, eng, N, n, row0, q, g, side, &flo, &fhi, &fq, &fg, &fs, &fmid);
   if (s == LA_OK)
@@ -212,7 +213,8 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
   la_state st = {0}, rev = {0};
   int64_t N = 0;
   la_status s = LA_OK;
-  if (MPI_Allreduce(&n, &N, 1, MPI_INT64_T, MPI_SUM, d->comm) != MPI_SUCCESS) s = LA_ERR_MPI;
+  if (MPI_Allreduce(&n, &N, 1, MPI_INT64_T, MPI_SUM, d->comm) != MPI_SUCCESS)
+    s = la_error(LA_ERR_MPI, "backward: MPI_Allreduce of the sequence length failed");
   const int win = la_engine_window(eng) > 0 && la_engine_window(eng) < N;
   /* side rows: inside dv (read before overwritten) unless the window's reverse pass needs
    * later rows, or a dV row is shorter than 24 bytes */
@@ -226,17 +228,17 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
                  "%d heads)", (long long)n, H);
   if (s == LA_OK) s = la_state_init(&st, H, r, dvw);
   if (s == LA_OK) s = la_state_init(&rev, H, r, dvw);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK && win) {
     s = backward_window(d, eng, N, n, row0, q, k, v, g, dq, dk, dv, side, stats);
   } else if (s == LA_OK && bidir && la_engine_has_segments(eng)) {
     s = backward_segmented(d, eng, n, row0, q, k, v, g, dq, dk, dv, side, stats);
   } else if (s == LA_OK) {
     if (bidir || d->size > 1) s = la_engine_accumulate(eng, row0, n, k, v, &st);
-    s = la_dist_agree(d, s, NULL, 0);
+    s = la_dist_agree(d, s);
     if (s == LA_OK && d->size > 1) s = bidir ? la_dist_allreduce(d, &st) : la_dist_exscan(d, &st);
     if (s == LA_OK) s = la_backward_replay(eng, row0, n, q, k, v, g, &st, dq, side, &rev, stats);
-    s = la_dist_agree(d, s, NULL, 0);
+    s = la_dist_agree(d, s);
     if (s == LA_OK) {
       if (bidir) s = d->size > 1 ? la_dist_allreduce(d, &rev) : LA_OK;
       else if (d->size > 1) s = la_dist_exscan_reverse(d, &rev);
@@ -247,7 +249,7 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
   la_state_free(&st);
   la_state_free(&rev);
   free(own);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
   return s;
 }

@@ -213,8 +213,6 @@ typedef struct {
   la_dist d;
   const la_cli *o;
   la_csv *csv;
-  char *err;
-  size_t errlen;
   int softmax, pblas; /* --baselines */
 } la_bctx;
 
@@ -235,11 +233,11 @@ static la_status time_linear(la_bctx *b, la_mode mode, int64_t n, int64_t nloc, 
   la_engine eng = NULL;
   la_den_stats stats = {0};
   la_error_clear();
-  la_status s = la_config_check(&cfg, o->dk, b->err, b->errlen);
-  if (s == LA_OK) s = la_featmap_create(&cfg, o->heads, o->dk, &fm);
-  if (s == LA_OK) s = la_engine_create(&cfg, fm, o->dtype, o->dv, &eng);
-  if (s != LA_OK && !b->err[0]) snprintf(b->err, b->errlen, "engine: %s", la_error_reason(s));
-  s = la_dist_agree(b->d, s, b->err, b->errlen);
+  la_status s = la_config_check(&cfg, o->dk);
+  if (s == LA_OK && ((s = la_featmap_create(&cfg, o->heads, o->dk, &fm)) != LA_OK ||
+                     (s = la_engine_create(&cfg, fm, o->dtype, o->dv, &eng)) != LA_OK))
+    la_error_prefix(s, "engine: ");
+  s = la_dist_agree(b->d, s);
   double best = INFINITY;
   for (int rep = 0; rep < o->repeat && s == LA_OK; rep++) {
     s = la_den_stats_init(&stats);
@@ -250,9 +248,8 @@ static la_status time_linear(la_bctx *b, la_mode mode, int64_t n, int64_t nloc, 
     MPI_Allreduce(&t, &tm, 1, MPI_DOUBLE, MPI_MAX, la_dist_comm(b->d));
     best = fmin(best, tm);
     if (s == LA_OK && (stats.violations > 0 || stats.overflows > 0)) {
-      snprintf(b->err, b->errlen, "%s %s n=%lld: %lld rows violate the denominator policy 'error'",
-               la_map_name(map), mode_name(mode), (long long)n, (long long)stats.violations);
-      s = LA_ERR_DENOMINATOR;
+      s = la_error(LA_ERR_DENOMINATOR, "%s %s n=%lld: %lld rows violate the denominator policy 'error'",
+                   la_map_name(map), mode_name(mode), (long long)n, (long long)stats.violations);
     }
     la_den_stats_free(&stats);
   }
@@ -281,9 +278,8 @@ static la_status check_result(la_bctx *b, const char *what, double err, double r
   MPI_Allreduce(e, m, 2, MPI_DOUBLE, MPI_MAX, la_dist_comm(b->d));
   *rel = m[1] > 0 ? m[0] / m[1] : m[0];
   if (!(*rel <= tol)) {
-    snprintf(b->err, b->errlen, "--check: %s differs from la_softmax_attention (float64) by %.3g > %.0e",
-             what, *rel, tol);
-    return LA_ERR_INTERNAL;
+    return la_error(LA_ERR_INTERNAL, "--check: %s differs from la_softmax_attention (float64) by %.3g > %.0e",
+                    what, *rel, tol);
   }
   return LA_OK;
 }
@@ -306,9 +302,8 @@ static la_status bench_one(la_bctx *b, la_mode mode, int64_t n) {
     v = la_alloc_rows(es * rv);
     out = la_alloc_rows(es * rv);
     if (!q || !k || !v || !out) {
-      snprintf(b->err, b->errlen, "out of memory for the inputs of n = %lld (%.3g GB per rank)",
-               (long long)n, (double)es * (2 * rk + 2 * rv) * 1e-9);
-      s = LA_ERR_NOMEM;
+      s = la_error(LA_ERR_NOMEM, "out of memory for the inputs of n = %lld (%.3g GB per rank)",
+                   (long long)n, (double)es * (2 * rk + 2 * rv) * 1e-9);
     } else {
       la_synth_rows(o->cfg.seed, 0, row0, nloc, H, o->dk, 1.0, o->dtype, q);
       la_synth_rows(o->cfg.seed, 1, row0, nloc, H, o->dk, 1.0, o->dtype, k);
@@ -318,9 +313,9 @@ static la_status bench_one(la_bctx *b, la_mode mode, int64_t n) {
   if (s == LA_OK && o->check && (do_sm || do_pb)) {
     s = reference(o, LA_F64, n, mode, &ref64);
     if (s == LA_OK && o->dtype == LA_F32 && do_sm) s = reference(o, LA_F32, n, mode, &ref_dt);
-    if (s != LA_OK) snprintf(b->err, b->errlen, "--check: reference: %s", la_error_reason(s));
+    if (s != LA_OK) la_error_prefix(s, "--check: reference: ");
   }
-  s = la_dist_agree(b->d, s, b->err, b->errlen);
+  s = la_dist_agree(b->d, s);
   for (int ti = 0; ti < o->threads_list.n && s == LA_OK; ti++) {
     const int T = (int)o->threads_list.i[ti];
     for (int mi = 0; mi < o->maps.n && !o->no_linear && s == LA_OK; mi++) {
@@ -338,8 +333,7 @@ static la_status bench_one(la_bctx *b, la_mode mode, int64_t n) {
         MPI_Allreduce(&t, &tm, 1, MPI_DOUBLE, MPI_MAX, la_dist_comm(b->d));
         best = fmin(best, tm);
       }
-      if (s != LA_OK)
-        snprintf(b->err, b->errlen, "softmax baseline n=%lld: %s", (long long)n, la_error_reason(s));
+      if (s != LA_OK) la_error_prefix(s, "softmax baseline n=%lld: ", (long long)n);
       if (s == LA_OK && o->check) {
         const double *ref = (o->dtype == LA_F32 ? ref_dt : ref64) + (size_t)row0 * H * o->dv;
         double e = 0, rm = 0;
@@ -360,10 +354,9 @@ static la_status bench_one(la_bctx *b, la_mode mode, int64_t n) {
       double best = INFINITY, rel = -1, e = 0, rm = 0;
       double *ptmp = la_malloc(sizeof(double) * (size_t)o->pblas_nb * H * (o->dk > o->dv ? o->dk : o->dv));
       if (!ptmp) {
-        snprintf(b->err, b->errlen, "pblas baseline: out of memory for %d rows of inputs", o->pblas_nb);
-        s = LA_ERR_NOMEM;
+        s = la_error(LA_ERR_NOMEM, "pblas baseline: out of memory for %d rows of inputs", o->pblas_nb);
       }
-      s = la_dist_agree(b->d, s, b->err, b->errlen);
+      s = la_dist_agree(b->d, s);
       for (int rep = 0; rep < o->repeat && s == LA_OK; rep++) {
         double tot = 0;
         for (int h = 0; h < H && s == LA_OK; h++) {
@@ -371,7 +364,7 @@ static la_status bench_one(la_bctx *b, la_mode mode, int64_t n) {
           la_pblas_io io = {pblas_fill, pblas_emit, &c};
           double sec;
           s = la_pblas_attention(la_dist_comm(b->d), n, o->dk, o->dv, scale, mode, o->pblas_nb,
-                                 o->pblas_panel, T, &io, &sec, b->err, b->errlen);
+                                 o->pblas_panel, T, &io, &sec);
           tot += sec;
           e = fmax(e, c.err);
           rm = fmax(rm, c.refmax);
@@ -409,7 +402,6 @@ static int default_threads(void) {
 
 int la_cmd_bench(la_dist d, la_cli *o) {
   const int rank = la_dist_rank(d);
-  char err[1024] = "";
   la_status s = LA_OK;
   if (o->threads_list.n == 0) o->threads_list = (la_list){.n = 1, .i = {default_threads()}};
   la_error_clear(); /* la_error_reason below reads only what this run records */
@@ -417,18 +409,16 @@ int la_cmd_bench(la_dist d, la_cli *o) {
   la_sysinfo_get(&csv.sys);
   if (o->csv && rank == 0) {
     if (!o->force && access(o->csv, F_OK) == 0) {
-      snprintf(err, sizeof err, "--csv %s: exists (use --force to overwrite)", o->csv);
-      s = LA_ERR_EXISTS;
+      s = la_error(LA_ERR_EXISTS, "--csv %s: exists (use --force to overwrite)", o->csv);
     } else {
       /* its folder, before any timing */
-      s = la_name_option(la_output_check(o->csv, 1, err, sizeof err), "--csv", err, sizeof err);
+      s = la_name_option(la_output_check(o->csv, 1), "--csv");
       if (s == LA_OK && !(csv.f = la_open_memstream(&csv.text, &csv.len))) {
-        snprintf(err, sizeof err, "--csv %s: out of memory for the table", o->csv);
-        s = LA_ERR_NOMEM;
+        s = la_error(LA_ERR_NOMEM, "--csv %s: out of memory for the table", o->csv);
       }
     }
   }
-  s = la_dist_agree(d, s, err, sizeof err);
+  s = la_dist_agree(d, s);
   if (s == LA_OK && rank == 0) {
     fputs(la_bench_csv_header, stdout);
     if (csv.f) fputs(la_bench_csv_header, csv.f);
@@ -447,9 +437,8 @@ int la_cmd_bench(la_dist d, la_cli *o) {
         for (int dbl = 0; dbl < 2 && s == LA_OK; dbl++) {
           double t = gemm_rate(dbl, o->gemm_size, tl[i], reps);
           if (t < 0) {
-            snprintf(err, sizeof err, "--gemm-probe: out of memory for three %lld x %lld matrices",
-                     (long long)g, (long long)g);
-            s = LA_ERR_NOMEM;
+            s = la_error(LA_ERR_NOMEM, "--gemm-probe: out of memory for three %lld x %lld matrices",
+                         (long long)g, (long long)g);
             break;
           }
           la_brow row = {dbl ? "dgemm" : "sgemm", "", "", dbl ? "f64" : "f32", -1, -1, -1, -1, -1,
@@ -460,8 +449,7 @@ int la_cmd_bench(la_dist d, la_cli *o) {
       for (int i = 0; i < nt && s == LA_OK; i++) { /* the AVX-512 chunk kernel's own ceiling */
         const double gf = la_kernel_probe_gflops(tl[i], reps);
         if (gf < 0) {
-          snprintf(err, sizeof err, "--gemm-probe: %s", la_error_reason(LA_ERR_NOMEM));
-          s = LA_ERR_NOMEM;
+          s = la_error_prefix(LA_ERR_NOMEM, "--gemm-probe: ");
           break;
         }
         if (!isfinite(gf)) continue;
@@ -472,10 +460,10 @@ int la_cmd_bench(la_dist d, la_cli *o) {
         emit_row(d, &csv, &row);
       }
     }
-    s = la_dist_agree(d, s, err, sizeof err); /* rank 0 probed; its failure is everyone's */
+    s = la_dist_agree(d, s); /* rank 0 probed; its failure is everyone's */
   }
   const int all = o->baselines == LA_BASELINES_ALL;
-  la_bctx b = {d, o, &csv, err, sizeof err, all || o->baselines == LA_BASELINES_SOFTMAX,
+  la_bctx b = {d, o, &csv, all || o->baselines == LA_BASELINES_SOFTMAX,
                all || o->baselines == LA_BASELINES_PBLAS};
   for (int mi = 0; mi < o->modes.n && s == LA_OK; mi++)
     for (int ni = 0; ni < o->n_list.n && s == LA_OK; ni++) {
@@ -487,15 +475,14 @@ int la_cmd_bench(la_dist d, la_cli *o) {
     int bad = ferror(csv.f);
     bad |= fclose(csv.f) != 0;
     if (s == LA_OK && bad) {
-      snprintf(err, sizeof err, "--csv %s: out of memory", o->csv);
-      s = LA_ERR_NOMEM;
+      s = la_error(LA_ERR_NOMEM, "--csv %s: out of memory", o->csv);
     }
-    if (s == LA_OK) s = la_write_file(o->csv, csv.text, csv.len, NULL, 0, o->force, err, sizeof err);
+    if (s == LA_OK) s = la_write_file(o->csv, csv.text, csv.len, NULL, 0, o->force);
     free(csv.text);
   }
-  s = la_dist_agree(d, s, err, sizeof err);
+  s = la_dist_agree(d, s);
   if (s != LA_OK) {
-    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(s));
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", la_error_reason(s));
     return la_status_exit_code(s);
   }
   if (rank == 0) la_sysinfo_warn(&csv.sys);

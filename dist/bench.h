@@ -28,7 +28,7 @@ typedef struct {
  * n must fit in an int (ScaLAPACK's index type). */
 la_status la_pblas_attention(MPI_Comm comm, int64_t n, int dk, int dv, double scale,
                              la_mode mode, int nb, int64_t panel_rows, int threads,
-                             const la_pblas_io *io, double *seconds, char *err, size_t errlen);
+                             const la_pblas_io *io, double *seconds);
 
 /* The CSV header of `linattn bench` (docs/cli.md "linattn bench"), with its newline. */
 extern const char la_bench_csv_header[];

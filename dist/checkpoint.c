@@ -32,8 +32,7 @@ static int is_free(const char *line) {
   return 0;
 }
 
-la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, int r,
-                       char *err, size_t errlen) {
+la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, int r) {
   memset(c, 0, sizeof *c);
   c->dir = o->checkpoint;
   c->every = o->checkpoint_every > 0 ? o->checkpoint_every : 600;
@@ -46,26 +45,23 @@ la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, 
   if (la_dist_rank(d) == 0) {
     struct stat sb;
     if (mkdir(c->dir, 0777) != 0 && errno != EEXIST) {
-      snprintf(err, errlen, "--checkpoint: %s: cannot create: %s", c->dir, strerror(errno));
-      st = la_write_status(errno);
+      st = la_error(la_write_status(errno), "--checkpoint: %s: cannot create: %s", c->dir,
+                    strerror(errno));
     } else if (stat(c->dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-      snprintf(err, errlen, "--checkpoint: %s: not a folder", c->dir);
-      st = LA_ERR_IO;
+      st = la_error(LA_ERR_IO, "--checkpoint: %s: not a folder", c->dir);
     } else if (access(c->dir, W_OK | X_OK) != 0) {
-      snprintf(err, errlen, "--checkpoint: %s: not writable: %s", c->dir, strerror(errno));
-      st = LA_ERR_IO;
+      st = la_error(LA_ERR_IO, "--checkpoint: %s: not writable: %s", c->dir, strerror(errno));
     }
     char *opts = NULL, *fp = NULL;
     size_t olen = 0;
     FILE *f = la_open_memstream(&opts, &olen), *g = NULL;
     if (f) {
       la_cli_print(f, o);
-      fclose(f);
-      g = la_open_memstream(&fp, &c->fplen);
+      const int bad = ferror(f); /* a text that could not grow: no fingerprint, not a shorter one */
+      if (fclose(f) == 0 && !bad) g = la_open_memstream(&fp, &c->fplen);
     }
     if (!g) {
-      if (st == LA_OK) snprintf(err, errlen, "out of memory for the checkpoint fingerprint");
-      st = st == LA_OK ? LA_ERR_NOMEM : st;
+      if (st == LA_OK) st = la_error(LA_ERR_NOMEM, "out of memory for the checkpoint fingerprint");
     } else {
       for (char *line = opts, *nl; line && *line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
@@ -84,12 +80,17 @@ la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, 
         else
           fprintf(g, "file %s=%s missing\n", names[i], files[i]);
       }
-      fclose(g);
-      c->fp = fp;
+      const int bad = ferror(g);
+      if (fclose(g) != 0 || bad) {
+        free(fp);
+        if (st == LA_OK) st = la_error(LA_ERR_NOMEM, "out of memory for the checkpoint fingerprint");
+      } else {
+        c->fp = fp;
+      }
     }
     free(opts);
   }
-  st = la_dist_agree(d, st, err, errlen);
+  st = la_dist_agree(d, st);
   if (st == LA_OK) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -43,8 +43,7 @@ typedef struct {
 /* Create dir if missing, make the fingerprint (every option that changes the result, and each
  * input file's size and modification time) and install the SIGUSR1 and SIGTERM handlers,
  * which only set a flag. Collective. */
-la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, int r,
-                       char *err, size_t errlen);
+la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, int r);
 void la_ckpt_free(la_ckpt *c);
 
 /* Find the newest valid checkpoint and give this rank its lanes: *nmy lanes from global lane
@@ -54,7 +53,7 @@ void la_ckpt_free(la_ckpt *c);
  * one written for other options or inputs is an error (LA_ERR_ARG) that names the difference;
  * none valid of several is LA_ERR_FORMAT. No checkpoint: c->found = 0 and LA_OK. Collective. */
 la_status la_ckpt_load(la_dist d, la_ckpt *c, int *nmy, int64_t *lane0, la_lane **lanes,
-                       la_state **states, la_den_stats *stats, char *err, size_t errlen);
+                       la_state **states, la_den_stats *stats);
 void la_ckpt_free_lanes(int n, la_lane *lanes, la_state *states);
 
 /* Collective, once per block: LA_CKPT_STOP when any rank has seen SIGUSR1 or SIGTERM,
@@ -66,7 +65,7 @@ int la_ckpt_poll(la_dist d, la_ckpt *c);
  * partial output (out may be NULL); then drop all but the two newest. Collective. */
 la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, int nmy,
                         const la_lane *lanes, const la_state *states, const la_den_stats *stats,
-                        la_pout *out, char *err, size_t errlen);
+                        la_pout *out);
 
 /* After the output is in place: remove every checkpoint of dir, and dir if it is then empty.
  * Rank 0; Not Collective. */

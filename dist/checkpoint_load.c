@@ -183,7 +183,7 @@ done:
 }
 
 la_status la_ckpt_load(la_dist d, la_ckpt *c, int *nmy, int64_t *lane0, la_lane **lanes,
-                       la_state **states, la_den_stats *stats, char *err, size_t errlen) {
+                       la_state **states, la_den_stats *stats) {
   const int rank = la_dist_rank(d), P = la_dist_size(d);
   MPI_Comm comm = la_dist_comm(d);
   int64_t *seqs = NULL;
@@ -213,14 +213,13 @@ la_status la_ckpt_load(la_dist d, la_ckpt *c, int *nmy, int64_t *lane0, la_lane 
       info[1] = pass;
       info[2] = L;
       info[3] = seqs[ci];
-      if (info[0] == CK_OTHER) {
-        snprintf(err, errlen, "--checkpoint: %s/ckpt.%" PRId64 " was written for other inputs or "
+      if (info[0] == CK_OTHER)
+        la_error(LA_ERR_ARG, "--checkpoint: %s/ckpt.%" PRId64 " was written for other inputs or "
                  "options: %s (remove the folder to start over)", c->dir, seqs[ci], why);
-      }
     }
     MPI_Bcast(info, 4, MPI_INT64_T, 0, comm);
-    if (info[0] == CK_OTHER) {
-      st = la_dist_agree(d, LA_ERR_ARG, err, errlen);
+    if (info[0] == CK_OTHER) { /* every rank fails; rank 0, the first, recorded why */
+      st = la_dist_agree(d, LA_ERR_ARG);
       break;
     }
     int bad = info[0] != CK_OK;
@@ -231,8 +230,7 @@ la_status la_ckpt_load(la_dist d, la_ckpt *c, int *nmy, int64_t *lane0, la_lane 
       MPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, comm);
       if (!allok) {
         free(tab);
-        snprintf(err, errlen, "out of memory reading a checkpoint");
-        st = LA_ERR_NOMEM;
+        st = la_error(LA_ERR_NOMEM, "out of memory reading a checkpoint");
         break;
       }
       MPI_Bcast(tab, 4 * L, MPI_INT64_T, 0, comm);
@@ -329,9 +327,10 @@ la_status la_ckpt_load(la_dist d, la_ckpt *c, int *nmy, int64_t *lane0, la_lane 
     }
   }
   if (st == LA_OK && !c->found && hdr[0] > 0) {
-    snprintf(err, errlen, "--checkpoint: %s: no valid checkpoint (%s); remove the folder to start "
+    /* every rank fails; rank 0, the first, holds the reasons */
+    la_error(LA_ERR_FORMAT, "--checkpoint: %s: no valid checkpoint (%s); remove the folder to start "
              "over", c->dir, reasons);
-    st = la_dist_agree(d, LA_ERR_FORMAT, err, errlen);
+    st = la_dist_agree(d, LA_ERR_FORMAT);
   }
   free(seqs);
   return st;

@@ -16,7 +16,7 @@
 
 la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, int nmy,
                         const la_lane *lanes, const la_state *states, const la_den_stats *stats,
-                        la_pout *out, char *err, size_t errlen) {
+                        la_pout *out) {
   const int rank = la_dist_rank(d), P = la_dist_size(d);
   const int64_t seq = c->seq + 1;
   const size_t rd = la_ck_rec_doubles(c), rb = rd * sizeof(double);
@@ -31,12 +31,12 @@ la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, i
     int fd = -1;
     if (mkdir(tmp, 0777) != 0 || (fd = open(p, O_CREAT | O_TRUNC | O_WRONLY, 0666)) < 0 ||
         ftruncate(fd, (off_t)rb * L) != 0) {
-      snprintf(err, errlen, "--checkpoint: %s: cannot write: %s", tmp, strerror(errno));
-      st = la_write_status(errno);
+      st = la_error(la_write_status(errno), "--checkpoint: %s: cannot write: %s", tmp,
+                    strerror(errno));
     }
     if (fd >= 0) close(fd);
   }
-  st = la_dist_agree(d, st, err, errlen);
+  st = la_dist_agree(d, st);
   /* 2. every rank writes its lanes, with their CRCs */
   double *buf = NULL;
   int64_t *tab = NULL; /* per lane: start, end, pos, crc */
@@ -44,8 +44,7 @@ la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, i
     buf = la_malloc(rb * (size_t)(nmy > 0 ? nmy : 1));
     tab = la_malloc(sizeof(int64_t) * 4 * (size_t)(nmy > 0 ? nmy : 1));
     if (!buf || !tab) {
-      snprintf(err, errlen, "out of memory for a checkpoint");
-      st = LA_ERR_NOMEM;
+      st = la_error(LA_ERR_NOMEM, "out of memory for a checkpoint");
     }
     for (int i = 0; st == LA_OK && i < nmy; i++) {
       la_ck_pack(c, &lanes[i], &states[i], buf + rd * i);
@@ -58,28 +57,25 @@ la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, i
     if (st == LA_OK && nmy > 0) {
       int fd = open(p, O_WRONLY);
       if (fd < 0 || la_ck_pio_all(fd, buf, rb * nmy, (off_t)(rb * lane0), 1) != 0 || fsync(fd) != 0) {
-        snprintf(err, errlen, "--checkpoint: %s: cannot write: %s", p, strerror(errno));
-        st = la_write_status(errno);
+        st = la_error(la_write_status(errno), "--checkpoint: %s: cannot write: %s", p,
+                      strerror(errno));
       }
       if (fd >= 0 && close(fd) != 0 && st == LA_OK) {
-        snprintf(err, errlen, "--checkpoint: %s: cannot write: %s", p, strerror(errno));
-        st = la_write_status(errno);
+        st = la_error(la_write_status(errno), "--checkpoint: %s: cannot write: %s", p,
+                      strerror(errno));
       }
     }
   }
-  st = la_dist_agree(d, st, err, errlen);
+  st = la_dist_agree(d, st);
   /* 3. the outputs written so far reach storage before the manifest names them */
-  if (st == LA_OK && out) st = la_pout_sync(d, out, err, errlen);
+  if (st == LA_OK && out) st = la_pout_sync(d, out);
   /* 4. the statistics so far, merged over ranks (on a copy) */
   la_den_stats sc = {0};
   if (st == LA_OK) {
     st = la_den_stats_init(&sc);
-    if (st == LA_OK) {
-      la_den_stats_merge(&sc, stats);
-    } else {
-      snprintf(err, errlen, "out of memory for a checkpoint");
-    }
-    st = la_dist_agree(d, st, err, errlen);
+    if (st == LA_OK) la_den_stats_merge(&sc, stats);
+    else la_error(st, "out of memory for a checkpoint");
+    st = la_dist_agree(d, st);
     if (st == LA_OK) st = la_dist_reduce_stats(d, &sc);
   }
   /* 5. the lane table to rank 0 (lanes are contiguous in rank order) */
@@ -95,8 +91,7 @@ la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, i
     int ok = rank != 0 || (cnt && dsp && all), allok = 0;
     MPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, la_dist_comm(d));
     if (!allok) {
-      snprintf(err, errlen, "out of memory for a checkpoint");
-      st = LA_ERR_NOMEM;
+      st = la_error(LA_ERR_NOMEM, "out of memory for a checkpoint");
     } else {
       MPI_Gather(&mine, 1, MPI_INT, cnt, 1, MPI_INT, 0, la_dist_comm(d));
       if (rank == 0)
@@ -111,8 +106,7 @@ la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, i
     size_t mlen = 0;
     FILE *f = sb ? la_open_memstream(&man, &mlen) : NULL;
     if (!f) {
-      snprintf(err, errlen, "out of memory for a checkpoint");
-      st = LA_ERR_NOMEM;
+      st = la_error(LA_ERR_NOMEM, "out of memory for a checkpoint");
     } else {
       la_ck_stats_pack(&sc, sb);
       fprintf(f, FORMAT_LINE "\nseq %" PRId64 "\npass %d\nlanes %d\ntokens %" PRId64
@@ -125,23 +119,22 @@ la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, i
         fprintf(f, "lane %d %" PRId64 " %" PRId64 " %" PRId64 " %016" PRIx64 "\n", i,
                 all[4 * i], all[4 * i + 1], all[4 * i + 2], k);
       }
-      fclose(f);
-      if (!man) {
-        snprintf(err, errlen, "out of memory for a checkpoint");
-        st = LA_ERR_NOMEM;
+      const int bad = ferror(f); /* a manifest that could not grow: no checkpoint, not a short one */
+      if (fclose(f) != 0 || bad || !man) {
+        st = la_error(LA_ERR_NOMEM, "out of memory for a checkpoint");
       }
     }
     if (st == LA_OK) {
       char endl[64];
       int el = snprintf(endl, sizeof endl, "end %016" PRIx64 "\n", la_crc64(man, mlen));
       la_ck_path2(p, sizeof p, tmp, "stats.bin");
-      st = la_write_file(p, sb, la_ck_stats_bytes(), NULL, 0, 1, err, errlen);
+      st = la_write_file(p, sb, la_ck_stats_bytes(), NULL, 0, 1);
       la_ck_path2(p, sizeof p, tmp, "manifest");
-      if (st == LA_OK) st = la_write_file(p, man, mlen, endl, (size_t)el, 1, err, errlen);
+      if (st == LA_OK) st = la_write_file(p, man, mlen, endl, (size_t)el, 1);
       if (st == LA_OK && (la_ck_fsync_path(tmp, 1) != 0 || rename(tmp, fin) != 0 ||
                           la_ck_fsync_path(c->dir, 1) != 0)) {
-        snprintf(err, errlen, "--checkpoint: %s: cannot write: %s", fin, strerror(errno));
-        st = la_write_status(errno);
+        st = la_error(la_write_status(errno), "--checkpoint: %s: cannot write: %s", fin,
+                      strerror(errno));
       }
     }
     free(man);
@@ -156,7 +149,7 @@ la_status la_ckpt_write(la_dist d, la_ckpt *c, int pass, int L, int64_t lane0, i
       }
     if (st != LA_OK) la_ck_remove_dir(tmp);
   }
-  st = la_dist_agree(d, st, err, errlen);
+  st = la_dist_agree(d, st);
   if (st == LA_OK) {
     c->seq = seq;
     c->written++;

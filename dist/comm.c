@@ -77,7 +77,7 @@ int la_dist_size(const la_dist d) { return d->size; }
 int64_t la_dist_comm_bytes(const la_dist d) { return d->bytes; }
 double la_dist_comm_seconds(const la_dist d) { return d->comm_seconds; }
 
-la_status la_dist_agree(la_dist d, la_status st, char *msg, size_t msglen) {
+la_status la_dist_agree(la_dist d, la_status st) {
   int mine = st != LA_OK ? d->rank : d->size, first = d->size;
   if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm) != MPI_SUCCESS)
     return la_error(LA_ERR_MPI, "MPI_Allreduce failed while agreeing on a status");
@@ -85,24 +85,14 @@ la_status la_dist_agree(la_dist d, la_status st, char *msg, size_t msglen) {
     la_error_clear(); /* nothing failed: no reason from before this point can be mistaken for one */
     return LA_OK;
   }
-  /* the first failing rank's reason: its message, or the one the library recorded with st
-   * (docs/design.md §6) */
+  /* the first failing rank's status and recorded reason (docs/design.md §6 "Errors") */
   char buf[1024];
   int code = (int)st;
   memset(buf, 0, sizeof buf);
-  if (d->rank == first) {
-    const char *why = msg && msg[0] ? msg : st != LA_OK ? la_error_message() : "";
-    strncpy(buf, why, sizeof buf - 1);
-  }
+  if (d->rank == first) strncpy(buf, la_error_reason(st), sizeof buf - 1);
   MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, first, d->comm);
   MPI_Bcast(&code, 1, MPI_INT, first, d->comm);
-  if (msg && msglen) {
-    strncpy(msg, buf, msglen - 1);
-    msg[msglen - 1] = 0;
-  }
-  if (buf[0]) la_error((la_status)code, "%s", buf);
-  else la_error_clear();
-  return (la_status)code;
+  return la_error((la_status)code, "%s", buf);
 }
 
 /* MPI user operator: inout <- in (+) inout, in from the lower ranks (a before b). It cannot
@@ -190,7 +180,7 @@ static la_status combine_begin(la_dist d, MPI_Comm comm, const la_state *s, int 
                   "(%d heads x %zu doubles%s)", s->heads, per,
                   alg == LA_SCAN_ALLGATHER ? ", times the ranks for --scan-algorithm allgather" : "");
   /* every rank posts the collective, or none */
-  st = la_dist_agree(d, st, NULL, 0);
+  st = la_dist_agree(d, st);
   if (st != LA_OK) {
     if (q) { free(q->in); free(q->out); free(q->scratch); }
     free(q);
@@ -232,7 +222,7 @@ static la_status combine_begin(la_dist d, MPI_Comm comm, const la_state *s, int 
  * MPI_Exscan leaves it undefined) or the reduced summary. */
 static la_status combine_end(la_dist d, la_dist_req *pq, la_state *s) {
   la_dist_req q = *pq;
-  if (!q) return LA_ERR_ARG;
+  LA_CHECK(q, LA_ERR_ARG, "the summary collective to complete was not started");
   int rc = q->alg == LA_SCAN_EXSCAN
                ? MPI_Wait(&q->req, MPI_STATUS_IGNORE)
                : la_scan_exclusive(q->comm, q->alg, d->scan_pieces, q->in, q->out, q->heads, q->per,
@@ -251,7 +241,8 @@ static la_status combine_end(la_dist d, la_dist_req *pq, la_state *s) {
   free(q->scratch);
   free(q);
   *pq = NULL;
-  return rc == MPI_SUCCESS ? LA_OK : LA_ERR_MPI;
+  LA_CHECK(rc == MPI_SUCCESS, LA_ERR_MPI, "the summary collective failed (MPI error %d)", rc);
+  return LA_OK;
 }
 
 la_status la_dist_iexscan_begin(la_dist d, const la_state *total, la_dist_req *req) {
@@ -286,7 +277,7 @@ static la_status xcombine(la_dist d, MPI_Comm comm, la_xstate *x, int exclusive)
   int64_t *out = la_malloc(sizeof(int64_t) * total);
   la_status st = out ? LA_OK : la_error(LA_ERR_NOMEM, "out of memory for an exact summary "
                                         "collective (%d heads x %zu int64)", x->heads, per);
-  st = la_dist_agree(d, st, NULL, 0); /* every rank joins the collective, or none */
+  st = la_dist_agree(d, st); /* every rank joins the collective, or none */
   if (st != LA_OK) {
     free(out);
     return st;
@@ -350,7 +341,8 @@ la_status la_dist_reduce_stats(la_dist d, la_den_stats *st) {
   d->bytes += (int64_t)(sizeof mm + sizeof cnt + sizeof first + 2 * sizeof(int64_t) +
                         sizeof range + (nb > 0 ? (size_t)nb * sizeof(uint64_t) : 0));
   d->comm_seconds += MPI_Wtime() - t0;
-  if (rc != MPI_SUCCESS) return LA_ERR_MPI;
+  LA_CHECK(rc == MPI_SUCCESS, LA_ERR_MPI, "the reduction of the denominator statistics failed "
+           "(MPI error %d)", rc);
   st->min = gmm[0];
   st->max = -gmm[1];
   st->rows = gcnt[0];

@@ -43,19 +43,16 @@ int64_t la_even_rows(int64_t n, int64_t m, int64_t *idx) {
 
 /* ---- the output folder and its CSVs ---- */
 
-static la_status out_dir_prepare(la_dist d, const char *dir, int force, char *err,
-                                 size_t errlen) {
+static la_status out_dir_prepare(la_dist d, const char *dir, int force) {
   la_status st = LA_OK;
   if (la_dist_rank(d) == 0) {
     struct stat sb;
     if (stat(dir, &sb) != 0) {
       if (mkdir(dir, 0777) != 0) {
-        snprintf(err, errlen, "--out-dir %s: cannot create it: %s", dir, strerror(errno));
-        st = la_write_status(errno);
+        st = la_error(la_write_status(errno), "--out-dir %s: cannot create it: %s", dir, strerror(errno));
       }
     } else if (!S_ISDIR(sb.st_mode)) {
-      snprintf(err, errlen, "--out-dir %s: exists and is not a folder", dir);
-      st = LA_ERR_IO;
+      st = la_error(LA_ERR_IO, "--out-dir %s: exists and is not a folder", dir);
     } else if (!force) {
       DIR *dp = opendir(dir);
       struct dirent *e;
@@ -64,21 +61,19 @@ static la_status out_dir_prepare(la_dist d, const char *dir, int force, char *er
         used |= strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
       if (dp) closedir(dp);
       if (!dp) {
-        snprintf(err, errlen, "--out-dir %s: cannot read it: %s", dir, strerror(errno));
-        st = LA_ERR_IO;
+        st = la_error(LA_ERR_IO, "--out-dir %s: cannot read it: %s", dir, strerror(errno));
       } else if (used) {
-        snprintf(err, errlen, "--out-dir %s: exists and is not empty (use --force to write "
-                              "into it)", dir);
-        st = LA_ERR_EXISTS;
+        st = la_error(LA_ERR_EXISTS, "--out-dir %s: exists and is not empty (use --force to write "
+                      "into it)", dir);
       }
     }
     if (st == LA_OK) { /* writable: create and remove a probe */
       char p[4200];
       snprintf(p, sizeof p, "%s/results.csv", dir);
-      st = la_output_check(p, 1, err, errlen);
+      st = la_output_check(p, 1);
     }
   }
-  return la_dist_agree(d, st, err, errlen);
+  return la_dist_agree(d, st);
 }
 
 static la_status csv_open(la_csv *c, const char *name, const char *header, int rank) {
@@ -92,12 +87,13 @@ static la_status csv_open(la_csv *c, const char *name, const char *header, int r
 }
 
 /* Rank 0: write the CSV's text so far to DIR/name, atomically. */
-static la_status csv_flush(const la_csv *c, const char *dir, char *err, size_t errlen) {
+static la_status csv_flush(const la_csv *c, const char *dir) {
   if (!c->f) return LA_OK;
-  if (fflush(c->f) != 0) return snprintf(err, errlen, "out of memory for %s", c->name), LA_ERR_NOMEM;
+  /* the stream's error flag: an earlier row that could not grow the text (la_alloc.h) */
+  if (fflush(c->f) != 0 || ferror(c->f)) return la_error(LA_ERR_NOMEM, "out of memory for %s", c->name);
   char p[4200];
   snprintf(p, sizeof p, "%s/%s", dir, c->name);
-  return la_write_file(p, c->buf, c->len, NULL, 0, 1, err, errlen);
+  return la_write_file(p, c->buf, c->len, NULL, 0, 1);
 }
 
 static void csv_close(la_csv *c) {
@@ -159,7 +155,7 @@ static la_status allgather_rows(la_dist d, const double *mine, int64_t nloc, int
   const int P = la_dist_size(d);
   int *cnt = la_malloc(sizeof(int) * (size_t)P), *dsp = la_malloc(sizeof(int) * (size_t)P);
   la_status st = cnt && dsp ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory");
-  st = la_dist_agree(d, st, NULL, 0); /* before the collective: a failure here is one rank's */
+  st = la_dist_agree(d, st); /* before the collective: a failure here is one rank's */
   if (st == LA_OK && n * width > INT32_MAX)
     st = la_error(LA_ERR_UNSUPPORTED, "eval: %lld x %lld values exceed an MPI count",
                   (long long)n, (long long)width);
@@ -197,8 +193,7 @@ static la_status own_rows(const ev_data *x, const int64_t *idx, int64_t m, const
 }
 
 /* Inputs of length n (the files, or the generator at n), this rank's rows in float64. */
-static la_status data_read(la_dist d, const la_cli *o, int64_t n, ev_data *x, char *err,
-                           size_t errlen) {
+static la_status data_read(la_dist d, const la_cli *o, int64_t n, ev_data *x) {
   la_cli o2 = *o;
   o2.sub = LA_SUB_GRAD;
   o2.n = n;
@@ -212,7 +207,7 @@ static la_status data_read(la_dist d, const la_cli *o, int64_t n, ev_data *x, ch
   o2.segments = NULL, o2.projection = NULL, o2.save_projection = NULL;
   o2.progress = 0;
   la_job job;
-  la_status st = la_job_setup(&job, d, &o2, 1, err, errlen);
+  la_status st = la_job_setup(&job, d, &o2, 1);
   if (st == LA_OK) {
     x->n = job.N, x->H = job.H, x->dk = job.dk, x->dv = job.dv;
     la_split_ownership(x->n, la_dist_size(d), la_dist_rank(d), &x->nloc, &x->row0);
@@ -223,12 +218,11 @@ static la_status data_read(la_dist d, const la_cli *o, int64_t n, ev_data *x, ch
     x->v = dalloc(rq * x->dv), x->g = nt == 4 ? dalloc(rq * x->dv) : NULL;
     double *b[4] = {x->q, x->k, x->v, x->g};
     if (!x->q || !x->k || !x->v || (nt == 4 && !x->g)) {
-      snprintf(err, errlen, "out of memory for this rank's %lld rows", (long long)x->nloc);
-      st = LA_ERR_NOMEM;
+      st = la_error(LA_ERR_NOMEM, "out of memory for this rank's %lld rows", (long long)x->nloc);
     }
     for (int t = 0; t < nt && st == LA_OK && x->nloc > 0; t++)
-      st = la_job_read(&job, t, x->row0, x->nloc, b[t], err, errlen);
-    st = la_dist_agree(d, st, err, errlen);
+      st = la_job_read(&job, t, x->row0, x->nloc, b[t]);
+    st = la_dist_agree(d, st);
   }
   la_job_close(&job);
   return st;
@@ -236,7 +230,7 @@ static la_status data_read(la_dist d, const la_cli *o, int64_t n, ev_data *x, ch
 
 /* Everything that depends on (data, n, input scale) and not on the map: the references. */
 static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, la_csv *refs,
-                              double *base[2], char *err, size_t errlen) {
+                              double *base[2]) {
   const int rank = la_dist_rank(d), P = la_dist_size(d), T = o->cfg.threads;
   const int64_t n = x->n, rq = x->nloc * x->H, H = x->H, dk = x->dk, dv = x->dv;
   la_status st = LA_OK;
@@ -250,10 +244,10 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
     st = la_error(LA_ERR_NOMEM, "eval: out of memory for every key and query of n = %lld "
                                 "(%lld bytes per rank)", (long long)n,
                   (long long)(8 * n * H * (2 * dk + 1)));
-  st = la_dist_agree(d, st, NULL, 0);
+  st = la_dist_agree(d, st);
   if (st == LA_OK && floor_on) st = allgather_rows(d, x->k, x->nloc, H * dk, n, x->kall);
   if (st == LA_OK && floor_on) st = allgather_rows(d, x->q, x->nloc, H * dk, n, x->qall);
-  st = la_dist_agree(d, st, NULL, 0);
+  st = la_dist_agree(d, st);
   /* the floor, with the leading singular vectors up to the largest width r < n of the sweep
    * (weights_tv_floor, §8.2) */
   double fsecs = NAN;
@@ -275,12 +269,12 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
                       "bytes per rank)", (long long)(16 * H * n * x->rvec));
     }
     x->tvf = x->rvec > 0, x->ntvc = 0;
-    st = la_dist_agree(d, st, err, errlen);
+    st = la_dist_agree(d, st);
   }
   if (st == LA_OK && floor_on) {
     double shift, t0 = MPI_Wtime();
     st = la_floor_svd(d, n, (int)H, (int)dk, x->s, x->qall, x->kall, x->rvec, x->sv, x->fu, x->fv,
-                      &shift, err, errlen);
+                      &shift);
     fsecs = MPI_Wtime() - t0;
     ev_clock.floor += fsecs;
   }
@@ -295,8 +289,10 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
   for (int m = 0; m < x->nm && st == LA_OK && !x->sampled; m++) {
     const int64_t w[4] = {dv, dk, dk, dv};
     for (int t = 0; t < 4; t++)
-      if (!(x->sm[m][t] = dalloc(rq * w[t]))) st = LA_ERR_NOMEM;
-    st = la_dist_agree(d, st, NULL, 0);
+      if (!(x->sm[m][t] = dalloc(rq * w[t])))
+        st = la_error(LA_ERR_NOMEM, "eval: out of memory for the softmax references of n = %lld "
+                      "(%lld rows per rank)", (long long)n, (long long)x->nloc);
+    st = la_dist_agree(d, st);
     if (st != LA_OK) break;
     la_softmax_mask mask = {x->modes[m], NULL, 0, 0};
     double t0 = MPI_Wtime();
@@ -306,8 +302,8 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
     double secs = MPI_Wtime() - t0;
     ev_clock.refs += secs;
     if (st != LA_OK) {
-      snprintf(err, errlen, "softmax reference (n = %lld, input scale %g, %s): %s",
-               (long long)n, a, m ? "bidirectional" : "causal", la_error_reason(st));
+      la_error_prefix(st, "softmax reference (n = %lld, input scale %g, %s): ", (long long)n, a,
+                      m ? "bidirectional" : "causal");
       break;
     }
     double loc[4], glob[4];
@@ -333,7 +329,7 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
     const int64_t want = n <= o->kernel_max_n ? n : o->kernel_rows;
     const int64_t cap = (n < want ? n : want) > 64 ? (n < want ? n : want) : 64;
     int64_t *idx = la_malloc(sizeof(int64_t) * (size_t)cap);
-    if (!idx) st = LA_ERR_NOMEM;
+    if (!idx) st = la_error(LA_ERR_NOMEM, "eval: out of memory for %lld kernel rows", (long long)cap);
     if (st == LA_OK) {
       x->kernel_rows = la_even_rows(n, want, idx);
       st = own_rows(x, idx, x->kernel_rows, x->q, H * dk, &x->nkr, &x->krows, &x->kq);
@@ -350,7 +346,7 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
       for (int64_t b = 0; b < x->nkr; b++)
         memcpy(x->kq_all + (x->kr_off + b) * H * dk, x->kq + b * H * dk, sizeof(double) * H * dk);
     }
-    st = la_dist_agree(d, st, NULL, 0);
+    st = la_dist_agree(d, st);
     if (st == LA_OK && x->kernel_rows * H * dk > INT32_MAX)
       st = la_error(LA_ERR_UNSUPPORTED, "eval: %lld kernel rows exceed an MPI count (lower "
                     "--kernel-rows or --kernel-max-n)", (long long)x->kernel_rows);
@@ -369,7 +365,8 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
       int64_t m = la_even_rows(n, BIAS_SIDE, idx);
       st = own_rows(x, idx, m, x->q, H * dk, &x->ner, &x->erows, &x->eq);
       x->ekeys = la_malloc(sizeof(int64_t) * BIAS_SIDE), x->ek = la_calloc(BIAS_SIDE * H * dk, sizeof(double));
-      if (st == LA_OK && (!x->ekeys || !x->ek)) st = LA_ERR_NOMEM;
+      if (st == LA_OK && (!x->ekeys || !x->ek))
+        st = la_error(LA_ERR_NOMEM, "eval: out of memory for the %d keys of the bias entries", BIAS_SIDE);
       if (st == LA_OK) { /* the 64 keys, from their owners */
         x->nek = la_even_rows(n, BIAS_SIDE, x->ekeys);
         for (int64_t b = 0; b < x->nek; b++)
@@ -378,11 +375,10 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
       }
     }
     free(idx);
-    st = la_dist_agree(d, st, NULL, 0);
+    st = la_dist_agree(d, st);
     if (st == LA_OK && MPI_Allreduce(MPI_IN_PLACE, x->ek, (int)(x->nek * H * dk), MPI_DOUBLE,
                                      MPI_SUM, la_dist_comm(d)) != MPI_SUCCESS)
       st = la_error(LA_ERR_MPI, "eval: MPI_Allreduce failed");
-    if (st != LA_OK && !err[0]) snprintf(err, errlen, "eval: %s", la_error_reason(st));
   }
   /* the exact kernel on the bias entries: shift = the largest s q.k over them */
   if (st == LA_OK) {
@@ -402,7 +398,7 @@ static la_status data_prepare(la_dist d, const la_cli *o, ev_data *x, double a, 
     MPI_Allreduce(MPI_IN_PLACE, &r2, 1, MPI_DOUBLE, MPI_SUM, la_dist_comm(d));
     x->eshift = c, x->eref2 = r2;
   }
-  return la_dist_agree(d, st, err, errlen);
+  return la_dist_agree(d, st);
 }
 
 /* ---- weights_tv_floor (§8.2), once per r: this rank's kernel rows, summed over ranks ---- */
@@ -414,7 +410,7 @@ static la_status tv_floor_get(la_dist d, ev_data *x, int r, int threads) {
   double sum[2] = {0, 0};
   la_status st = la_lowrank_tv(x->n, x->H, x->dk, x->s, x->kall, x->nkr, x->krows, x->kq, x->rvec,
                                x->fu, x->fv, r, x->nm, x->modes, sum, threads);
-  st = la_dist_agree(d, st, NULL, 0);
+  st = la_dist_agree(d, st);
   if (st == LA_OK && MPI_Allreduce(MPI_IN_PLACE, sum, 2, MPI_DOUBLE, MPI_SUM, la_dist_comm(d)) != MPI_SUCCESS)
     st = la_error(LA_ERR_MPI, "eval: MPI_Allreduce failed");
   if (st == LA_OK) {
@@ -479,7 +475,7 @@ static la_status kernel_entries(const ev_data *x, const la_featmap fm, double *y
 
 static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind map, int m_feat,
                            double a, la_csv *res, la_csv *bias, la_csv *rowsc,
-                           ev_progress *pg, char *err, size_t errlen) {
+                           ev_progress *pg) {
   const int rank = la_dist_rank(d), random = la_map_is_random(map), S = random ? o->seeds : 1;
   const int sized = la_map_uses_features(map); /* m_feat is m or dpfp's nu */
   const int64_t H = x->H, dk = x->dk, dv = x->dv, rq = x->nloc * H, ne = x->ner * x->nek * H;
@@ -500,12 +496,12 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
   if (rank == 0) {
     gathered = dalloc(4 * SAMPLE_ROWS * H);
     cnt = la_malloc(sizeof(int) * la_dist_size(d)), dsp = la_malloc(sizeof(int) * la_dist_size(d));
-    if (!gathered || !cnt || !dsp) st = LA_ERR_NOMEM;
+    if (!gathered || !cnt || !dsp) st = LA_ERR_NOMEM; /* the reason is recorded below */
   }
   if (st != LA_OK)
-    snprintf(err, errlen, "eval: out of memory for the outputs of %d seeds (%lld rows per rank)",
-             S, (long long)x->nloc);
-  st = la_dist_agree(d, st, err, errlen);
+    st = la_error(LA_ERR_NOMEM, "eval: out of memory for the outputs of %d seeds (%lld rows per rank)",
+                  S, (long long)x->nloc);
+  st = la_dist_agree(d, st);
   int r = 0;
   double under[2] = {0, 0}; /* kernel entries: weight below exp(s q.k), and all (§8.3) */
   for (int s = 0; s < S && st == LA_OK; s++) {
@@ -521,7 +517,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
     if (st == LA_OK) r = la_featmap_width(fm);
     const double tk = MPI_Wtime();
     if (st == LA_OK && bias_on) st = kernel_entries(x, fm, Yk + s * ne, under);
-    st = la_dist_agree(d, st, NULL, 0);
+    st = la_dist_agree(d, st);
     /* the kernel rows against this rank's keys, combined over ranks (§8.2, §8.7) */
     if (st == LA_OK)
       st = la_eval_kernel_pass(d, fm, x->s, x->row0, x->nloc, x->k, x->v, x->kernel_rows,
@@ -566,7 +562,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
       if (st == LA_OK) st = la_engine_create(&cfg, fm, LA_F64, (int)dv, &eng);
       /* the outputs come from the backward's replay: one pass fewer than forward + backward */
       if (st == LA_OK && !sam) st = la_engine_set_replay_output(eng, out, x->row0, x->nloc);
-      st = la_dist_agree(d, st, NULL, 0);
+      st = la_dist_agree(d, st);
       double t0 = MPI_Wtime();
       if (st == LA_OK && sam) /* no gradient columns: the forward alone */
         st = la_dist_forward(d, eng, x->nloc, x->row0, x->q, x->k, x->v, out, &ds);
@@ -576,8 +572,8 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
       ev_clock.engine += secs;
       la_engine_destroy(&eng);
       if (st != LA_OK) {
-        snprintf(err, errlen, "%s m=%d seed %d, n = %lld, %s: %s", la_map_name(map), m_feat, s,
-                 (long long)x->n, mode_name(cfg.mode), la_error_reason(st));
+        la_error_prefix(st, "%s m=%d seed %d, n = %lld, %s: ", la_map_name(map), m_feat, s,
+                        (long long)x->n, mode_name(cfg.mode));
         la_den_stats_free(&ds);
         break;
       }
@@ -684,13 +680,13 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
       }
     }
     la_featmap_destroy(&fm);
-    st = la_dist_agree(d, st, err, errlen);
+    st = la_dist_agree(d, st);
   }
   /* the bias over seeds, per mode */
   if (st == LA_OK && bias_on) {
     double *A = dalloc(S * S), *B = dalloc(S * S);
     st = A && B ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory");
-    st = la_dist_agree(d, st, NULL, 0);
+    st = la_dist_agree(d, st);
     if (st == LA_OK) st = gram(d, Yk, S, ne, B);
     double km = 0, kn = 0, kp = st == LA_OK ? la_signflip_pvalue(B, S) : NAN;
     if (st == LA_OK) la_gram_mean_noise(B, S, &km, &kn);
@@ -713,7 +709,7 @@ static la_status run_width(la_dist d, const la_cli *o, ev_data *x, la_map_kind m
   }
   free(Yout), free(Yk), free(out), free(gq), free(gk), free(gv), free(quad), free(lden), free(smo);
   free(pack), free(gathered), free(cnt), free(dsp);
-  return la_dist_agree(d, st, err, errlen);
+  return la_dist_agree(d, st);
 }
 
 /* ---- the command ---- */
@@ -734,7 +730,6 @@ static const char *const RECALL_HEADER =
     "feature_map,features,r,pairs,seeds,queries,accuracy,softmax_accuracy\n";
 
 int la_cmd_eval(la_dist d, la_cli *o) {
-  char err[1024] = "";
   const int rank = la_dist_rank(d);
   enum { RES, BIAS, ROWS, REFS, RECALL, NCSV };
   la_csv csv[NCSV];
@@ -747,22 +742,22 @@ int la_cmd_eval(la_dist d, la_cli *o) {
   for (int mp = 0; mp < o->maps.n && st == LA_OK; mp++) {
     const la_map_kind map = (la_map_kind)o->maps.i[mp];
     for (int w = 0; w < (la_map_uses_features(map) ? o->features_list.n : 1) && st == LA_OK; w++) {
-      char why[512];
       la_config c;
       la_config_default(&c);
       c.map = map, c.features = (int)o->features_list.i[w], c.normalize = 0;
-      if (la_map_uses_features(map) && la_config_check(&c, o->dk, why, sizeof why) != LA_OK) {
-        snprintf(err, sizeof err, "%s (study dpfp in an eval of its own with its nu values, "
-                 "e.g. --feature-maps dpfp --features 1,2,3)", why);
-        st = la_error(LA_ERR_ARG, "%s", err);
+      if (la_map_uses_features(map) && la_config_check(&c, o->dk) != LA_OK) {
+        char why[1024]; /* la_error's arguments must not point into its own record */
+        snprintf(why, sizeof why, "%s", la_error_message());
+        st = la_error(LA_ERR_ARG, "%s (study dpfp in an eval of its own with its nu values, "
+                      "e.g. --feature-maps dpfp --features 1,2,3)", why);
       }
     }
   }
-  if (st == LA_OK) st = out_dir_prepare(d, o->out_dir, o->force, err, sizeof err);
+  if (st == LA_OK) st = out_dir_prepare(d, o->out_dir, o->force);
   const char *names[NCSV] = {"results.csv", "bias.csv", "rows.csv", "refs.csv", "recall.csv"};
   const char *heads[NCSV] = {RESULTS_HEADER, BIAS_HEADER, ROWS_HEADER, REFS_HEADER, RECALL_HEADER};
   for (int c = 0; c < NCSV && st == LA_OK; c++) st = csv_open(&csv[c], names[c], heads[c], rank);
-  st = la_dist_agree(d, st, err, sizeof err);
+  st = la_dist_agree(d, st);
   /* the sweep's size, for progress */
   ev_progress pg = {MPI_Wtime(), 0, 0, 0, 0};
   const int nn = o->q ? 1 : o->n_list.n;
@@ -782,13 +777,13 @@ int la_cmd_eval(la_dist d, la_cli *o) {
     memset(&x, 0, sizeof x);
     x.nm = o->modes.n;
     for (int m = 0; m < x.nm; m++) x.modes[m] = (la_mode)o->modes.i[m];
-    st = data_read(d, o, o->q ? 0 : o->n_list.i[i], &x, err, sizeof err);
+    st = data_read(d, o, o->q ? 0 : o->n_list.i[i], &x);
     double *base[2] = {NULL, NULL};
     if (st == LA_OK) { /* keep the unscaled Q and K; x.q, x.k get the scaled copies */
       base[0] = x.q, base[1] = x.k;
       x.q = dalloc(x.nloc * x.H * x.dk), x.k = dalloc(x.nloc * x.H * x.dk);
       st = x.q && x.k ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory for the scaled rows");
-      st = la_dist_agree(d, st, err, sizeof err);
+      st = la_dist_agree(d, st);
     }
     if (st == LA_OK && o->q && i == 0) pg.total *= (double)x.n;
     for (int si = 0; si < o->input_scales.n && st == LA_OK; si++) {
@@ -797,16 +792,16 @@ int la_cmd_eval(la_dist d, la_cli *o) {
       y.kall = y.qall = y.kq = y.sq = y.sv = y.eq = y.ek = y.kq_all = y.fu = y.fv = NULL;
       y.krows = y.srows = y.erows = y.ekeys = y.kall_rows = NULL;
       memset(y.sm, 0, sizeof y.sm);
-      st = data_prepare(d, o, &y, a, &csv[REFS], base, err, sizeof err);
+      st = data_prepare(d, o, &y, a, &csv[REFS], base);
       for (int mp = 0; mp < o->maps.n && st == LA_OK; mp++) {
         const la_map_kind map = (la_map_kind)o->maps.i[mp];
         const int nw = la_map_uses_features(map) ? o->features_list.n : 1;
         for (int w = 0; w < nw && st == LA_OK; w++) {
           st = run_width(d, o, &y, map, la_map_uses_features(map) ? (int)o->features_list.i[w] : 0,
-                         a, &csv[RES], &csv[BIAS], &csv[ROWS], &pg, err, sizeof err);
+                         a, &csv[RES], &csv[BIAS], &csv[ROWS], &pg);
           for (int c = 0; c < RECALL && st == LA_OK; c++)
-            st = csv_flush(&csv[c], o->out_dir, err, sizeof err);
-          st = la_dist_agree(d, st, err, sizeof err);
+            st = csv_flush(&csv[c], o->out_dir);
+          st = la_dist_agree(d, st);
         }
       }
       /* free what data_prepare allocated; q, k, v, g stay for the next scale */
@@ -818,14 +813,14 @@ int la_cmd_eval(la_dist d, la_cli *o) {
   }
   if (st == LA_OK && o->recall) {
     const double tr = MPI_Wtime();
-    st = la_eval_recall(d, o, &csv[RECALL], err, sizeof err);
-    if (st == LA_OK) st = csv_flush(&csv[RECALL], o->out_dir, err, sizeof err);
-    st = la_dist_agree(d, st, err, sizeof err);
+    st = la_eval_recall(d, o, &csv[RECALL]);
+    if (st == LA_OK) st = csv_flush(&csv[RECALL], o->out_dir);
+    st = la_dist_agree(d, st);
     ev_clock.recall = MPI_Wtime() - tr;
   }
   if (st == LA_OK) {
     for (int c = 0; c < RECALL; c++)
-      if (st == LA_OK) st = csv_flush(&csv[c], o->out_dir, err, sizeof err);
+      if (st == LA_OK) st = csv_flush(&csv[c], o->out_dir);
     if (st == LA_OK && rank == 0) {
       char cmd[4096] = "linattn";
       for (int a = 1; a < o->argc; a++) {
@@ -838,13 +833,13 @@ int la_cmd_eval(la_dist d, la_cli *o) {
       snprintf(cpu, sizeof cpu, "%s (%s)", si.model, si.isa);
       la_eval_meta meta = {cmd, LA_VERSION_STRING, la_dist_size(d), la_config_threads(&o->cfg),
                            MPI_Wtime() - t_start, cpu, si.blas_core};
-      st = la_eval_report(o->out_dir, &meta, err, sizeof err);
+      st = la_eval_report(o->out_dir, &meta);
     }
-    st = la_dist_agree(d, st, err, sizeof err);
+    st = la_dist_agree(d, st);
   }
   for (int c = 0; c < NCSV; c++) csv_close(&csv[c]);
   if (st != LA_OK) {
-    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", la_error_reason(st));
     return la_status_exit_code(st);
   }
   if (rank == 0) {

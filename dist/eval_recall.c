@@ -75,7 +75,7 @@ static la_status recall_item(const la_cli *o, int map, int m_feat, int64_t p, in
   return st;
 }
 
-la_status la_eval_recall(la_dist d, const la_cli *o, la_csv *csv, char *err, size_t errlen) {
+la_status la_eval_recall(la_dist d, const la_cli *o, la_csv *csv) {
   const int rank = la_dist_rank(d), P = la_dist_size(d), S = o->seeds;
   const int np = o->recall_pairs.n;
   /* columns: softmax, then every (map, width) */
@@ -99,7 +99,7 @@ la_status la_eval_recall(la_dist d, const la_cli *o, la_csv *csv, char *err, siz
     st = recall_item(o, map, m_feat, o->recall_pairs.i[pi], t, &ok, &widths[col]);
     hits[col * np + pi] += ok;
   }
-  st = la_dist_agree(d, st, err, errlen);
+  st = la_dist_agree(d, st);
   if (st == LA_OK) {
     MPI_Allreduce(MPI_IN_PLACE, hits, ncol * np, MPI_INT64_T, MPI_SUM, la_dist_comm(d));
     MPI_Allreduce(MPI_IN_PLACE, widths, ncol, MPI_INT, MPI_MAX, la_dist_comm(d));

@@ -23,8 +23,9 @@ typedef struct {
  * warning: ...`, saying how to make the plots later: `gnuplot plots.gp` in DIR) and report.md
  * says the plots are missing; it is not an error. The CSVs are read by their header (columns
  * found by name; unknown columns are ignored); a malformed CSV is an error naming the file and
- * the line, and then nothing is written. Returns LA_OK or an error with a one-line reason in
- * err. meta may be NULL. */
-la_status la_eval_report(const char *dir, const la_eval_meta *meta, char *err, size_t errlen);
+ * the line, and then nothing is written; out of memory is an error too, never a shorter
+ * report. Returns LA_OK or an error with its one-line reason recorded (la_error_reason,
+ * docs/design.md §6 "Errors"); a failed report leaves none of its files. meta may be NULL. */
+la_status la_eval_report(const char *dir, const la_eval_meta *meta);
 
 #endif

@@ -26,7 +26,7 @@ la_status la_eval_kernel_sums_allreduce(la_dist d, la_kernel_sums *ks) {
   const int P = la_dist_size(d);
   double mine[3] = {ks->shift, ks->err2, ks->ref2}, *all = la_malloc(sizeof(double) * 3 * (size_t)P);
   la_status st = all ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory");
-  st = la_dist_agree(d, st, NULL, 0); /* every rank joins the collective, or none */
+  st = la_dist_agree(d, st); /* every rank joins the collective, or none */
   if (st == LA_OK)
     st = mpi_ok(MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, la_dist_comm(d)), "MPI_Allgather");
   la_kernel_sums_init(ks);
@@ -49,11 +49,11 @@ la_status la_eval_kernel_pass(la_dist d, const la_featmap fm, double scale, int6
                     "MPI count (lower --kernel-rows or --kernel-max-n)", (long long)nq, H, dv);
   la_status st = la_shard_sums_create(nq, H, dv, nmodes, ss);
   if (st == LA_OK) st = la_shard_pass(fm, scale, 1, j0, nk, k, v, rows, q, modes, ss, threads);
-  st = la_dist_agree(d, st, NULL, 0);
+  st = la_dist_agree(d, st);
   const int64_t rh = (int64_t)nmodes * nq * H;
   double *glob = st == LA_OK ? la_malloc(sizeof(double) * (size_t)(rh > H ? rh : H)) : NULL;
   if (st == LA_OK && !glob) st = la_error(LA_ERR_NOMEM, "eval: out of memory");
-  st = la_dist_agree(d, st, NULL, 0);
+  st = la_dist_agree(d, st);
   if (st != LA_OK) {
     free(glob);
     return st;
@@ -78,12 +78,12 @@ la_status la_eval_kernel_pass(la_dist d, const la_featmap fm, double scale, int6
     st = mpi_ok(MPI_Allreduce(MPI_IN_PLACE, sum[t], (int)cnt[t], MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce");
   if (st == LA_OK) st = la_eval_kernel_sums_allreduce(d, &ss->ks);
   free(glob);
-  st = la_dist_agree(d, st, NULL, 0);
+  st = la_dist_agree(d, st);
   /* phase 2: the total variation of the weights, given the combined normalizers */
   if (st == LA_OK) st = la_shard_pass(fm, scale, 2, j0, nk, k, v, rows, q, modes, ss, threads);
-  st = la_dist_agree(d, st, NULL, 0);
+  st = la_dist_agree(d, st);
   if (st == LA_OK) st = mpi_ok(MPI_Allreduce(MPI_IN_PLACE, ss->tv, (int)rh, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce");
-  return la_dist_agree(d, st, NULL, 0);
+  return la_dist_agree(d, st);
 }
 
 double la_eval_weights_tv(const la_shard_sums *ss, int mi) {

@@ -59,9 +59,8 @@ static double fill_scores(double *a, int lld, int mloc, int nloc, const int64_t 
 }
 
 la_status la_floor_singular_values(la_dist d, int64_t n, int heads, int dk, double scale,
-                                   const double *q, const double *k, double *sv, double *shift,
-                                   char *err, size_t errlen) {
-  return la_floor_svd(d, n, heads, dk, scale, q, k, 0, sv, NULL, NULL, shift, err, errlen);
+                                   const double *q, const double *k, double *sv, double *shift) {
+  return la_floor_svd(d, n, heads, dk, scale, q, k, 0, sv, NULL, NULL, shift);
 }
 
 /* The leading rvec singular triplets of every head (la_floor_svd): head h on rank h mod P,
@@ -70,7 +69,7 @@ la_status la_floor_singular_values(la_dist d, int64_t n, int heads, int dk, doub
  * n = 2048 on 2 ranks), dgesdd takes about 20 n^3 flops. */
 static la_status leading_vectors(la_dist d, int64_t n, int heads, int dk, double scale,
                                  const double *q, const double *k, double c, int rvec, double *u,
-                                 double *vv, char *why, size_t whylen) {
+                                 double *vv) {
   const int P = la_dist_size(d), me = la_dist_rank(d);
   const size_t nn = (size_t)n * (size_t)n;
   la_status st = LA_OK;
@@ -81,9 +80,8 @@ static la_status leading_vectors(la_dist d, int64_t n, int heads, int dk, double
       double *vt = la_malloc(sizeof(double) * nn), *s = la_malloc(sizeof(double) * (size_t)n);
       double *qh = la_malloc(sizeof(double) * (size_t)n * dk), *kh = la_malloc(sizeof(double) * (size_t)n * dk);
       if (!a || !uf || !vt || !s || !qh || !kh) {
-        snprintf(why, whylen, "la_floor_svd: out of memory for the singular vectors of a %lld x %lld "
-                 "matrix on rank %d", (long long)n, (long long)n, me);
-        st = LA_ERR_NOMEM;
+        st = la_error(LA_ERR_NOMEM, "la_floor_svd: out of memory for the singular vectors of a %lld x %lld "
+                      "matrix on rank %d", (long long)n, (long long)n, me);
       } else {
         for (int64_t i = 0; i < n; i++) {
           memcpy(qh + i * dk, q + ((size_t)i * heads + h) * dk, sizeof(double) * dk);
@@ -95,8 +93,8 @@ static la_status leading_vectors(la_dist d, int64_t n, int heads, int dk, double
         lapack_int info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'S', (lapack_int)n, (lapack_int)n, a,
                                          (lapack_int)n, s, uf, (lapack_int)n, vt, (lapack_int)n);
         if (info != 0) {
-          snprintf(why, whylen, "la_floor_svd: LAPACK dgesdd failed on head %d (info = %d)", h, (int)info);
-          st = info < 0 ? LA_ERR_INTERNAL : LA_ERR_INTERNAL;
+          st = la_error(LA_ERR_INTERNAL, "la_floor_svd: LAPACK dgesdd failed on head %d (info = %d)",
+                        h, (int)info);
         } else { /* U_r diag(sigma_r) and V_r, [n][rvec] */
           double *uh = u + (size_t)h * n * rvec, *vh = vv + (size_t)h * n * rvec;
           for (int64_t i = 0; i < n; i++)
@@ -106,14 +104,12 @@ static la_status leading_vectors(la_dist d, int64_t n, int heads, int dk, double
       }
       free(a), free(uf), free(vt), free(s), free(qh), free(kh);
     }
-    st = la_dist_agree(d, st, why, whylen);
+    st = la_dist_agree(d, st);
     for (int p = 0; p < P && h0 + p < heads && st == LA_OK; p++) {
       const size_t cnt = (size_t)n * rvec;
       if (MPI_Bcast(u + (size_t)(h0 + p) * cnt, (int)cnt, MPI_DOUBLE, p, la_dist_comm(d)) != MPI_SUCCESS ||
-          MPI_Bcast(vv + (size_t)(h0 + p) * cnt, (int)cnt, MPI_DOUBLE, p, la_dist_comm(d)) != MPI_SUCCESS) {
-        snprintf(why, whylen, "la_floor_svd: MPI_Bcast of the singular vectors failed");
-        st = la_error(LA_ERR_MPI, "%s", why);
-      }
+          MPI_Bcast(vv + (size_t)(h0 + p) * cnt, (int)cnt, MPI_DOUBLE, p, la_dist_comm(d)) != MPI_SUCCESS)
+        st = la_error(LA_ERR_MPI, "la_floor_svd: MPI_Bcast of the singular vectors failed");
     }
   }
   return st;
@@ -121,17 +117,14 @@ static la_status leading_vectors(la_dist d, int64_t n, int heads, int dk, double
 
 la_status la_floor_svd(la_dist d, int64_t n, int heads, int dk, double scale, const double *q,
                        const double *k, int rvec, double *sv, double *u, double *vv,
-                       double *shift, char *err, size_t errlen) {
+                       double *shift) {
   const char *job = "N";
-  char why[512] = "";
   la_status st = LA_OK;
-  if (err && errlen) err[0] = 0;
   if (n < 1 || heads < 1 || dk < 1 || !isfinite(scale) || !q || !k || !sv || !shift ||
       rvec < 0 || rvec > n || (rvec > 0 && (!u || !vv))) {
-    snprintf(why, sizeof why, "la_floor_singular_values: want n >= 1, heads >= 1, dk >= 1, a "
-             "finite scale and non-NULL arrays (n = %lld, heads = %d, dk = %d, scale = %g)",
-             (long long)n, heads, dk, scale);
-    st = LA_ERR_ARG;
+    st = la_error(LA_ERR_ARG, "la_floor_singular_values: want n >= 1, heads >= 1, dk >= 1, a "
+                  "finite scale and non-NULL arrays (n = %lld, heads = %d, dk = %d, scale = %g)",
+                  (long long)n, heads, dk, scale);
   }
   const int P = la_dist_size(d), nb = LA_FLOOR_NB;
   /* near-square grid: pr the largest divisor of P with pr^2 <= P (1 x P for a prime P) */
@@ -142,17 +135,12 @@ la_status la_floor_svd(la_dist d, int64_t n, int heads, int dk, double scale, co
   /* ScaLAPACK indexes a local array with 32-bit integers ((j-1) lld + i): the largest local
    * part (process (0,0)'s) must stay below 2^31 elements. n x n on one rank: n <= 46340. */
   if (st == LA_OK && (n > INT_MAX || max_local(n, nb, pr) * max_local(n, nb, pc) > INT_MAX)) {
-    snprintf(why, sizeof why, "la_floor_singular_values: n = %lld is too large for %d ranks: "
-             "a %lld x %lld local block reaches ScaLAPACK's 32-bit index limit (2^31 elements "
-             "per rank; n <= 46340 on one rank, about 46340 sqrt(P) on P)", (long long)n, P,
-             (long long)max_local(n, nb, pr), (long long)max_local(n, nb, pc));
-    st = LA_ERR_UNSUPPORTED;
+    st = la_error(LA_ERR_UNSUPPORTED, "la_floor_singular_values: n = %lld is too large for %d ranks: "
+                  "a %lld x %lld local block reaches ScaLAPACK's 32-bit index limit (2^31 elements "
+                  "per rank; n <= 46340 on one rank, about 46340 sqrt(P) on P)", (long long)n, P,
+                  (long long)max_local(n, nb, pr), (long long)max_local(n, nb, pc));
   }
-  st = la_dist_agree(d, st, why, sizeof why);
-  if (st != LA_OK) {
-    if (err && errlen) snprintf(err, errlen, "%s", why);
-    return st;
-  }
+  LA_TRY(la_dist_agree(d, st));
 
   const int N = (int)n, zero = 0, one = 1;
   int me, np, myr = -1, myc = -1, npr, npc;
@@ -179,13 +167,11 @@ la_status la_floor_svd(la_dist d, int64_t n, int heads, int dk, double scale, co
       pdgesvd_(job, job, &N, &N, &dummy, &one, &one, desc, &dummy, &dummy, &one, &one, desc,
                &dummy, &one, &one, desc, &wq, &query, &info);
     if (info != 0) {
-      snprintf(why, sizeof why, "la_floor_singular_values: descinit or the pdgesvd workspace "
-               "query failed (info = %d)", info);
-      st = LA_ERR_INTERNAL;
+      st = la_error(LA_ERR_INTERNAL, "la_floor_singular_values: descinit or the pdgesvd workspace "
+                    "query failed (info = %d)", info);
     } else if (!(wq >= 1 && wq <= INT_MAX)) {
-      snprintf(why, sizeof why, "la_floor_singular_values: pdgesvd asks for %.0f doubles of "
-               "workspace, beyond its 32-bit lwork", wq);
-      st = LA_ERR_UNSUPPORTED;
+      st = la_error(LA_ERR_UNSUPPORTED, "la_floor_singular_values: pdgesvd asks for %.0f doubles of "
+                    "workspace, beyond its 32-bit lwork", wq);
     } else {
       lwork = (int)wq;
       a = la_malloc(sizeof(double) * (size_t)lld * (size_t)(nloc > 0 ? nloc : 1));
@@ -196,14 +182,13 @@ la_status la_floor_svd(la_dist d, int64_t n, int heads, int dk, double scale, co
       gcol = la_malloc(sizeof(int64_t) * (size_t)(nloc > 0 ? nloc : 1));
       s = la_malloc(sizeof(double) * (size_t)N);
       if (!a || !work || !qp || !kp || !grow || !gcol || !s) {
-        snprintf(why, sizeof why, "la_floor_singular_values: out of memory for the %d x %d "
-                 "local part of the %d x %d matrix and %d doubles of pdgesvd workspace on "
-                 "rank %d", mloc, nloc, N, N, lwork, la_dist_rank(d));
-        st = LA_ERR_NOMEM;
+        st = la_error(LA_ERR_NOMEM, "la_floor_singular_values: out of memory for the %d x %d "
+                      "local part of the %d x %d matrix and %d doubles of pdgesvd workspace on "
+                      "rank %d", mloc, nloc, N, N, lwork, la_dist_rank(d));
       }
     }
   }
-  st = la_dist_agree(d, st, why, sizeof why);
+  st = la_dist_agree(d, st);
   if (st != LA_OK) goto done;
   for (int i = 0; i < mloc; i++) grow[i] = g_index(i, nb, myr, pr);
   for (int j = 0; j < nloc; j++) gcol[j] = g_index(j, nb, myc, pc);
@@ -220,16 +205,14 @@ la_status la_floor_svd(la_dist d, int64_t n, int heads, int dk, double scale, co
     badh = h;
   }
   if (bad) {
-    snprintf(why, sizeof why, "la_floor_singular_values: scale q.k is not finite (head %d, "
-             "query %lld, key %lld): q or k holds a non-finite value, or the product "
-             "overflows", badh, (long long)bi, (long long)bj);
-    st = LA_ERR_NONFINITE;
+    st = la_error(LA_ERR_NONFINITE, "la_floor_singular_values: scale q.k is not finite (head %d, "
+                  "query %lld, key %lld): q or k holds a non-finite value, or the product "
+                  "overflows", badh, (long long)bi, (long long)bj);
   }
-  st = la_dist_agree(d, st, why, sizeof why);
+  st = la_dist_agree(d, st);
   if (st != LA_OK) goto done;
   if (MPI_Allreduce(MPI_IN_PLACE, &c, 1, MPI_DOUBLE, MPI_MAX, la_dist_comm(d)) != MPI_SUCCESS) {
     st = la_error(LA_ERR_MPI, "la_floor_singular_values: MPI_Allreduce of the shift failed");
-    snprintf(why, sizeof why, "%s", la_error_message());
     goto done;
   }
   *shift = c;
@@ -247,34 +230,30 @@ la_status la_floor_svd(la_dist d, int64_t n, int heads, int dk, double scale, co
       pdgesvd_(job, job, &N, &N, a, &one, &one, desc, s, &dummy, &one, &one, desc, &dummy, &one,
                &one, desc, work, &lwork, &info); /* destroys a */
       if (info > N)
-        snprintf(why, sizeof why, "la_floor_singular_values: pdgesvd found different singular "
-                 "values on different ranks (head %d, info = %d)", h, info);
+        st = la_error(LA_ERR_INTERNAL, "la_floor_singular_values: pdgesvd found different singular "
+                      "values on different ranks (head %d, info = %d)", h, info);
       else if (info > 0)
-        snprintf(why, sizeof why, "la_floor_singular_values: pdgesvd did not converge (head %d, "
-                 "info = %d: the bidiagonal QR iteration failed)", h, info);
+        st = la_error(LA_ERR_INTERNAL, "la_floor_singular_values: pdgesvd did not converge (head %d, "
+                      "info = %d: the bidiagonal QR iteration failed)", h, info);
       else if (info < 0)
-        snprintf(why, sizeof why, "la_floor_singular_values: pdgesvd rejected argument %d "
-                 "(head %d, info = %d)", -info, h, info);
-      if (info != 0) st = LA_ERR_INTERNAL;
+        st = la_error(LA_ERR_INTERNAL, "la_floor_singular_values: pdgesvd rejected argument %d "
+                      "(head %d, info = %d)", -info, h, info);
       else memcpy(sv + (size_t)h * N, s, sizeof(double) * (size_t)N);
     }
-    st = la_dist_agree(d, st, why, sizeof why);
+    st = la_dist_agree(d, st);
     if (st != LA_OK) goto done;
   }
   /* rank 0 is grid process (0, 0); S is replicated on the grid, and this reaches any rank
    * outside it */
   for (int h = 0; h < heads && st == LA_OK; h++)
-    if (MPI_Bcast(sv + (size_t)h * N, N, MPI_DOUBLE, 0, la_dist_comm(d)) != MPI_SUCCESS) {
+    if (MPI_Bcast(sv + (size_t)h * N, N, MPI_DOUBLE, 0, la_dist_comm(d)) != MPI_SUCCESS)
       st = la_error(LA_ERR_MPI, "la_floor_singular_values: MPI_Bcast of the singular values "
                     "failed");
-      snprintf(why, sizeof why, "%s", la_error_message());
-    }
 
   if (st == LA_OK && rvec > 0)
-    st = leading_vectors(d, n, heads, dk, scale, q, k, c, rvec, u, vv, why, sizeof why);
+    st = leading_vectors(d, n, heads, dk, scale, q, k, c, rvec, u, vv);
 
 done:
-  if (err && errlen && st != LA_OK) snprintf(err, errlen, "%s", why);
   free(a); free(work); free(qp); free(kp); free(grow); free(gcol); free(s);
   if (in_grid) Cblacs_gridexit(ctxt);
   Cfree_blacs_system_handle(sys);

@@ -15,7 +15,7 @@
 /* Collective on d. Singular values (descending) of A_h = exp(scale Q_h K_h^T - c) for every head,
  * from ScaLAPACK pdgesvd (values only) on a BLACS process grid over all ranks of d.
  * q, k: the whole sequence on every rank, float64 [n, H, dk]. sv: [H, n] on every rank.
- * *shift receives c. Errors agreed across ranks (la_dist_agree), one-line reason in err.
+ * *shift receives c. Errors agreed across ranks (la_dist_agree), one-line reason recorded (la_error).
  *
  * c = max over every head h and entry (i, j) of scale q_i.k_j, so every entry of A_h is in
  * [0, 1] (underflow to 0 is allowed); the singular values of exp(S) are those of A_h times
@@ -36,8 +36,7 @@
  * pdgesvd reports an error (a nonzero info: no convergence, or values that differ across the
  * grid), with the info code in the reason; LA_ERR_MPI. */
 la_status la_floor_singular_values(la_dist d, int64_t n, int heads, int dk, double scale,
-                                   const double *q, const double *k, double *sv, double *shift,
-                                   char *err, size_t errlen);
+                                   const double *q, const double *k, double *sv, double *shift);
 
 /* Collective on d. As la_floor_singular_values, and with rvec > 0 also the leading rvec
  * singular triplets of every head on every rank: u [H][n][rvec] = U_r diag(sigma_r) and vv
@@ -47,7 +46,7 @@ la_status la_floor_singular_values(la_dist d, int64_t n, int heads, int dk, doub
  * broadcast. heads n rvec must stay below 2^31. */
 la_status la_floor_svd(la_dist d, int64_t n, int heads, int dk, double scale, const double *q,
                        const double *k, int rvec, double *sv, double *u, double *vv,
-                       double *shift, char *err, size_t errlen);
+                       double *shift);
 
 /* Not Collective: the floor over all heads, sqrt(sum_h sum_{i>=r} sv[h,i]^2 / sum_h sum_i sv[h,i]^2)
  * (0-based i), i.e. the relative Frobenius error of the best rank-r matrix per head, over all heads.

@@ -25,7 +25,7 @@ static la_status forward_causal(la_dist d, la_engine eng, int64_t n, int64_t row
   if (s != LA_OK) return s;
   if (d->size > 1) {
     s = la_engine_accumulate(eng, row0, n, k, v, &st);
-    s = la_dist_agree(d, s, NULL, 0);
+    s = la_dist_agree(d, s);
     if (s == LA_OK) s = la_dist_exscan(d, &st); /* rank 0: the identity */
   }
   if (s == LA_OK) s = la_engine_apply(eng, row0, n, q, k, v, &st, out, stats);
@@ -43,7 +43,7 @@ static la_status forward_bidir(la_dist d, la_engine eng, int64_t n, int64_t row0
   if (s != LA_OK) return s;
   if (!la_engine_has_segments(eng)) {
     s = la_engine_accumulate(eng, row0, n, k, v, &st);
-    s = la_dist_agree(d, s, NULL, 0);
+    s = la_dist_agree(d, s);
     if (s == LA_OK && d->size > 1) s = la_dist_allreduce(d, &st);
     if (s == LA_OK) s = la_engine_apply(eng, row0, n, q, k, v, &st, out, stats);
     la_state_free(&st);
@@ -59,7 +59,7 @@ static la_status forward_bidir(la_dist d, la_engine eng, int64_t n, int64_t row0
     if (t < row0 + n)
       for (int h = 0; h < H; h++) head.f[h] = 1; /* blocks the suffix from further right */
   }
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK) s = la_dist_exscan(d, &st);
   if (s == LA_OK) s = la_dist_exscan_reverse(d, &head);
   if (s == LA_OK) s = la_engine_apply_segmented(eng, row0, n, q, k, v, &st, &head, out, stats);
@@ -105,7 +105,7 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, i
     s = la_error(LA_ERR_NOMEM, "window: out of memory for the past halo (%lld key rows)",
                  (long long)(hi - lo));
   if (s == LA_OK) s = la_state_init(&part, H, r, dv);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   int nreq = 0;
   if (s == LA_OK) {
     MPI_Datatype tk, tv;
@@ -152,7 +152,8 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, i
         d->bytes += (int64_t)(sizeof(double) * per * H);
       }
     }
-    if (MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE) != MPI_SUCCESS) s = LA_ERR_MPI;
+    if (MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+      s = la_error(LA_ERR_MPI, "forward: window: the halo exchange failed");
     d->comm_seconds += MPI_Wtime() - t0;
     MPI_Type_free(&tk);
     MPI_Type_free(&tv);
@@ -167,7 +168,7 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, i
       }
     }
   }
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   free(have);
   free(midbuf);
   free(sendmid);
@@ -189,7 +190,7 @@ static la_status forward_window(la_dist d, la_engine eng, int64_t N, int64_t n, 
   int64_t lo = row0, hi = row0;
   char *hk = NULL, *hv = NULL;
   la_status s = la_state_init(&mid, H, r, dv);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK) s = la_window_fetch_past(d, eng, N, n, row0, k, v, &lo, &hi, &hk, &hv, &mid);
   if (s == LA_OK) s = la_engine_apply_window(eng, row0, n, q, k, v, lo, hi, hk, hv, &mid, out, stats);
   free(hk);
@@ -208,10 +209,10 @@ static la_status forward_exact(la_dist d, la_engine eng, int64_t n, int64_t row0
   la_xstate x = {0}, y = {0};
   la_status s = la_xstate_init(&x, H, r, dv);
   if (s == LA_OK) s = la_xstate_init(&y, H, r, dv);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK && la_engine_mode(eng) == LA_BIDIRECTIONAL && la_engine_has_segments(eng)) {
     s = la_engine_segment_ends_exact(eng, row0, n, k, v, &x, &y);
-    s = la_dist_agree(d, s, NULL, 0);
+    s = la_dist_agree(d, s);
     if (s == LA_OK) s = la_dist_xexscan(d, &x);
     if (s == LA_OK) s = la_dist_xexscan_reverse(d, &y);
     if (s == LA_OK) s = la_engine_apply_segmented_exact(eng, row0, n, q, k, v, &x, &y, out, stats);
@@ -219,7 +220,7 @@ static la_status forward_exact(la_dist d, la_engine eng, int64_t n, int64_t row0
     const int bidir = la_engine_mode(eng) == LA_BIDIRECTIONAL;
     if (bidir || d->size > 1) { /* one causal rank starts from the identity */
       s = la_engine_accumulate_exact(eng, row0, n, k, v, &x);
-      s = la_dist_agree(d, s, NULL, 0);
+      s = la_dist_agree(d, s);
       if (s == LA_OK) s = bidir ? la_dist_xallreduce(d, &x) : la_dist_xexscan(d, &x);
     }
     if (s == LA_OK) s = la_engine_apply_exact(eng, row0, n, q, k, v, &x, out, stats);
@@ -247,7 +248,7 @@ static la_status forward_window_exact(la_dist d, la_engine eng, int64_t N, int64
   la_status s = xk && xv && reqs ? LA_OK
                 : la_error(LA_ERR_NOMEM, "window: out of memory for the %lld key rows before "
                            "this rank's (--reproducible)", (long long)(xend - x0));
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK) {
     int nreq = 0;
     double t0 = MPI_Wtime();
@@ -276,7 +277,7 @@ static la_status forward_window_exact(la_dist d, la_engine eng, int64_t N, int64
     memcpy(xk + rowk * (size_t)(row0 - x0), k, rowk * (size_t)(xend - row0));
     memcpy(xv + rowv * (size_t)(row0 - x0), v, rowv * (size_t)(xend - row0));
   }
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK)
     s = la_engine_apply_window_exact(eng, row0, n, q, k, v, x0, xend, xk, xv, out, stats);
   free(xk);
@@ -289,7 +290,8 @@ la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row
                           const void *q, const void *k, const void *v, void *out,
                           la_den_stats *stats) {
   int64_t N = 0;
-  if (MPI_Allreduce(&n_local, &N, 1, MPI_INT64_T, MPI_SUM, d->comm) != MPI_SUCCESS) return LA_ERR_MPI;
+  LA_CHECK(MPI_Allreduce(&n_local, &N, 1, MPI_INT64_T, MPI_SUM, d->comm) == MPI_SUCCESS, LA_ERR_MPI,
+           "forward: MPI_Allreduce of the sequence length failed");
   la_status s;
   if (la_engine_reproducible(eng) && la_engine_window(eng) > 0 && la_engine_window(eng) < N)
     s = forward_window_exact(d, eng, N, n_local, row0, q, k, v, out, stats);
@@ -301,7 +303,7 @@ la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row
     s = forward_window(d, eng, N, n_local, row0, q, k, v, out, stats);
   else /* a window of N or more is the plain causal operator */
     s = forward_causal(d, eng, n_local, row0, q, k, v, out, stats);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
   return s;
 }

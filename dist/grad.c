@@ -10,7 +10,6 @@
 #include "run.h"
 
 int la_cmd_grad(la_dist d, la_cli *o) {
-  char err[1024] = "";
   const int rank = la_dist_rank(d), P = la_dist_size(d);
   la_job job;
   la_den_stats stats = {0};
@@ -19,10 +18,10 @@ int la_cmd_grad(la_dist d, la_cli *o) {
   const char *paths[4] = {o->grad_q, o->grad_k, o->grad_v, o->out};
   void *buf[4] = {NULL, NULL, NULL, NULL}, *grad[4] = {NULL, NULL, NULL, NULL};
   la_error_clear(); /* la_error_reason below reads only what this run records */
-  la_status st = la_job_setup(&job, d, o, 1, err, sizeof err);
+  la_status st = la_job_setup(&job, d, o, 1);
   if (st == LA_OK) {
     st = la_den_stats_init(&stats);
-    st = la_dist_agree(d, st, err, sizeof err);
+    st = la_dist_agree(d, st);
   }
   /* gradients: each the shape of its input ([N,H,d], or [N,d] when the input was 2-D); the
    * outputs (t = 3) that of V, as run writes them */
@@ -31,7 +30,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     const int ti = t == 3 ? 2 : t;
     int d3 = job.in[ti].path && t < 3 ? job.in[ti].info.ndim == 3 : 1, w = ti == 2 ? job.dv : job.dk;
     int64_t shp[3] = {job.N, d3 ? job.H : w, w};
-    st = la_pout_open(d, paths[t], job.dt, d3 ? 3 : 2, shp, o->force, &outs[t], err, sizeof err);
+    st = la_pout_open(d, paths[t], job.dt, d3 ? 3 : 2, shp, o->force, &outs[t]);
   }
   int64_t n = 0, row0 = 0;
   if (st == LA_OK) {
@@ -40,50 +39,51 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     for (int t = 0; t < 4; t++) buf[t] = la_alloc_rows(es * rows * (t == 0 || t == 1 ? job.dk : job.dv));
     for (int t = 0; t < 4; t++)
       if (t < 3 || paths[3]) grad[t] = la_alloc_rows(es * rows * (t >= 2 ? job.dv : job.dk));
-    for (int t = 0; t < 4; t++)
-      if (!buf[t] || ((t < 3 || paths[3]) && !grad[t])) st = LA_ERR_NOMEM;
-    if (st != LA_OK) snprintf(err, sizeof err, "out of memory for this rank's %lld rows of inputs and gradients", (long long)n);
+    for (int t = 0; t < 4 && st == LA_OK; t++)
+      if (!buf[t] || ((t < 3 || paths[3]) && !grad[t]))
+        st = la_error(LA_ERR_NOMEM, "out of memory for this rank's %lld rows of inputs and gradients",
+                      (long long)n);
     for (int t = 0; t < 4 && st == LA_OK && n > 0; t++)
-      st = la_job_read(&job, t, row0, n, buf[t], err, sizeof err);
+      st = la_job_read(&job, t, row0, n, buf[t]);
     /* Touch the gradient buffers now, so that their page faults (3 GB at N = 2^20, H = 4,
      * d = 64) are set-up time, as the inputs' are, and not counted as compute. */
     for (int t = 0; t < 4 && st == LA_OK; t++)
       if (grad[t]) memset(grad[t], 0, la_dtype_size(job.dt) * rows * (t >= 2 ? job.dv : job.dk));
     if (st == LA_OK && grad[3] && n > 0) /* the replay writes this rank's outputs there */
       st = la_engine_set_replay_output(job.eng, grad[3], row0, n);
-    st = la_dist_agree(d, st, err, sizeof err);
+    st = la_dist_agree(d, st);
   }
   if (st == LA_OK) {
     double t0 = MPI_Wtime();
     st = la_dist_backward(d, job.eng, n, row0, buf[0], buf[1], buf[2], buf[3], grad[0], grad[1],
                           grad[2], &stats);
     job.t_compute += MPI_Wtime() - t0;
-    if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "backward: %s", la_error_reason(st));
+    if (st != LA_OK) la_error_prefix(st, "backward: ");
   }
-  if (st == LA_OK) st = la_job_verdict(&job, &stats, "gradient", err, sizeof err);
+  if (st == LA_OK) st = la_job_verdict(&job, &stats, "gradient");
   for (int t = 0; t < 4 && st == LA_OK; t++) {
     if (!paths[t]) continue;
     double t0 = MPI_Wtime();
-    if (n > 0) st = la_pout_write(&outs[t], row0, n, grad[t], err, sizeof err);
-    st = la_dist_agree(d, st, err, sizeof err);
+    if (n > 0) st = la_pout_write(&outs[t], row0, n, grad[t]);
+    st = la_dist_agree(d, st);
     job.t_write += MPI_Wtime() - t0;
   }
   /* All appear, or none: each is synced and closed, the report written, and then they are
    * renamed into place (docs/design.md §6). */
   for (int t = 0; t < 4; t++) {
     if (!paths[t]) continue;
-    la_status cs = la_pout_finish(d, &outs[t], st == LA_OK, err, sizeof err);
+    la_status cs = la_pout_finish(d, &outs[t], st == LA_OK);
     if (st == LA_OK) st = cs;
   }
-  if (st == LA_OK) st = la_job_report(&job, "grad", &stats, o->grad_q, 3.0, err, sizeof err);
+  if (st == LA_OK) st = la_job_report(&job, "grad", &stats, o->grad_q, 3.0);
   {
-    la_status cs = la_pout_commit(d, outs, 4, st == LA_OK, err, sizeof err);
+    la_status cs = la_pout_commit(d, outs, 4, st == LA_OK);
     if (st == LA_OK && cs != LA_OK && rank == 0 && o->report) unlink(o->report);
     if (st == LA_OK) st = cs;
   }
   int exitc = 0;
   if (st != LA_OK) {
-    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", la_error_reason(st));
     exitc = la_status_exit_code(st);
   }
   for (int t = 0; t < 4; t++) free(buf[t]);

@@ -16,7 +16,7 @@ static const char *tensor_name(int t) {
 }
 
 /* Shapes of Q, K, V: [N,H,d] or [N,d]; the same N and H; Q and K the same d. */
-static la_status job_shapes(la_job *j, char *err, size_t errlen) {
+static la_status job_shapes(la_job *j) {
   la_cli *o = j->o;
   if (j->synthetic) {
     j->N = o->n;
@@ -29,42 +29,37 @@ static la_status job_shapes(la_job *j, char *err, size_t errlen) {
   const char *paths[3] = {o->q, o->k, o->v};
   int64_t N[3], H[3], D[3];
   for (int t = 0; t < 3; t++) {
-    la_status st = la_pin_open(j->d, paths[t], &j->in[t], err, errlen);
-    if (st != LA_OK) return la_name_option(st, tensor_name(t), err, errlen);
+    la_status st = la_pin_open(j->d, paths[t], &j->in[t]);
+    if (st != LA_OK) return la_name_option(st, tensor_name(t));
     const la_npy_info *I = &j->in[t].info;
     if (I->dtype == LA_I64 || I->ndim < 2 || I->ndim > 3) {
-      snprintf(err, errlen, "%s %s: must be a float array [N,H,d] or [N,d] (got %d dims, %s)",
-               tensor_name(t), paths[t], I->ndim, la_dtype_name(I->dtype));
-      return LA_ERR_SHAPE;
+      return la_error(LA_ERR_SHAPE, "%s %s: must be a float array [N,H,d] or [N,d] (got %d dims, %s)",
+                      tensor_name(t), paths[t], I->ndim, la_dtype_name(I->dtype));
     }
     N[t] = I->shape[0];
     H[t] = I->ndim == 3 ? I->shape[1] : 1;
     D[t] = I->shape[I->ndim - 1];
     if (H[t] < 1 || D[t] < 1 || H[t] > 4096 || D[t] > LA_DIM_MAX) {
-      snprintf(err, errlen, "%s %s: heads %lld and width %lld must be in [1,4096] and [1,%d]",
-               tensor_name(t), paths[t], (long long)H[t], (long long)D[t], LA_DIM_MAX);
-      return LA_ERR_SHAPE;
+      return la_error(LA_ERR_SHAPE, "%s %s: heads %lld and width %lld must be in [1,4096] and [1,%d]",
+                      tensor_name(t), paths[t], (long long)H[t], (long long)D[t], LA_DIM_MAX);
     }
   }
   for (int t = 1; t < 3; t++)
     if (N[t] != N[0] || H[t] != H[0]) {
-      snprintf(err, errlen, "%s %s: shape [N=%lld, H=%lld] disagrees with --q %s [N=%lld, H=%lld]",
-               tensor_name(t), paths[t], (long long)N[t], (long long)H[t], paths[0],
-               (long long)N[0], (long long)H[0]);
-      return LA_ERR_SHAPE;
+      return la_error(LA_ERR_SHAPE, "%s %s: shape [N=%lld, H=%lld] disagrees with --q %s [N=%lld, H=%lld]",
+                      tensor_name(t), paths[t], (long long)N[t], (long long)H[t], paths[0],
+                      (long long)N[0], (long long)H[0]);
     }
   if (D[1] != D[0]) {
-    snprintf(err, errlen, "--k %s: key width %lld disagrees with the query width %lld of --q %s",
-             paths[1], (long long)D[1], (long long)D[0], paths[0]);
-    return LA_ERR_SHAPE;
+    return la_error(LA_ERR_SHAPE, "--k %s: key width %lld disagrees with the query width %lld of --q %s",
+                    paths[1], (long long)D[1], (long long)D[0], paths[0]);
   }
   if (!o->dtype_set) {
     for (int t = 1; t < 3; t++)
       if (j->in[t].info.dtype != j->in[0].info.dtype) {
-        snprintf(err, errlen, "%s %s: dtype %s differs from --q %s (%s); pass --dtype to convert",
-                 tensor_name(t), paths[t], la_dtype_name(j->in[t].info.dtype), paths[0],
-                 la_dtype_name(j->in[0].info.dtype));
-        return LA_ERR_SHAPE;
+        return la_error(LA_ERR_SHAPE, "%s %s: dtype %s differs from --q %s (%s); pass --dtype to convert",
+                        tensor_name(t), paths[t], la_dtype_name(j->in[t].info.dtype), paths[0],
+                        la_dtype_name(j->in[0].info.dtype));
       }
     j->dt = j->in[0].info.dtype;
   } else {
@@ -79,35 +74,31 @@ static la_status job_shapes(la_job *j, char *err, size_t errlen) {
 
 /* dL/dout for grad: --grad-out [N,H,dv] (or [N,dv] for H = 1); the generator by default for
  * the synthetic workload. */
-static la_status job_grad_input(la_job *j, char *err, size_t errlen) {
+static la_status job_grad_input(la_job *j) {
   const char *g = j->o->grad_out;
   if (!g) {
     if (j->synthetic) return LA_OK;
-    snprintf(err, errlen, "--grad-out: dL/dout [N,H,dv] is required with input files");
-    return LA_ERR_ARG;
+    return la_error(LA_ERR_ARG, "--grad-out: dL/dout [N,H,dv] is required with input files");
   }
-  la_status st = la_pin_open(j->d, g, &j->in[3], err, errlen);
-  if (st != LA_OK) return la_name_option(st, "--grad-out", err, errlen);
+  la_status st = la_pin_open(j->d, g, &j->in[3]);
+  if (st != LA_OK) return la_name_option(st, "--grad-out");
   const la_npy_info *I = &j->in[3].info;
   int ok = I->dtype != LA_I64 && I->shape[0] == j->N &&
            ((I->ndim == 3 && I->shape[1] == j->H && I->shape[2] == j->dv) ||
             (I->ndim == 2 && j->H == 1 && I->shape[1] == j->dv));
   if (!ok) {
-    snprintf(err, errlen, "--grad-out %s: must be a float array [N=%lld, H=%d, dv=%d]", g,
-             (long long)j->N, j->H, j->dv);
-    return LA_ERR_SHAPE;
+    return la_error(LA_ERR_SHAPE, "--grad-out %s: must be a float array [N=%lld, H=%d, dv=%d]", g,
+                    (long long)j->N, j->H, j->dv);
   }
   if (!j->o->dtype_set && I->dtype != j->dt) {
-    snprintf(err, errlen, "--grad-out %s: dtype %s differs from the inputs (%s); pass --dtype to convert", g,
-             la_dtype_name(I->dtype), la_dtype_name(j->dt));
-    return LA_ERR_SHAPE;
+    return la_error(LA_ERR_SHAPE, "--grad-out %s: dtype %s differs from the inputs (%s); pass --dtype to convert", g,
+                    la_dtype_name(I->dtype), la_dtype_name(j->dt));
   }
   return LA_OK;
 }
 
 /* Rows [row0, row0+n) of tensor t into buf, then the finite check. */
-la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf, char *err,
-                          size_t errlen) {
+la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf) {
   double t0 = MPI_Wtime();
   int d = t >= 2 ? j->dv : j->dk;
   la_status st = LA_OK;
@@ -115,8 +106,7 @@ la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf, char
     la_synth_rows_threads(j->o->cfg.seed, t, row0, n, j->H, d,
                           t == 3 ? 1.0 : j->o->input_scale, j->dt, buf, j->eng ? la_engine_threads(j->eng) : 0);
   else
-    st = la_name_option(la_pin_read(&j->in[t], row0, n, j->dt, buf, err, errlen), tensor_name(t),
-                     err, errlen);
+    st = la_name_option(la_pin_read(&j->in[t], row0, n, j->dt, buf), tensor_name(t));
   if (st != LA_OK) {
     j->t_read += MPI_Wtime() - t0;
     return st;
@@ -132,36 +122,31 @@ la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf, char
       bounded ? LA_OK : la_check_finite(j->dt, buf, n, j->H, d, row0, &bt, &bh, &bc);
   j->t_read += MPI_Wtime() - t0;
   if (fin != LA_OK) {
-    snprintf(err, errlen, "%s%s%s: non-finite value at (token %lld, head %d, column %d)",
-             tensor_name(t), j->in[t].path ? " " : "", j->in[t].path ? j->in[t].path : "",
-             (long long)bt, bh, bc);
-    return LA_ERR_NONFINITE;
+    return la_error(LA_ERR_NONFINITE, "%s%s%s: non-finite value at (token %lld, head %d, column %d)",
+                    tensor_name(t), j->in[t].path ? " " : "", j->in[t].path ? j->in[t].path : "",
+                    (long long)bt, bh, bc);
   }
   return LA_OK;
 }
 
-static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t errlen) {
+static la_status load_projection(la_job *j, la_featmap fm) {
   la_cli *o = j->o;
   la_npy_info I;
   void *data = NULL;
-  la_status st = la_npy_load(o->projection, &I, &data, err, errlen);
-  if (st != LA_OK) return la_name_option(st, "--projection", err, errlen);
+  la_status st = la_npy_load(o->projection, &I, &data);
+  if (st != LA_OK) return la_name_option(st, "--projection");
   int shared = I.ndim == 2;
-  char msg[256];
-  st = la_projection_check(I.dtype, I.ndim, I.shape, data, j->H, j->dk, o->cfg.features, msg,
-                           sizeof msg);
+  st = la_projection_check(I.dtype, I.ndim, I.shape, data, j->H, j->dk, o->cfg.features);
   if (st != LA_OK) {
-    snprintf(err, errlen, "--projection %s: %s", o->projection, msg);
     free(data);
-    return st;
+    return la_error_prefix(st, "--projection %s: ", o->projection);
   }
   int64_t m = I.shape[I.ndim - 2];
   double *om = la_malloc(sizeof(double) * (size_t)I.count);
   if (!om) {
     free(data);
-    snprintf(err, errlen, "--projection %s: out of memory for the projection (%lld entries)", o->projection,
-             (long long)I.count);
-    return LA_ERR_NOMEM;
+    return la_error(LA_ERR_NOMEM, "--projection %s: out of memory for the projection (%lld entries)",
+                    o->projection, (long long)I.count);
   }
   for (int64_t i = 0; i < I.count; i++)
     om[i] = I.dtype == LA_F32 ? (double)((float *)data)[i] : ((double *)data)[i];
@@ -169,25 +154,22 @@ static la_status load_projection(la_job *j, la_featmap fm, char *err, size_t err
   st = la_featmap_set_projection(fm, om, (int)m, shared);
   free(om);
   if (st == LA_ERR_NONFINITE)
-    snprintf(err, errlen, "--projection %s: non-finite projection entry", o->projection);
-  return st;
+    return la_error(st, "--projection %s: non-finite projection entry", o->projection);
+  return st == LA_OK ? LA_OK : la_error_prefix(st, "--projection %s: ", o->projection);
 }
 
 /* Segment offsets (docs/cli.md): int64 [S+1], 0 = o_0 < o_1 < ... < o_S = N. */
-static la_status load_segments(const char *path, int64_t N, int64_t **seg, int64_t *count,
-                               char *err, size_t errlen) {
+static la_status load_segments(const char *path, int64_t N, int64_t **seg, int64_t *count) {
   la_npy_info I;
   void *data = NULL;
-  la_status st = la_npy_load(path, &I, &data, err, errlen);
-  if (st != LA_OK) return la_name_option(st, "--segments", err, errlen);
+  la_status st = la_npy_load(path, &I, &data);
+  if (st != LA_OK) return la_name_option(st, "--segments");
   int64_t *o = data;
   const int ok1d = I.dtype == LA_I64 && I.ndim == 1; /* else: no offsets */
   int64_t n = ok1d ? I.shape[0] : 0;
-  char msg[256];
-  if ((st = la_segments_check(ok1d ? o : NULL, n, N, msg, sizeof msg)) != LA_OK) {
-    snprintf(err, errlen, "--segments %s: %s", path, msg);
+  if ((st = la_segments_check(ok1d ? o : NULL, n, N)) != LA_OK) {
     free(data);
-    return st;
+    return la_error_prefix(st, "--segments %s: ", path);
   }
   *seg = o;
   *count = n;
@@ -217,7 +199,7 @@ static int64_t auto_block(const la_job *j) {
   return b;
 }
 
-la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, size_t errlen) {
+la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g) {
   memset(j, 0, sizeof *j);
   j->o = o;
   j->ckpt_resumed = -1;
@@ -226,27 +208,24 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
   j->synthetic = o->q == NULL;
   for (int t = 0; t < 4; t++) j->in[t].fh = MPI_FILE_NULL;
   const int rank = la_dist_rank(d);
-  la_status st = job_shapes(j, err, errlen);
+  la_status st = job_shapes(j);
   if (st == LA_OK && o->block == 0) o->block = auto_block(j);
-  if (st == LA_OK && want_g) st = job_grad_input(j, err, errlen);
+  if (st == LA_OK && want_g) st = job_grad_input(j);
   if (st == LA_OK && o->projection && la_map_is_random(o->cfg.map)) {
     /* the projection file sets m */
     la_npy_info I;
-    st = la_name_option(la_npy_read_info(o->projection, &I, err, errlen), "--projection", err, errlen);
+    st = la_name_option(la_npy_read_info(o->projection, &I), "--projection");
     if (st == LA_OK) o->cfg.features = la_projection_features(I.ndim, I.shape, o->cfg.features);
   }
-  if (st == LA_OK && o->segments) st = load_segments(o->segments, j->N, &j->seg, &j->nseg, err, errlen);
-  if (st == LA_OK) {
-    st = la_config_check(&o->cfg, j->dk, err, errlen);
-  }
+  if (st == LA_OK && o->segments) st = load_segments(o->segments, j->N, &j->seg, &j->nseg);
+  if (st == LA_OK) st = la_config_check(&o->cfg, j->dk);
   if (st == LA_OK && o->projection && !la_map_is_random(o->cfg.map)) {
-    snprintf(err, errlen, "--projection: the %s map has no projection", la_map_name(o->cfg.map));
-    st = LA_ERR_ARG;
+    st = la_error(LA_ERR_ARG, "--projection: the %s map has no projection", la_map_name(o->cfg.map));
   }
-  st = la_dist_agree(d, st, err, errlen);
+  st = la_dist_agree(d, st);
   /* The memory estimate against --mem-limit, before the projection, the engine's workspaces
    * and the caller's buffers are allocated (docs/design.md §4.8). */
-  if (st == LA_OK) st = la_mem_check(j, want_g, err, errlen);
+  if (st == LA_OK) st = la_mem_check(j, want_g);
   /* Every output before anything is computed: refused if it exists (without --force), if
    * its folder is missing or a file cannot be created there; stale temporaries of dead runs
    * removed (docs/cli.md "Files"). */
@@ -254,30 +233,29 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, s
     const char *outs[6] = {o->report, o->out, o->grad_q, o->grad_k, o->grad_v, o->save_projection};
     const char *opts[6] = {"--report", "--out", "--grad-q", "--grad-k", "--grad-v",
                            "--save-projection"};
-    st = la_outputs_check(d, outs, opts, 6, o->force, err, errlen);
+    st = la_outputs_check(d, outs, opts, 6, o->force);
   }
   if (st == LA_OK) {
     st = la_featmap_create(&o->cfg, j->H, j->dk, &j->fm);
-    if (st == LA_OK && o->projection) st = load_projection(j, j->fm, err, errlen);
+    if (st != LA_OK) la_error_prefix(st, "feature map: ");
+    if (st == LA_OK && o->projection) st = load_projection(j, j->fm);
     if (st == LA_OK && o->save_projection && rank == 0) {
       int m;
       const double *om = la_featmap_projection(j->fm, &m);
       if (!om) {
-        snprintf(err, errlen, "--save-projection: the %s map has no projection", la_map_name(o->cfg.map));
-        st = LA_ERR_ARG;
+        st = la_error(LA_ERR_ARG, "--save-projection: the %s map has no projection", la_map_name(o->cfg.map));
       } else {
         int64_t shp[3] = {j->H, m, j->dk};
-        st = la_npy_save(o->save_projection, LA_F64, 3, shp, om, o->force, err, errlen);
+        st = la_npy_save(o->save_projection, LA_F64, 3, shp, om, o->force);
       }
     }
-    if (st != LA_OK && !err[0]) snprintf(err, errlen, "feature map: %s", la_error_reason(st));
-    st = la_dist_agree(d, st, err, errlen);
+    st = la_dist_agree(d, st);
   }
   if (st == LA_OK) {
     st = la_engine_create(&o->cfg, j->fm, j->dt, j->dv, &j->eng);
     if (st == LA_OK && j->seg) st = la_engine_set_segments(j->eng, j->seg, j->nseg);
-    if (st != LA_OK) snprintf(err, errlen, "engine: %s", la_error_reason(st));
-    st = la_dist_agree(d, st, err, errlen);
+    if (st != LA_OK) la_error_prefix(st, "engine: ");
+    st = la_dist_agree(d, st);
   }
   return st;
 }
@@ -290,26 +268,21 @@ void la_job_close(la_job *j) {
   j->seg = NULL;
 }
 
-la_status la_job_verdict(const la_job *j, const la_den_stats *stats, const char *what,
-                         char *err, size_t errlen) {
+la_status la_job_verdict(const la_job *j, const la_den_stats *stats, const char *what) {
   const la_cli *o = j->o;
   if (o->cfg.normalize && stats->violations > 0) {
-    snprintf(err, errlen,
-             "denominator policy '%s': %lld of %lld rows have a denominator %s; first at "
-             "(token %lld, head %d); nothing written (see --denominator)",
-             o->den_string, (long long)stats->violations, (long long)stats->rows,
-             o->cfg.den_policy == LA_DEN_ZERO_EMPTY ? "< 0 or non-finite"
-                                                    : "<= 0 or non-finite",
-             (long long)stats->first_bad_token, stats->first_bad_head);
-    return LA_ERR_DENOMINATOR;
+    return la_error(LA_ERR_DENOMINATOR, "denominator policy '%s': %lld of %lld rows have a denominator %s; first at "
+                    "(token %lld, head %d); nothing written (see --denominator)",
+                    o->den_string, (long long)stats->violations, (long long)stats->rows,
+                    o->cfg.den_policy == LA_DEN_ZERO_EMPTY ? "< 0 or non-finite"
+                    : "<= 0 or non-finite",
+                    (long long)stats->first_bad_token, stats->first_bad_head);
   }
   if (stats->overflows > 0) {
-    snprintf(err, errlen,
-             "%s: unnormalized output overflows the %s range in %lld rows; first at (token %lld, "
-             "head %d); nothing written",
-             what, la_dtype_name(j->dt), (long long)stats->overflows,
-             (long long)stats->first_overflow_token, stats->first_overflow_head);
-    return LA_ERR_OVERFLOW;
+    return la_error(LA_ERR_OVERFLOW, "%s: unnormalized output overflows the %s range in %lld rows; first at (token %lld, "
+                    "head %d); nothing written",
+                    what, la_dtype_name(j->dt), (long long)stats->overflows,
+                    (long long)stats->first_overflow_token, stats->first_overflow_head);
   }
   return LA_OK;
 }
@@ -331,7 +304,7 @@ static int64_t peak_rss(void) {
 }
 
 la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, const char *out,
-                        double flops_factor, char *err, size_t errlen) {
+                        double flops_factor) {
   la_status st = LA_OK;
   la_dist d = j->d;
   const la_cli *o = j->o;
@@ -395,9 +368,9 @@ la_status la_job_report(la_job *j, const char *sub, const la_den_stats *stats, c
               la_dtype_name(j->dt), (long long)j->N, j->H, j->dk, j->dv, rep.r, P,
               rep.threads, ttm[1], rep.tokens_per_second, rep.gflops, stats->min);
       la_sysinfo_warn(&si);
-      if (o->report) st = la_report_write(o->report, &rep, o->force, err, errlen);
+      if (o->report) st = la_report_write(o->report, &rep, o->force);
     }
-    st = la_dist_agree(d, st, err, errlen);
+    st = la_dist_agree(d, st);
   }
   return st;
 }

@@ -28,20 +28,18 @@ typedef struct {
 /* Open inputs, check shapes and options, hold the memory estimate to --mem-limit (memest.h)
  * before anything large is allocated, build the feature map (loading or saving the
  * projection) and the engine. want_g: also open --grad-out (grad). Agreed across ranks. */
-la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g, char *err, size_t errlen);
+la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g);
 void la_job_close(la_job *j);
 /* Not Collective: rows [row0, row0+n) of tensor t (0 q, 1 k, 2 v, 3 dL/dout), finite check. */
-la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf, char *err,
-                      size_t errlen);
+la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf);
 /* Not Collective: the verdict of the denominator policy / overflow on merged statistics. */
-la_status la_job_verdict(const la_job *j, const la_den_stats *st, const char *what, char *err,
-                         size_t errlen);
+la_status la_job_verdict(const la_job *j, const la_den_stats *st, const char *what);
 /* Rank 0 prints a progress line (rate, ETA) when enabled. Not Collective. */
 void la_job_progress(la_job *j, const char *what, int64_t done, int64_t total, double t0,
                      double *last);
 /* Collective: gather timings, RSS and bytes, print the summary line and write the report.
  * flops_factor scales the useful flops (1 forward, 3 backward). */
 la_status la_job_report(la_job *j, const char *sub, const la_den_stats *st, const char *out,
-                        double flops_factor, char *err, size_t errlen);
+                        double flops_factor);
 
 #endif

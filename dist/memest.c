@@ -208,7 +208,7 @@ static void node_memory(la_dist d, int *ranks, int64_t *avail) {
   MPI_Comm_free(&node);
 }
 
-la_status la_mem_check(la_job *j, int grad, char *err, size_t errlen) {
+la_status la_mem_check(la_job *j, int grad) {
   la_mem_estimate m;
   la_mem_estimate_job(j, grad, &m);
   const int64_t limit = j->o->mem_limit; /* 0: the default */
@@ -225,15 +225,14 @@ la_status la_mem_check(la_job *j, int grad, char *err, size_t errlen) {
     human(avail, lim, sizeof lim);
     human(m.total * K, need, sizeof need);
     if (limit)
-      snprintf(err, errlen, "--mem-limit: this run needs an estimated %s, above the limit %s "
-               "(%suse more ranks, or raise --mem-limit)", est, lim,
-               streaming ? "lower --block-tokens, " : "");
+      st = la_error(LA_ERR_ARG, "--mem-limit: this run needs an estimated %s, above the limit %s "
+                    "(%suse more ranks, or raise --mem-limit)", est, lim,
+                    streaming ? "lower --block-tokens, " : "");
     else
-      snprintf(err, errlen, "--mem-limit: this run needs an estimated %s, %s for the %d "
-               "rank%s on this node, above the node's available memory %s (MemAvailable, the "
-               "default limit; %sspread the ranks over more nodes, or set --mem-limit)", est,
-               need, K, K == 1 ? "" : "s", lim, streaming ? "lower --block-tokens, " : "");
-    st = LA_ERR_ARG;
+      st = la_error(LA_ERR_ARG, "--mem-limit: this run needs an estimated %s, %s for the %d "
+                    "rank%s on this node, above the node's available memory %s (MemAvailable, the "
+                    "default limit; %sspread the ranks over more nodes, or set --mem-limit)", est,
+                    need, K, K == 1 ? "" : "s", lim, streaming ? "lower --block-tokens, " : "");
   }
-  return la_dist_agree(j->d, st, err, errlen);
+  return la_dist_agree(j->d, st);
 }

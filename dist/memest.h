@@ -26,7 +26,7 @@ void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m);
  * the ranks on each node to that node's MemAvailable (/proc/meminfo; no limit when it cannot
  * be read). Sets j->mem_estimate and j->mem_limit (-1: none). A refusal is LA_ERR_ARG with
  * one line in err naming --mem-limit, the estimate and the limit; agreed across ranks. */
-la_status la_mem_check(la_job *j, int grad, char *err, size_t errlen);
+la_status la_mem_check(la_job *j, int grad);
 
 /* The node's MemAvailable in bytes from /proc/meminfo (or the file $LINATTN_MEMINFO, for
  * tests), or -1 when it cannot be read. Not Collective. */

@@ -55,11 +55,10 @@ static void dmat_fill(dmat *x, int t, int nb, int myr, int myc, int pr, int pc,
 
 la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double scale,
                              la_mode mode, int nb, int64_t panel_rows, int threads,
-                             const la_pblas_io *io, double *seconds, char *err, size_t errlen) {
+                             const la_pblas_io *io, double *seconds) {
   *seconds = 0;
   if (n64 < 1 || n64 > INT_MAX / 2 || dk < 1 || dv < 1 || nb < 1 || !(scale > 0)) {
-    snprintf(err, errlen, "pblas baseline: n = %lld must be in [1, 2^30]", (long long)n64);
-    return LA_ERR_ARG;
+    return la_error(LA_ERR_ARG, "pblas baseline: n = %lld must be in [1, 2^30]", (long long)n64);
   }
   const int N = (int)n64, causal = mode == LA_CAUSAL, one = 1;
   const double done = 1.0, dzero = 0.0;
@@ -97,9 +96,8 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double 
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
   la_status st = LA_OK;
   if (!all_ok) {
-    snprintf(err, errlen, "pblas baseline: out of memory for the %lld x %lld score panel (lower "
-             "--baseline-max-n)", (long long)R, (long long)N);
-    st = LA_ERR_NOMEM;
+    st = la_error(LA_ERR_NOMEM, "pblas baseline: out of memory for the %lld x %lld score panel (lower "
+                  "--baseline-max-n)", (long long)R, (long long)N);
     goto done;
   }
   dmat_fill(&Q, 0, nb, myr, myc, pr, pc, io, rows);

@@ -95,19 +95,17 @@ static int os_errno(const char *path, int writing, MPI_Offset off, const void *b
   return e;
 }
 
-la_status la_pin_open(la_dist d, const char *path, la_pin *in, char *err, size_t errlen) {
+la_status la_pin_open(la_dist d, const char *path, la_pin *in) {
   memset(in, 0, sizeof *in);
   in->fh = MPI_FILE_NULL;
   in->path = path;
   la_status st = LA_OK;
-  if (la_dist_rank(d) == 0) st = la_npy_read_info(path, &in->info, err, errlen);
-  st = la_dist_agree(d, st, err, errlen);
-  if (st != LA_OK) return st;
+  if (la_dist_rank(d) == 0) st = la_npy_read_info(path, &in->info);
+  LA_TRY(la_dist_agree(d, st));
   MPI_Bcast(&in->info, (int)sizeof in->info, MPI_BYTE, 0, la_dist_comm(d));
-  if (in->info.dtype == LA_I64 && in->info.ndim != 1) {
-    snprintf(err, errlen, "%s: int64 arrays are only accepted as 1-D offsets", path);
-    return LA_ERR_FORMAT;
-  }
+  /* the same decision on every rank: the header was broadcast */
+  LA_CHECK(in->info.dtype != LA_I64 || in->info.ndim == 1, LA_ERR_FORMAT,
+           "%s: int64 arrays are only accepted as 1-D offsets", path);
   in->row_elems = 1;
   for (int i = 1; i < in->info.ndim; i++) in->row_elems *= in->info.shape[i];
   int q = quiet_begin();
@@ -118,13 +116,12 @@ la_status la_pin_open(la_dist d, const char *path, la_pin *in, char *err, size_t
   if (rc != MPI_SUCCESS) {
     char why[MPI_MAX_ERROR_STRING + 64];
     int e;
-    snprintf(err, errlen, "%s: cannot open: %s", path, io_reason(rc, se, why, sizeof why, &e));
-    st = LA_ERR_IO;
+    st = la_error(LA_ERR_IO, "%s: cannot open: %s", path, io_reason(rc, se, why, sizeof why, &e));
     in->fh = MPI_FILE_NULL;
   } else {
     MPI_File_set_errhandler(in->fh, MPI_ERRORS_RETURN);
   }
-  return la_dist_agree(d, st, err, errlen);
+  return la_dist_agree(d, st);
 }
 
 static void convert(la_dtype from, la_dtype to, const void *src, void *dst, int64_t n) {
@@ -137,19 +134,15 @@ static void convert(la_dtype from, la_dtype to, const void *src, void *dst, int6
   }
 }
 
-la_status la_pin_read(la_pin *in, int64_t row0, int64_t n, la_dtype want, void *dst, char *err,
-                      size_t errlen) {
+la_status la_pin_read(la_pin *in, int64_t row0, int64_t n, la_dtype want, void *dst) {
   if (n == 0) return LA_OK;
   size_t fes = la_dtype_size(in->info.dtype);
   int64_t elems = n * in->row_elems, bytes = elems * (int64_t)fes;
   /* Read into dst when it is large enough, else a temporary. */
   int direct = la_dtype_size(want) >= fes;
   char *buf = direct ? dst : la_malloc((size_t)bytes);
-  if (!buf) {
-    snprintf(err, errlen, "%s: out of memory for a conversion buffer of %lld bytes (lower "
-             "--block-tokens)", in->path, (long long)bytes);
-    return LA_ERR_NOMEM;
-  }
+  LA_CHECK(buf, LA_ERR_NOMEM, "%s: out of memory for a conversion buffer of %lld bytes (lower "
+           "--block-tokens)", in->path, (long long)bytes);
   MPI_Offset off = in->info.data_offset + row0 * in->row_elems * (int64_t)fes;
   la_status st = LA_OK;
   for (int64_t done = 0; done < bytes;) {
@@ -175,12 +168,11 @@ la_status la_pin_read(la_pin *in, int64_t row0, int64_t n, la_dtype want, void *
     int src = MPI_File_get_size(in->fh, &size);
     quiet_end(q2);
     if (src == MPI_SUCCESS && size < off + bytes) {
-      snprintf(err, errlen,
-               "%s: truncated payload: rows %lld..%lld end at byte %lld, the file now has %lld "
-               "(it changed after its header was checked)",
-               in->path, (long long)row0, (long long)(row0 + n - 1), (long long)(off + bytes),
-               (long long)size);
-      st = LA_ERR_FORMAT;
+      st = la_error(LA_ERR_FORMAT,
+                    "%s: truncated payload: rows %lld..%lld end at byte %lld, the file now has %lld "
+                    "(it changed after its header was checked)",
+                    in->path, (long long)row0, (long long)(row0 + n - 1), (long long)(off + bytes),
+                    (long long)size);
     } else {
       char why[MPI_MAX_ERROR_STRING + 64];
       int e, at = got > 0 && got < piece ? got : 0;
@@ -188,9 +180,8 @@ la_status la_pin_read(la_pin *in, int64_t row0, int64_t n, la_dtype want, void *
       const char *r = io_reason(rc, se, why, sizeof why, &e);
       if (!e && rc == MPI_SUCCESS)
         snprintf(why, sizeof why, "read %d of %lld bytes", got, (long long)piece), r = why;
-      snprintf(err, errlen, "%s: cannot read rows %lld..%lld: %s", in->path, (long long)row0,
-               (long long)(row0 + n - 1), r);
-      st = LA_ERR_READ;
+      st = la_error(LA_ERR_READ, "%s: cannot read rows %lld..%lld: %s", in->path, (long long)row0,
+                    (long long)(row0 + n - 1), r);
     }
     break;
   }
@@ -205,20 +196,17 @@ void la_pin_close(la_pin *in) {
 }
 
 /* "path: cannot write: reason" for a failed or short MPI-IO write. */
-static la_status write_error(const la_pout *out, int rc, int se, int got, int64_t want,
-                             char *err, size_t errlen) {
+static la_status write_error(const la_pout *out, int rc, int se, int got, int64_t want) {
   char why[MPI_MAX_ERROR_STRING + 64];
   int e;
   const char *r = io_reason(rc, se, why, sizeof why, &e);
   if (!e && rc == MPI_SUCCESS)
     snprintf(why, sizeof why, "wrote %d of %lld bytes", got, (long long)want), r = why;
-  snprintf(err, errlen, "%s: cannot write: %s", out->path, r);
-  return e ? la_write_status(e) : LA_ERR_WRITE;
+  return la_error(e ? la_write_status(e) : LA_ERR_WRITE, "%s: cannot write: %s", out->path, r);
 }
 
 /* One checked MPI_File_write_at: the return code and the count written. */
-static la_status write_at(la_pout *out, MPI_Offset off, const void *src, int64_t bytes,
-                          char *err, size_t errlen) {
+static la_status write_at(la_pout *out, MPI_Offset off, const void *src, int64_t bytes) {
   MPI_Status ms;
   int got = 0;
   int q = quiet_begin();
@@ -234,14 +222,13 @@ static la_status write_at(la_pout *out, MPI_Offset off, const void *src, int64_t
     int at = got > 0 ? got : 0;
     se = os_errno(out->tmp, 1, off + at, (const char *)src + at, bytes - at);
   }
-  return write_error(out, rc, se, got, bytes, err, errlen);
+  return write_error(out, rc, se, got, bytes);
 }
 
 /* la_pout_open, or with partial != NULL the checkpoint's partial output under that name
  * (la_pout_open_partial). */
 static la_status pout_open(la_dist d, const char *path, const char *partial, int resume,
-                           la_dtype dt, int ndim, const int64_t *shape, int force, la_pout *out,
-                           char *err, size_t errlen) {
+                           la_dtype dt, int ndim, const int64_t *shape, int force, la_pout *out) {
   memset(out, 0, sizeof *out);
   out->fh = MPI_FILE_NULL;
   out->dtype = dt;
@@ -253,15 +240,13 @@ static la_status pout_open(la_dist d, const char *path, const char *partial, int
   const int rank = la_dist_rank(d);
   if (rank == 0) {
     if (!force && la_path_exists(path)) {
-      snprintf(err, errlen, "%s: exists (use --force to overwrite)", path);
-      st = LA_ERR_EXISTS;
+      st = la_error(LA_ERR_EXISTS, "%s: exists (use --force to overwrite)", path);
     } else {
       st = la_npy_format_header(dt, ndim, shape, hdr, &hlen);
-      if (st != LA_OK) snprintf(err, errlen, "%s: cannot format the .npy header", path);
+      if (st != LA_OK) la_error(st, "%s: cannot format the .npy header", path);
     }
   }
-  st = la_dist_agree(d, st, err, errlen);
-  if (st != LA_OK) return st;
+  LA_TRY(la_dist_agree(d, st));
   MPI_Bcast(&pid, 1, MPI_LONG, 0, la_dist_comm(d));
   int64_t hl = (int64_t)hlen;
   MPI_Bcast(&hl, 1, MPI_INT64_T, 0, la_dist_comm(d));
@@ -280,19 +265,15 @@ static la_status pout_open(la_dist d, const char *path, const char *partial, int
     unsigned char have[LA_NPY_HEADER_MAX];
     FILE *f = fopen(out->tmp, "rb");
     size_t got = f ? fread(have, 1, hlen, f) : 0;
-    if (!f) {
-      snprintf(err, errlen, "%s: the checkpoint's partial output %s cannot be opened: %s", path,
-               out->tmp, strerror(errno));
-      st = LA_ERR_IO;
-    } else if (got != hlen || memcmp(have, hdr, hlen) != 0) {
-      snprintf(err, errlen, "%s: the checkpoint's partial output %s has another .npy header", path,
-               out->tmp);
-      st = LA_ERR_FORMAT;
-    }
+    if (!f)
+      st = la_error(LA_ERR_IO, "%s: the checkpoint's partial output %s cannot be opened: %s", path,
+                    out->tmp, strerror(errno));
+    else if (got != hlen || memcmp(have, hdr, hlen) != 0)
+      st = la_error(LA_ERR_FORMAT, "%s: the checkpoint's partial output %s has another .npy header",
+                    path, out->tmp);
     if (f) fclose(f);
   }
-  st = la_dist_agree(d, st, err, errlen);
-  if (st != LA_OK) return st;
+  LA_TRY(la_dist_agree(d, st));
   MPI_Barrier(la_dist_comm(d));
   int q = quiet_begin();
   errno = 0;
@@ -305,8 +286,8 @@ static la_status pout_open(la_dist d, const char *path, const char *partial, int
     char why[MPI_MAX_ERROR_STRING + 64];
     int e;
     const char *r = io_reason(rc, se, why, sizeof why, &e);
-    snprintf(err, errlen, "%s: cannot create the temporary output %s: %s", path, out->tmp, r);
-    st = e ? la_write_status(e) : LA_ERR_WRITE;
+    st = la_error(e ? la_write_status(e) : LA_ERR_WRITE, "%s: cannot create the temporary output %s: %s",
+                  path, out->tmp, r);
     out->fh = MPI_FILE_NULL;
   }
   /* Open on every rank, or on none: a rank whose open succeeded while another's failed
@@ -314,36 +295,34 @@ static la_status pout_open(la_dist d, const char *path, const char *partial, int
    * process ends soon after, and rank 0 removes the file. */
   int opened = rc == MPI_SUCCESS, all = 0;
   MPI_Allreduce(&opened, &all, 1, MPI_INT, MPI_MIN, la_dist_comm(d));
-  st = la_dist_agree(d, st, err, errlen);
+  st = la_dist_agree(d, st);
   if (st != LA_OK || !all) {
-    if (st == LA_OK) {
-      snprintf(err, errlen, "%s: MPI_File_open of the temporary output failed on some rank", path);
-      st = LA_ERR_MPI;
-    }
+    if (st == LA_OK)
+      st = la_error(LA_ERR_MPI, "%s: MPI_File_open of the temporary output failed on some rank", path);
     if (rank == 0 && !resume) unlink(out->tmp);
     return st;
   }
   MPI_File_set_errhandler(out->fh, MPI_ERRORS_RETURN);
   out->open = 1;
-  if (rank == 0 && !resume) st = write_at(out, 0, hdr, (int64_t)hlen, err, errlen);
-  st = la_dist_agree(d, st, err, errlen);
-  if (st != LA_OK) la_pout_close(d, out, 0, NULL, 0);
+  if (rank == 0 && !resume) st = write_at(out, 0, hdr, (int64_t)hlen);
+  st = la_dist_agree(d, st);
+  if (st != LA_OK) la_pout_close(d, out, 0); /* ok = 0: no agreement, the reason stays */
   return st;
 }
 
 la_status la_pout_open(la_dist d, const char *path, la_dtype dt, int ndim, const int64_t *shape,
-                       int force, la_pout *out, char *err, size_t errlen) {
-  return pout_open(d, path, NULL, 0, dt, ndim, shape, force, out, err, errlen);
+                       int force, la_pout *out) {
+  return pout_open(d, path, NULL, 0, dt, ndim, shape, force, out);
 }
 
 la_status la_pout_open_partial(la_dist d, const char *path, const char *partial, int resume,
                                la_dtype dt, int ndim, const int64_t *shape, int force,
-                               la_pout *out, char *err, size_t errlen) {
-  return pout_open(d, path, partial, resume, dt, ndim, shape, force, out, err, errlen);
+                               la_pout *out) {
+  return pout_open(d, path, partial, resume, dt, ndim, shape, force, out);
 }
 
 /* MPI_File_sync of the open output; a failure is "path: cannot write: <reason>". */
-static la_status sync_out(la_pout *out, char *err, size_t errlen) {
+static la_status sync_out(la_pout *out) {
   char why[MPI_MAX_ERROR_STRING + 64];
   int e, q = quiet_begin();
   errno = 0;
@@ -351,32 +330,31 @@ static la_status sync_out(la_pout *out, char *err, size_t errlen) {
   int se = errno;
   quiet_end(q);
   if (rc == MPI_SUCCESS) return LA_OK;
-  snprintf(err, errlen, "%s: cannot write: %s", out->path, io_reason(rc, se, why, sizeof why, &e));
-  return e ? la_write_status(e) : LA_ERR_WRITE;
+  const char *r = io_reason(rc, se, why, sizeof why, &e);
+  return la_error(e ? la_write_status(e) : LA_ERR_WRITE, "%s: cannot write: %s", out->path, r);
 }
 
-la_status la_pout_sync(la_dist d, la_pout *out, char *err, size_t errlen) {
-  return la_dist_agree(d, out->open ? sync_out(out, err, errlen) : LA_OK, err, errlen);
+la_status la_pout_sync(la_dist d, la_pout *out) {
+  return la_dist_agree(d, out->open ? sync_out(out) : LA_OK);
 }
 
-la_status la_pout_write(la_pout *out, int64_t row0, int64_t n, const void *src, char *err,
-                        size_t errlen) {
+la_status la_pout_write(la_pout *out, int64_t row0, int64_t n, const void *src) {
   int64_t bytes = n * out->row_bytes;
   MPI_Offset off = out->data_offset + row0 * out->row_bytes;
   for (int64_t done = 0; done < bytes;) {
     int64_t piece = bytes - done < LA_IO_PIECE ? bytes - done : LA_IO_PIECE;
-    LA_TRY(write_at(out, off + done, (const char *)src + done, piece, err, errlen));
+    LA_TRY(write_at(out, off + done, (const char *)src + done, piece));
     done += piece;
   }
   return LA_OK;
 }
 
-la_status la_pout_finish(la_dist d, la_pout *out, int ok, char *err, size_t errlen) {
+la_status la_pout_finish(la_dist d, la_pout *out, int ok) {
   if (!out->open) return LA_OK;
   la_status st = LA_OK;
   char why[MPI_MAX_ERROR_STRING + 64];
   int e;
-  if (ok) st = sync_out(out, err, errlen);
+  if (ok) st = sync_out(out);
   int q = quiet_begin();
   errno = 0;
   int rc = MPI_File_close(&out->fh);
@@ -385,25 +363,26 @@ la_status la_pout_finish(la_dist d, la_pout *out, int ok, char *err, size_t errl
   out->open = 0;
   out->fh = MPI_FILE_NULL;
   if (ok && st == LA_OK && rc != MPI_SUCCESS) {
-    snprintf(err, errlen, "%s: cannot write: %s", out->path, io_reason(rc, se, why, sizeof why, &e));
-    st = e ? la_write_status(e) : LA_ERR_WRITE;
+    const char *r = io_reason(rc, se, why, sizeof why, &e);
+    st = la_error(e ? la_write_status(e) : LA_ERR_WRITE, "%s: cannot write: %s", out->path, r);
   }
   if (ok) {
-    st = la_dist_agree(d, st, err, errlen); /* also: every rank has closed the file */
+    st = la_dist_agree(d, st); /* also: every rank has closed the file */
   } else {
-    MPI_Barrier(la_dist_comm(d)); /* the caller holds the error; every rank has closed */
-    st = LA_ERR_ARG;              /* not returned: only marks the temporary for removal */
+    /* the caller holds the error, and its reason stays recorded: no agreement here, which
+     * would clear it (la_dist_agree); every rank has closed */
+    MPI_Barrier(la_dist_comm(d));
   }
-  if (st != LA_OK) {
+  if (!ok || st != LA_OK) { /* a failed run, or a failed sync or close: no output */
     if (la_dist_rank(d) == 0 && !out->keep) unlink(out->tmp);
     out->pending = 0;
   } else {
     out->pending = 1;
   }
-  return ok ? st : LA_OK;
+  return st;
 }
 
-la_status la_pout_commit(la_dist d, la_pout *outs, int n, int ok, char *err, size_t errlen) {
+la_status la_pout_commit(la_dist d, la_pout *outs, int n, int ok) {
   la_status st = LA_OK;
   if (la_dist_rank(d) == 0) {
     int i = 0;
@@ -411,9 +390,8 @@ la_status la_pout_commit(la_dist d, la_pout *outs, int n, int ok, char *err, siz
       for (; i < n; i++) {
         if (!outs[i].pending || rename(outs[i].tmp, outs[i].path) == 0) continue;
         int e = errno;
-        snprintf(err, errlen, "%s: cannot rename the temporary output %s into place: %s",
-                 outs[i].path, outs[i].tmp, strerror(e));
-        st = la_write_status(e);
+        st = la_error(la_write_status(e), "%s: cannot rename the temporary output %s into place: %s",
+                      outs[i].path, outs[i].tmp, strerror(e));
         break;
       }
     }
@@ -424,34 +402,32 @@ la_status la_pout_commit(la_dist d, la_pout *outs, int n, int ok, char *err, siz
   }
   for (int j = 0; j < n; j++) outs[j].pending = 0;
   if (!ok) {
-    MPI_Barrier(la_dist_comm(d));
+    MPI_Barrier(la_dist_comm(d)); /* no agreement: the caller's reason stays recorded */
     return LA_OK;
   }
-  return la_dist_agree(d, st, err, errlen);
+  return la_dist_agree(d, st);
 }
 
-la_status la_pout_close(la_dist d, la_pout *out, int ok, char *err, size_t errlen) {
-  la_status st = la_pout_finish(d, out, ok, err, errlen);
-  la_status cs = la_pout_commit(d, out, 1, ok && st == LA_OK, err, errlen);
+la_status la_pout_close(la_dist d, la_pout *out, int ok) {
+  la_status st = la_pout_finish(d, out, ok);
+  la_status cs = la_pout_commit(d, out, 1, ok && st == LA_OK);
   return st != LA_OK ? st : cs;
 }
 
-la_status la_name_option(la_status st, const char *opt, char *err, size_t errlen) {
-  if (st == LA_OK || !err[0] || strncmp(err, "--", 2) == 0) return st;
-  char msg[1024];
-  snprintf(msg, sizeof msg, "%s %s", opt, err);
-  snprintf(err, errlen, "%s", msg);
-  return st;
+la_status la_name_option(la_status st, const char *opt) {
+  const char *why = la_error_message();
+  if (st == LA_OK || !why[0] || strncmp(why, "--", 2) == 0) return st;
+  return la_error_prefix(st, "%s ", opt);
 }
 
 la_status la_outputs_check(la_dist d, const char *const *paths, const char *const *opts, int n,
-                           int force, char *err, size_t errlen) {
+                           int force) {
   la_status st = LA_OK;
   if (la_dist_rank(d) == 0)
     for (int i = 0; i < n && st == LA_OK; i++)
       if (paths[i]) {
-        st = la_output_check(paths[i], force, err, errlen);
-        if (opts) st = la_name_option(st, opts[i], err, errlen);
+        st = la_output_check(paths[i], force);
+        if (opts) st = la_name_option(st, opts[i]);
       }
-  return la_dist_agree(d, st, err, errlen);
+  return la_dist_agree(d, st);
 }

@@ -57,7 +57,6 @@ static int64_t tokens_left(const la_lane *lanes, int nmy) {
 }
 
 int la_cmd_run(la_dist d, la_cli *o) {
-  char err[1024] = "";
   const int rank = la_dist_rank(d), P = la_dist_size(d);
   la_job job;
   la_pout out = {0};
@@ -77,15 +76,15 @@ int la_cmd_run(la_dist d, la_cli *o) {
   int exitc = 1;
 
   la_error_clear(); /* la_error_reason below reads only what this run records */
-  la_status st = la_job_setup(&job, d, o, 0, err, sizeof err);
+  la_status st = la_job_setup(&job, d, o, 0);
   const int r = st == LA_OK ? la_featmap_width(job.fm) : 0;
   if (st == LA_OK) {
     st = la_state_init(&state, job.H, r, job.dv);
     if (st == LA_OK) st = la_state_init(&local, job.H, r, job.dv);
     if (st == LA_OK) st = la_den_stats_init(&stats);
     if (st == LA_OK && o->cfg.reproducible) st = la_xstate_init(&xs, job.H, r, job.dv);
-    if (st != LA_OK) snprintf(err, sizeof err, "engine: %s", la_error_reason(st));
-    st = la_dist_agree(d, st, err, sizeof err);
+    if (st != LA_OK) la_error_prefix(st, "engine: ");
+    st = la_dist_agree(d, st);
   }
   la_engine eng = job.eng;
   /* Windows and bidirectional segments hold the rank's shard in memory (O(N/P)); everything
@@ -95,16 +94,15 @@ int la_cmd_run(la_dist d, la_cli *o) {
   const int repro = o->cfg.reproducible;
   const int bidir = o->cfg.mode == LA_BIDIRECTIONAL;
   if (st == LA_OK && o->checkpoint && (in_memory || repro)) {
-    snprintf(err, sizeof err, "--checkpoint: %s", repro ? "not with --reproducible in this version"
-             : o->cfg.window > 0 ? "a run with --window holds each rank's shard in memory and has "
-                                   "no streaming position to save"
-             : "a bidirectional run with --segments holds each rank's shard in memory and has no "
-               "streaming position to save");
-    st = LA_ERR_ARG;
+    st = la_error(LA_ERR_ARG, "--checkpoint: %s", repro ? "not with --reproducible in this version"
+                  : o->cfg.window > 0 ? "a run with --window holds each rank's shard in memory and has "
+                  "no streaming position to save"
+                  : "a bidirectional run with --segments holds each rank's shard in memory and has no "
+                  "streaming position to save");
   }
   if (st == LA_OK && o->checkpoint) {
-    st = la_ckpt_init(d, &ck, o, &job, r, err, sizeof err);
-    if (st == LA_OK) st = la_ckpt_load(d, &ck, &nmy, &lane0, &lanes, &ls, &stats, err, sizeof err);
+    st = la_ckpt_init(d, &ck, o, &job, r);
+    if (st == LA_OK) st = la_ckpt_load(d, &ck, &nmy, &lane0, &lanes, &ls, &stats);
   }
   int64_t nloc = 0, row0 = 0, B = o->block;
   if (st == LA_OK && !ck.found) { /* a fresh start: one lane per rank */
@@ -114,14 +112,13 @@ int la_cmd_run(la_dist d, la_cli *o) {
     lanes = la_calloc(1, sizeof *lanes);
     ls = la_calloc(1, sizeof *ls);
     if (!lanes || !ls || la_state_init(&ls[0], job.H, r, job.dv) != LA_OK) {
-      snprintf(err, sizeof err, "out of memory for the scan state");
-      st = LA_ERR_NOMEM;
+      st = la_error(LA_ERR_NOMEM, "out of memory for the scan state");
       nmy = ls ? 1 : 0; /* for la_ckpt_free_lanes */
     } else {
       lanes[0] = (la_lane){row0, row0 + nloc, row0};
     }
     pass = (bidir || P > 1) && !in_memory ? 1 : 2;
-    st = la_dist_agree(d, st, err, sizeof err);
+    st = la_dist_agree(d, st);
   } else if (st == LA_OK) {
     L = ck.lanes;
     pass = ck.pass;
@@ -142,18 +139,16 @@ int la_cmd_run(la_dist d, la_cli *o) {
       if (rank == 0 && ck.found) {
         resume = la_path_exists(partial);
         if (!resume && pass == 2) {
-          snprintf(err, sizeof err, "--checkpoint: %s/ckpt.%lld holds outputs in %s, which is "
-                   "missing (remove the folder to start over)", ck.dir, (long long)ck.seq, partial);
-          st = LA_ERR_IO;
+          st = la_error(LA_ERR_IO, "--checkpoint: %s/ckpt.%lld holds outputs in %s, which is "
+                        "missing (remove the folder to start over)", ck.dir, (long long)ck.seq, partial);
         }
       }
-      st = la_dist_agree(d, st, err, sizeof err);
+      st = la_dist_agree(d, st);
       MPI_Bcast(&resume, 1, MPI_INT, 0, la_dist_comm(d));
       if (st == LA_OK)
-        st = la_pout_open_partial(d, o->out, partial, resume, job.dt, 3, shp, o->force, &out, err,
-                                  sizeof err);
+        st = la_pout_open_partial(d, o->out, partial, resume, job.dt, 3, shp, o->force, &out);
     } else {
-      st = la_pout_open(d, o->out, job.dt, 3, shp, o->force, &out, err, sizeof err);
+      st = la_pout_open(d, o->out, job.dt, 3, shp, o->force, &out);
     }
   }
   int64_t maxlen = 0, nsteps = 0;
@@ -178,17 +173,15 @@ int la_cmd_run(la_dist d, la_cli *o) {
       lsc = la_malloc(sizeof(double) * hb + 1);
     }
     if (!bq || !bk || !bv || !bo || (corrected && (!raw || !lsc))) {
-      snprintf(err, sizeof err, "out of memory for the block buffers of %lld tokens (lower --block-tokens)", (long long)maxlen);
-      st = LA_ERR_NOMEM;
+      st = la_error(LA_ERR_NOMEM, "out of memory for the block buffers of %lld tokens (lower --block-tokens)", (long long)maxlen);
     }
-    st = la_dist_agree(d, st, err, sizeof err);
+    st = la_dist_agree(d, st);
   }
   /* the lanes' positions at the start of a pass: the steps are counted from them */
   la_lane *at = NULL;
   if (st == LA_OK) {
     at = la_malloc(sizeof *at * (size_t)(nmy > 0 ? nmy : 1));
-    if (!at) snprintf(err, sizeof err, "out of memory for the lane table");
-    st = la_dist_agree(d, at ? LA_OK : LA_ERR_NOMEM, err, sizeof err);
+    st = la_dist_agree(d, at ? LA_OK : la_error(LA_ERR_NOMEM, "out of memory for the lane table"));
   }
   double tp0 = MPI_Wtime(), last = 0;
   int64_t total = st == LA_OK ? tokens_left(lanes, nmy) : 0, done = 0;
@@ -199,8 +192,8 @@ int la_cmd_run(la_dist d, la_cli *o) {
     memcpy(at, lanes, sizeof *at * (size_t)nmy);
     for (int64_t s = 0; s < nsteps && st == LA_OK && !stop; s++) {
       step_t w = step_at(at, nmy, B, s);
-      if (w.n > 0) st = la_job_read(&job, 1, w.lo, w.n, bk, err, sizeof err);
-      if (st == LA_OK && w.n > 0) st = la_job_read(&job, 2, w.lo, w.n, bv, err, sizeof err);
+      if (w.n > 0) st = la_job_read(&job, 1, w.lo, w.n, bk);
+      if (st == LA_OK && w.n > 0) st = la_job_read(&job, 2, w.lo, w.n, bv);
       double t0 = MPI_Wtime();
       if (st == LA_OK && w.n > 0)
         st = repro ? la_engine_accumulate_exact(eng, w.lo, w.n, bk, bv, &xs)
@@ -208,11 +201,11 @@ int la_cmd_run(la_dist d, la_cli *o) {
       job.t_compute += MPI_Wtime() - t0;
       if (st == LA_OK && w.n > 0) lanes[w.i].pos = w.lo + w.n;
       done += w.n;
-      st = la_dist_agree(d, st, err, sizeof err);
+      st = la_dist_agree(d, st);
       la_job_progress(&job, "pass 1/2 (keys)", done, total, tp0, &last);
       if (st == LA_OK && o->checkpoint && s + 1 < nsteps) {
         int f = la_ckpt_poll(d, &ck);
-        if (f) st = la_ckpt_write(d, &ck, 1, L, lane0, nmy, lanes, ls, &stats, &out, err, sizeof err);
+        if (f) st = la_ckpt_write(d, &ck, 1, L, lane0, nmy, lanes, ls, &stats, &out);
         stop = f & LA_CKPT_STOP;
       }
     }
@@ -257,16 +250,16 @@ int la_cmd_run(la_dist d, la_cli *o) {
   if (st == LA_OK && !stop) memcpy(at, lanes, sizeof *at * (size_t)nmy);
   for (int64_t s = 0; s < nsteps && st == LA_OK && !stop; s++) {
     step_t w = step_at(at, nmy, B, s);
-    if (w.n > 0) st = la_job_read(&job, 0, w.lo, w.n, bq, err, sizeof err);
-    if ((!bidir || in_memory) && w.n > 0 && st == LA_OK) st = la_job_read(&job, 1, w.lo, w.n, bk, err, sizeof err);
-    if ((!bidir || in_memory) && w.n > 0 && st == LA_OK) st = la_job_read(&job, 2, w.lo, w.n, bv, err, sizeof err);
+    if (w.n > 0) st = la_job_read(&job, 0, w.lo, w.n, bq);
+    if ((!bidir || in_memory) && w.n > 0 && st == LA_OK) st = la_job_read(&job, 1, w.lo, w.n, bk);
+    if ((!bidir || in_memory) && w.n > 0 && st == LA_OK) st = la_job_read(&job, 2, w.lo, w.n, bv);
     double t0 = MPI_Wtime();
     if (in_memory) {
       /* one block per rank: la_dist_forward combines the masks across ranks (and merges the
        * denominator statistics over ranks itself) */
-      st = la_dist_agree(d, st, err, sizeof err);
-      if (st == LA_OK) st = la_dist_forward(d, eng, w.n, w.lo, bq, bk, bv, bo, &stats);
-      if (st != LA_OK && !err[0]) snprintf(err, sizeof err, "forward: %s", la_error_reason(st));
+      st = la_dist_agree(d, st);
+      if (st == LA_OK && (st = la_dist_forward(d, eng, w.n, w.lo, bq, bk, bv, bo, &stats)) != LA_OK)
+        la_error_prefix(st, "forward: ");
     } else if (req || (corrected && w.n > 0 && w.lo == lanes[w.i].start)) {
       /* Causal, at the start of a lane of many: the lane's outputs from a zero state (while
        * the rank prefix travels, in a fresh run), then the correction phi(q)^T P and
@@ -291,23 +284,23 @@ int la_cmd_run(la_dist d, la_cli *o) {
     job.t_compute += MPI_Wtime() - t0;
     if (st == LA_OK && w.n > 0 && o->out) {
       t0 = MPI_Wtime();
-      st = la_pout_write(&out, w.lo, w.n, bo, err, sizeof err);
+      st = la_pout_write(&out, w.lo, w.n, bo);
       job.t_write += MPI_Wtime() - t0;
     }
     if (st == LA_OK && w.n > 0) lanes[w.i].pos = w.lo + w.n;
     done += w.n;
-    st = la_dist_agree(d, st, err, sizeof err);
+    st = la_dist_agree(d, st);
     la_job_progress(&job, bidir || L > 1 ? "pass 2/2 (outputs)" : "outputs", done, total, tp0, &last);
     if (st == LA_OK && o->checkpoint && s + 1 < nsteps) {
       int f = la_ckpt_poll(d, &ck);
-      if (f) st = la_ckpt_write(d, &ck, 2, L, lane0, nmy, lanes, ls, &stats, &out, err, sizeof err);
+      if (f) st = la_ckpt_write(d, &ck, 2, L, lane0, nmy, lanes, ls, &stats, &out);
       stop = f & LA_CKPT_STOP;
     }
   }
   free(at);
   job.ckpt_written = ck.written;
   if (st == LA_OK && stop) { /* checkpointed on a signal: keep the partial output, exit 75 */
-    la_status cs = o->out ? la_pout_finish(d, &out, 1, err, sizeof err) : LA_OK;
+    la_status cs = o->out ? la_pout_finish(d, &out, 1) : LA_OK;
     if (cs == LA_OK) {
       if (rank == 0)
         fprintf(stderr, "linattn: stopped at checkpoint %s/ckpt.%lld on a signal; run the same "
@@ -318,20 +311,20 @@ int la_cmd_run(la_dist d, la_cli *o) {
     st = cs;
   }
   if (st == LA_OK && !in_memory) st = la_dist_reduce_stats(d, &stats);
-  if (st == LA_OK) st = la_job_verdict(&job, &stats, "output", err, sizeof err);
+  if (st == LA_OK) st = la_job_verdict(&job, &stats, "output");
   /* a failure before any checkpoint existed has nothing to resume: no partial output stays */
   if (st != LA_OK && o->checkpoint && !ck.found && ck.written == 0) out.keep = 0;
   /* The output is synced and closed, the report written, and only then is the output renamed
    * into place: a failure anywhere leaves nothing under the final names (docs/design.md §6). */
   if (o->out) {
     double t0 = MPI_Wtime();
-    la_status cs = la_pout_finish(d, &out, st == LA_OK, err, sizeof err);
+    la_status cs = la_pout_finish(d, &out, st == LA_OK);
     job.t_write += MPI_Wtime() - t0;
     if (st == LA_OK) st = cs;
   }
-  if (st == LA_OK) st = la_job_report(&job, "run", &stats, o->out, 1.0, err, sizeof err);
+  if (st == LA_OK) st = la_job_report(&job, "run", &stats, o->out, 1.0);
   if (o->out) {
-    la_status cs = la_pout_commit(d, &out, 1, st == LA_OK, err, sizeof err);
+    la_status cs = la_pout_commit(d, &out, 1, st == LA_OK);
     if (st == LA_OK && cs != LA_OK && rank == 0 && o->report) unlink(o->report);
     if (st == LA_OK) st = cs;
   }
@@ -339,7 +332,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
   if (st == LA_OK && o->checkpoint && rank == 0) la_ckpt_remove_all(&ck);
   if (st != LA_OK && o->checkpoint && ck.dir && rank == 0) rmdir(ck.dir); /* only if empty */
   if (st != LA_OK) {
-    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", err[0] ? err : la_error_reason(st));
+    if (rank == 0) fprintf(stderr, "linattn: error: %s\n", la_error_reason(st));
     exitc = la_status_exit_code(st);
   } else {
     exitc = 0;

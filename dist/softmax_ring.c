@@ -93,7 +93,7 @@ static la_status ring_forward(la_dist d, const ring_plan *pl, la_dtype dt, int H
                                    pl->nr[o], ck, cv, threads);
     if (nrq && MPI_Waitall(nrq, rq, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
       ls = la_error(LA_ERR_MPI, "softmax ring: a block transfer failed at step %d", step);
-    s = la_dist_agree(d, ls, NULL, 0);
+    s = la_dist_agree(d, ls);
     ck = nkb;
     cv = nvb;
   }
@@ -197,9 +197,9 @@ la_status la_softmax_ring_mask(la_dist d, la_dtype dt, int64_t n, int H, int dk,
       if (!(kv[i] = la_malloc(es * (size_t)pl.maxloc * H * (i % 2 ? dv : dk) + 1)))
         s = la_error(LA_ERR_NOMEM, "softmax ring: out of memory for the blocks in flight (%lld "
                      "rows x %d heads)", (long long)pl.maxloc, H);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK) s = ring_forward(d, &pl, dt, H, dk, dv, scale, mask, q, k, v, &st, kv, threads);
-  if (s == LA_OK) s = la_dist_agree(d, la_softmax_finish(&st, dt, out), NULL, 0);
+  if (s == LA_OK) s = la_dist_agree(d, la_softmax_finish(&st, dt, out));
   for (int i = 0; i < 4; i++) free(kv[i]);
   la_softmax_state_free(&st);
   plan_free(&pl);
@@ -237,14 +237,14 @@ la_status la_softmax_ring_grad(la_dist d, int64_t n, int H, int dk, int dv, doub
       s = la_error(LA_ERR_NOMEM, "softmax ring: out of memory for the blocks and gradient "
                    "accumulators in flight (%lld rows x %d heads)", (long long)pl.maxloc, H);
   }
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   if (s == LA_OK)
     s = ring_forward(d, &pl, LA_F64, H, dk, dv, scale, mask, q, k, v, &st, kv, threads);
-  if (s == LA_OK) s = la_dist_agree(d, la_softmax_finish(&st, LA_F64, out), NULL, 0);
-  if (s == LA_OK) s = la_dist_agree(d, la_softmax_delta(nloc, H, dv, out, g, D), NULL, 0);
+  if (s == LA_OK) s = la_dist_agree(d, la_softmax_finish(&st, LA_F64, out));
+  if (s == LA_OK) s = la_dist_agree(d, la_softmax_delta(nloc, H, dv, out, g, D));
   if (s == LA_OK)
     s = la_dist_agree(d, ring_backward(d, &pl, H, dk, dv, scale, mask, &st, D, q, g, k, v, dq,
-                                       dko, dvo, kv, acc, threads), NULL, 0);
+                                       dko, dvo, kv, acc, threads));
   for (int i = 0; i < 4; i++) free(kv[i]);
   for (int i = 0; i < 3; i++) free(acc[i]);
   free(D);

@@ -152,7 +152,7 @@ static void test_config(void) {
             c.chunk == 0 && c.threads == 0 && c.window == 0 && c.seed == 0 &&
             c.kernels == LA_KERNELS_AUTO,
         "la_config_default gives the documented defaults");
-  CHECK(la_config_check(&c, 16, err, sizeof err) == LA_OK, "defaults are valid");
+  CHECK(why(la_config_check(&c, 16), err, sizeof err) == LA_OK, "defaults are valid");
   /* one bad field at a time, each refused with LA_ERR_ARG and a one-line reason */
   for (int t = 0; t < 17; t++) {
     la_config_default(&c);
@@ -178,34 +178,44 @@ static void test_config(void) {
     case 16: c.map = LA_MAP_IDENTITY; what = "signed map normalized without allow_signed"; break;
     }
     err[0] = 0;
-    la_status st = la_config_check(&c, dk, err, sizeof err);
+    la_status st = why(la_config_check(&c, dk), err, sizeof err);
     CHECK(st == LA_ERR_ARG, "la_config_check(%s) = %d, want LA_ERR_ARG", what, (int)st);
     CHECK(strlen(err) > 5 && strchr(err, '\n') == NULL, "la_config_check(%s) gives a one-line reason: '%s'", what, err);
   }
   /* the edges that are valid */
   la_config_default(&c);
   c.chunk = LA_CHUNK_MIN;
-  CHECK(la_config_check(&c, 1, err, sizeof err) == LA_OK, "chunk 1, dk 1 valid: %s", err);
+  CHECK(why(la_config_check(&c, 1), err, sizeof err) == LA_OK, "chunk 1, dk 1 valid: %s", err);
   c.chunk = LA_CHUNK_MAX;
   c.threads = 1;
   c.window = 1;
-  CHECK(la_config_check(&c, LA_DIM_MAX, err, sizeof err) == LA_OK, "chunk max, dk max, window 1 valid: %s", err);
+  CHECK(why(la_config_check(&c, LA_DIM_MAX), err, sizeof err) == LA_OK, "chunk max, dk max, window 1 valid: %s", err);
   la_config_default(&c);
   c.map = LA_MAP_TRIG;
   c.normalize = 0;
-  CHECK(la_config_check(&c, 8, err, sizeof err) == LA_OK, "trig unnormalized is valid: %s", err);
+  CHECK(why(la_config_check(&c, 8), err, sizeof err) == LA_OK, "trig unnormalized is valid: %s", err);
   c.den_policy = LA_DEN_ADD;
   c.den_eps = 1e-6;
-  CHECK(la_config_check(&c, 8, err, sizeof err) == LA_OK, "add:1e-6 is valid: %s", err);
+  CHECK(why(la_config_check(&c, 8), err, sizeof err) == LA_OK, "add:1e-6 is valid: %s", err);
   c.map = LA_MAP_PRECOMPUTED;
   c.normalize = 1;
-  CHECK(la_config_check(&c, 8, err, sizeof err) == LA_OK, "precomputed normalized is valid (rows judged one by one): %s", err);
-  /* a tiny buffer is never overrun and stays terminated */
-  char small[8];
-  memset(small, 'x', sizeof small);
+  CHECK(why(la_config_check(&c, 8), err, sizeof err) == LA_OK, "precomputed normalized is valid (rows judged one by one): %s", err);
+  /* the recorded reason (status.h): an overlong one is cut to 1023 characters and terminated;
+   * la_error_prefix puts its text before the reason, and is cut the same way */
+  static char longer[3000];
+  memset(longer, 'x', sizeof longer - 1);
+  CHECK(la_error(LA_ERR_ARG, "%s", longer) == LA_ERR_ARG && strlen(la_error_message()) == 1023,
+        "an overlong reason is cut and terminated (%zu)", strlen(la_error_message()));
   c.chunk = -5;
-  la_config_check(&c, 8, small, 4);
-  CHECK(memchr(small, 0, 4) != NULL && small[4] == 'x', "errlen is honoured");
+  CHECK(la_config_check(&c, 8) == LA_ERR_ARG && la_error_prefix(LA_ERR_SHAPE, "job %d: ", 7) == LA_ERR_SHAPE &&
+            !strcmp(la_error_message(), "job 7: --chunk -5 is outside [1, 4096]"),
+        "la_error_prefix: '%s'", la_error_message());
+  CHECK(la_error_prefix(LA_ERR_ARG, "%s", longer) == LA_ERR_ARG && strlen(la_error_message()) == 1023,
+        "an overlong prefix is cut and terminated");
+  la_error_clear();
+  CHECK(!la_error_message()[0] && !strcmp(la_error_reason(LA_ERR_NOMEM), "out of memory") &&
+            !strcmp(la_error_reason(LA_OK), "success"),
+        "la_error_clear and la_error_reason");
   /* names */
   for (int m = 0; m < LA_MAP_COUNT; m++) {
     la_map_kind k2;
@@ -378,7 +388,7 @@ static void run_forward_case(la_mode mode, la_map_kind map, int normalize, la_dt
       c.chunk = chunks[ci];
       c.threads = threads[ti];
       char err[256];
-      CHECK(la_config_check(&c, dk, err, sizeof err) == LA_OK, "config: %s", err);
+      CHECK(why(la_config_check(&c, dk), err, sizeof err) == LA_OK, "config: %s", err);
       la_engine e;
       if (la_engine_create(&c, fm, dt, dv, &e) != LA_OK) {
         CHECK(0, "engine create");
@@ -1017,7 +1027,7 @@ static void test_arg_checks(void) {
   CHECK(la_engine_set_segments(ec, o3, 4) == LA_ERR_ARG, "decreasing offsets");
   CHECK(!la_engine_has_segments(ec), "refused offsets are not kept");
   char err[256] = "";
-  CHECK(la_engine_set_mask(ec, out, err, sizeof err) == LA_ERR_UNSUPPORTED && strlen(err) > 10,
+  CHECK(why(la_engine_set_mask(ec, out), err, sizeof err) == LA_ERR_UNSUPPORTED && strlen(err) > 10,
         "general masks refused with a reason: %s", err);
   la_state_free(&ok); la_state_free(&bh); la_state_free(&br); la_state_free(&bd);
   la_engine_destroy(&ec); la_engine_destroy(&eb); la_engine_destroy(&ew);
@@ -1039,7 +1049,7 @@ static void known_bugs(int which) {
   c.den_policy = LA_DEN_ADD;
   c.den_eps = 0;
   if (which == 1)
-    CHECK(la_config_check(&c, dk, err, sizeof err) == LA_OK, "bug 1: add:0 is valid per docs/cli.md: %s", err);
+    CHECK(why(la_config_check(&c, dk), err, sizeof err) == LA_OK, "bug 1: add:0 is valid per docs/cli.md: %s", err);
   /* 2. la_forward honours the window and the segments of the engine (it is "the whole
    * forward on an in-memory sequence", and la_backward honours both) */
   for (int t = 0; t < 2 && which == 2; t++) {
@@ -1149,7 +1159,7 @@ static void test_taylor2_dpfp(void) {
       c.scale = sc ? 0.37 : 0; /* 0: 1/sqrt(dk) */
       const double s = sc ? 0.37 : 1 / sqrt((double)dk);
       la_featmap fm;
-      CHECK(la_config_check(&c, dk, err, sizeof err) == LA_OK,
+      CHECK(why(la_config_check(&c, dk), err, sizeof err) == LA_OK,
             "taylor2 normalized needs no --allow-signed (dk %d): %s", dk, err);
       CHECK(la_featmap_create(&c, 1, dk, &fm) == LA_OK && la_featmap_width(fm) == r &&
                 la_map_width(LA_MAP_TAYLOR2, dk, 7) == r,
@@ -1178,7 +1188,7 @@ static void test_taylor2_dpfp(void) {
       const int n = 9, r = 2 * dk * nu, w = 2 * dk;
       la_config c = cfg_make(LA_CAUSAL, LA_MAP_DPFP, nu, 0, 1);
       la_featmap fm;
-      CHECK(la_config_check(&c, dk, err, sizeof err) == LA_OK, "dpfp dk %d nu %d valid: %s", dk, nu, err);
+      CHECK(why(la_config_check(&c, dk), err, sizeof err) == LA_OK, "dpfp dk %d nu %d valid: %s", dk, nu, err);
       CHECK(la_featmap_create(&c, 1, dk, &fm) == LA_OK && la_featmap_width(fm) == r &&
                 la_map_width(LA_MAP_DPFP, dk, nu) == r,
             "dpfp dk %d nu %d: r = 2 dk nu = %d", dk, nu, r);
@@ -1227,12 +1237,12 @@ static void test_taylor2_dpfp(void) {
     c.map = bad[b].map, c.features = bad[b].features;
     err[0] = 0;
     la_featmap fm = NULL;
-    CHECK(la_config_check(&c, bad[b].dk, err, sizeof err) == LA_ERR_ARG && strlen(err) > 10 &&
+    CHECK(why(la_config_check(&c, bad[b].dk), err, sizeof err) == LA_ERR_ARG && strlen(err) > 10 &&
               la_featmap_create(&c, 1, bad[b].dk, &fm) == LA_ERR_ARG && !fm,
           "%s refused: '%s'", bad[b].what, err);
   }
   c.map = LA_MAP_TAYLOR2, c.features = 0; /* --features is ignored by taylor2 */
-  CHECK(la_config_check(&c, 510, err, sizeof err) == LA_OK &&
+  CHECK(why(la_config_check(&c, 510), err, sizeof err) == LA_OK &&
             la_map_width(LA_MAP_TAYLOR2, 510, 0) == 130816,
         "taylor2 dk 510 is valid (r = 130816): %s", err);
 }

@@ -58,24 +58,27 @@ static void test_create_agree(void) {
   CHECK(cmp == MPI_CONGRUENT, "the communicator is a duplicate (congruent, not identical): %d", cmp);
   CHECK(la_dist_rank(d) == RANK && la_dist_size(d) == SIZE, "rank and size");
   CHECK(la_dist_comm_bytes(d) == 0, "no bytes sent yet");
-  /* agree: everybody OK */
-  char msg[64] = "untouched";
-  CHECK(la_dist_agree(d, LA_OK, msg, sizeof msg) == LA_OK, "agree on OK");
-  /* ranks 1 and 2 (of those that exist) fail: all get the status and message of rank 1 */
+  /* agree: everybody OK, and the record is cleared */
+  la_error(LA_ERR_IO, "an earlier reason");
+  CHECK(la_dist_agree(d, LA_OK) == LA_OK && !la_error_message()[0], "agree on OK clears the record");
+  /* ranks first and first + 2 (of those that exist) fail, each with its own recorded reason:
+   * all get the status and the reason of the first */
   for (int first = 0; first < SIZE && first < 3; first++) {
     la_status mine = LA_OK;
-    char m2[64];
-    snprintf(m2, sizeof m2, "failed on rank %d", RANK);
-    if (RANK == first) mine = LA_ERR_SHAPE;
-    if (RANK == first + 2) mine = LA_ERR_IO;
-    la_status got = la_dist_agree(d, mine, m2, sizeof m2);
+    la_error_clear();
+    if (RANK == first) mine = la_error(LA_ERR_SHAPE, "failed on rank %d", RANK);
+    if (RANK == first + 2) mine = la_error(LA_ERR_IO, "failed on rank %d", RANK);
+    la_status got = la_dist_agree(d, mine);
     char want[64];
     snprintf(want, sizeof want, "failed on rank %d", first);
-    CHECK(got == LA_ERR_SHAPE && !strcmp(m2, want), "agree (first failing rank %d): status %d msg '%s'",
-          first, (int)got, m2);
+    CHECK(got == LA_ERR_SHAPE && !strcmp(la_error_reason(got), want),
+          "agree (first failing rank %d): status %d reason '%s'", first, (int)got, la_error_reason(got));
   }
-  /* a NULL message is allowed */
-  CHECK(la_dist_agree(d, RANK == SIZE - 1 ? LA_ERR_NOMEM : LA_OK, NULL, 0) == LA_ERR_NOMEM, "agree without message");
+  /* a failure without a recorded reason travels as its status string */
+  la_error_clear();
+  la_status got = la_dist_agree(d, RANK == SIZE - 1 ? LA_ERR_NOMEM : LA_OK);
+  CHECK(got == LA_ERR_NOMEM && !strcmp(la_error_reason(got), "out of memory"),
+        "agree without a reason: '%s'", la_error_reason(got));
   la_dist_destroy(&d);
   CHECK(d == NULL, "la_dist_destroy sets NULL");
   la_dist_destroy(&d);

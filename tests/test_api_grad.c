@@ -202,7 +202,7 @@ static void run_case(const gcase *gc, la_dtype dt, int dv, int do_fd, int *nrun)
       c.chunk = chunks[ci];
       c.threads = T;
       char err[256];
-      if (la_config_check(&c, dk, err, sizeof err) != LA_OK) {
+      if (why(la_config_check(&c, dk), err, sizeof err) != LA_OK) {
         CHECK(0, "%s: config refused: %s", gc->name, err);
         continue;
       }

@@ -186,13 +186,13 @@ static void test_config(void) {
   char err[256];
   la_config_default(&cfg);
   cfg.map = LA_MAP_IDENTITY;
-  CHECK(la_config_check(&cfg, 8, err, sizeof err) == LA_ERR_ARG && strstr(err, "signed"),
+  CHECK(why(la_config_check(&cfg, 8), err, sizeof err) == LA_ERR_ARG && strstr(err, "signed"),
         "identity normalized without allow_signed is refused: %s", err);
   cfg.allow_signed = 1;
-  CHECK(la_config_check(&cfg, 8, err, sizeof err) == LA_OK, "identity with allow_signed");
+  CHECK(why(la_config_check(&cfg, 8), err, sizeof err) == LA_OK, "identity with allow_signed");
   cfg.allow_signed = 0;
   cfg.normalize = 0;
-  CHECK(la_config_check(&cfg, 8, err, sizeof err) == LA_OK, "identity unnormalized");
+  CHECK(why(la_config_check(&cfg, 8), err, sizeof err) == LA_OK, "identity unnormalized");
   CHECK(la_status_exit_code(LA_ERR_DENOMINATOR) == 3 && la_status_exit_code(LA_ERR_FORMAT) == 2 &&
             la_status_exit_code(LA_OK) == 0 && la_status_exit_code(LA_ERR_NOMEM) == 1,
         "exit codes of docs/cli.md");

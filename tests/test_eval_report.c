@@ -9,19 +9,32 @@
  *    (PATH of an empty folder) report.md says the plots are missing and one warning line is
  *    printed; a gnuplot that fails is a warning, not an error;
  *  - no recall.csv is handled; CRLF, quoted cells, reordered and extra columns are read;
- *  - a malformed CSV is an error naming the file and the line, and nothing is written.
- * Usage: test_eval_report [--keep DIR] (DIR receives the synthetic run with gnuplot). */
+ *  - a malformed CSV is an error naming the file and the line, and nothing is written;
+ *  - out of memory (docs/design.md §6 "Out of memory"): the report of the full synthetic
+ *    folder is remade once for every allocation it makes (LINATTN_FAIL_ALLOC=N, N = 1..K+1, in
+ *    a child process, since the variable is read before main): each run either fails with
+ *    LA_ERR_NOMEM and a one-line reason saying "out of memory", leaving only the CSVs, or
+ *    succeeds with the reference's report.md and plots.gp byte for byte; the failures must
+ *    reach plots.gp's and report.md's writers.
+ * Usage: test_eval_report [--keep DIR] (DIR receives the synthetic run with gnuplot);
+ *        test_eval_report --child DIR (one report of DIR, for the sweep: "status count reason"). */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <dirent.h>
 #include "check.h"
+#include "../core/la_alloc.h"
 #include "../dist/eval_report.h"
+
+extern char **environ;
 
 static char root[256];
 
@@ -289,7 +302,8 @@ static int run_captured(const char *dir, const la_eval_meta *meta, char *err, si
   int saved = dup(2), fd = open(cap, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   dup2(fd, 2);
   close(fd);
-  int st = la_eval_report(dir, meta, err, errlen);
+  la_status st = la_eval_report(dir, meta);
+  snprintf(err, errlen, "%s", st == LA_OK ? "" : la_error_reason(st));
   fflush(stderr);
   dup2(saved, 2);
   close(saved);
@@ -318,15 +332,142 @@ static void check_malformed(const char *name, const char *results, const char *o
   mkdir_p(dir);
   if (results) write_text(dir, "results.csv", results);
   if (other_name) write_text(dir, other_name, other);
-  la_status st = la_eval_report(dir, NULL, err, sizeof err);
+  la_status st = la_eval_report(dir, NULL);
   CHECK(st != LA_OK, "%s: accepted", name);
+  snprintf(err, sizeof err, "%s", la_error_reason(st));
   CHECK(strstr(err, want1) != NULL, "%s: error '%s' lacks '%s'", name, err, want1);
   if (want2) CHECK(strstr(err, want2) != NULL, "%s: error '%s' lacks '%s'", name, err, want2);
   CHECK(!strchr(err, '\n'), "%s: error '%s' is not one line", name, err);
   CHECK(!exists(dir, "report.md") && !exists(dir, "plots.gp"), "%s: an output was written", name);
 }
 
+/* ---- the allocation-failure sweep ---- */
+
+static const la_eval_meta sweep_meta = {"linattn eval --out-dir X", "0.1.0", 3, 2, 12.5, NULL, NULL};
+
+/* Run `test_eval_report --child dir` with LINATTN_FAIL_ALLOC=fail_at (0: LINATTN_COUNT_ALLOC=1
+ * instead); its stdout into out. Returns its wait status, or -1. */
+static int spawn_child(const char *dir, long fail_at, const char *out) {
+  char var[64];
+  if (fail_at > 0) snprintf(var, sizeof var, "LINATTN_FAIL_ALLOC=%ld", fail_at);
+  else snprintf(var, sizeof var, "LINATTN_COUNT_ALLOC=1");
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **env = calloc(n + 2, sizeof *env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "LINATTN_FAIL_ALLOC", 18) && strncmp(environ[i], "LINATTN_COUNT_ALLOC", 19))
+      env[k++] = environ[i];
+  env[k++] = var;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  char *argv[] = {"test_eval_report", "--child", (char *)dir, NULL};
+  pid_t pid;
+  int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, env), ws = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  free(env);
+  if (rc != 0) return -1;
+  while (waitpid(pid, &ws, 0) < 0)
+    if (errno != EINTR) return -1;
+  return ws;
+}
+
+/* The child's line: status, allocation count, reason. 1 when it parsed (one line only). */
+static int read_child(const char *out, int *st, long *count, char *reason, size_t rlen) {
+  FILE *f = fopen(out, "r");
+  if (!f) return 0;
+  char line[2048], extra[8];
+  int ok = fgets(line, sizeof line, f) != NULL && !fgets(extra, sizeof extra, f);
+  fclose(f);
+  int used = 0;
+  if (!ok || sscanf(line, "%d %ld %n", st, count, &used) < 2) return 0;
+  line[strcspn(line, "\n")] = 0;
+  snprintf(reason, rlen, "%s", line + used);
+  return 1;
+}
+
+/* The files in dir, sorted, joined by spaces. */
+static void list_dir(const char *dir, char *buf, size_t len) {
+  struct dirent **ent = NULL;
+  int n = scandir(dir, &ent, NULL, alphasort);
+  buf[0] = 0;
+  for (int i = 0; i < n; i++) {
+    if (ent[i]->d_name[0] != '.') {
+      size_t l = strlen(buf);
+      snprintf(buf + l, len - l, "%s%s", l ? " " : "", ent[i]->d_name);
+    }
+    free(ent[i]);
+  }
+  free(ent);
+}
+
+static void sweep_alloc(void) {
+  char ref[512], out[600], reason[1024], files[2048], reffiles[2048];
+  snprintf(ref, sizeof ref, "%s/oom_ref", root);
+  write_all(ref, 1);
+  snprintf(out, sizeof out, "%s/oom_child.txt", root);
+  int st = -1;
+  long K = 0, n = 0;
+  int ws = spawn_child(ref, 0, out);
+  CHECK(ws == 0 && read_child(out, &st, &K, reason, sizeof reason) && st == LA_OK,
+        "the unfaulted report failed: wait status %d, status %d: %s", ws, st, reason);
+#if LA_TEST_FAULT_INJECTION
+  CHECK(K > 0, "no allocation counted (K = %ld) in a build with LINATTN_FAULT_INJECTION", K);
+#endif
+  if (K <= 0) {
+    printf("skip: allocation sweep (built without LINATTN_FAULT_INJECTION)\n");
+    return;
+  }
+  char *ref_md = slurp(ref, "report.md"), *ref_gp = slurp(ref, "plots.gp");
+  list_dir(ref, reffiles, sizeof reffiles);
+  int failed = 0, in_plots = 0, in_md = 0, bad = 0;
+  for (long N = 1; N <= K + 1; N++) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/oom%ld", root, N);
+    write_all(dir, 1);
+    ws = spawn_child(dir, N, out);
+    st = -1, reason[0] = 0;
+    const int parsed = ws == 0 && read_child(out, &st, &n, reason, sizeof reason);
+    const int nfail0 = nfail;
+    CHECK(parsed, "N = %ld: the child crashed or wrote no status line (wait status %d)", N, ws);
+    list_dir(dir, files, sizeof files);
+    if (parsed && st != LA_OK) {
+      failed++;
+      in_plots += strstr(reason, "plots.gp") != NULL;
+      in_md += strstr(reason, "report.md") != NULL;
+      CHECK(N <= K, "N = K + 1 = %ld failed: %s", N, reason);
+      CHECK(st == LA_ERR_NOMEM && strstr(reason, "out of memory"), "N = %ld: status %d: '%s'", N, st, reason);
+      CHECK(!strcmp(files, "bias.csv recall.csv refs.csv results.csv rows.csv"),
+            "N = %ld: a failed report left: %s", N, files);
+    } else if (parsed) { /* the failed allocation had a fallback: the same report */
+      char *md = slurp(dir, "report.md"), *gp = slurp(dir, "plots.gp");
+      CHECK(md && gp && !strcmp(md, ref_md) && !strcmp(gp, ref_gp), "N = %ld: exit 0 but another report", N);
+      CHECK(!strcmp(files, reffiles), "N = %ld: exit 0 with the files '%s', the reference's '%s'", N, files, reffiles);
+      free(md), free(gp);
+    }
+    bad += nfail != nfail0;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) perror(cmd);
+  }
+  printf("allocation sweep: K = %ld allocations, %d runs failed with out of memory (%d in plots.gp, %d in "
+         "report.md), %d bad\n", K, failed, in_plots, in_md, bad);
+  CHECK(in_plots > 0 && in_md > 0, "the sweep did not reach the writers of plots.gp (%d) and report.md (%d)",
+        in_plots, in_md);
+  free(ref_md), free(ref_gp);
+}
+
+/* --child DIR: one report, and its status line on stdout (for the sweep). */
+static int child(const char *dir) {
+  la_status st = la_eval_report(dir, &sweep_meta);
+  printf("%d %ld %s\n", (int)st, la_alloc_count(), st == LA_OK ? "" : la_error_reason(st));
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 2 && !strcmp(argv[1], "--child")) return child(argv[2]);
   const char *keep = argc > 2 && !strcmp(argv[1], "--keep") ? argv[2] : NULL;
   snprintf(root, sizeof root, "/tmp/test_eval_report.XXXXXX");
   if (!mkdtemp(root)) {
@@ -482,6 +623,9 @@ int main(int argc, char **argv) {
     HAS_TEXT(md, "- **Bias**: no bias.csv: no bias verdicts.");
     free(md), free(e);
   }
+
+  /* F: out of memory at every allocation of the report. */
+  sweep_alloc();
 
   free(path_saved);
   if (nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0) perror("cleanup");

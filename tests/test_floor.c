@@ -259,7 +259,7 @@ static void run_case(la_dist d, fcase fc, uint64_t seed) {
   char err[512] = "";
   for (int i = 0; i < n * H; i++) sv[i] = NAN;
   double t0 = MPI_Wtime();
-  la_status st = la_floor_singular_values(d, n, H, dk, fc.scale, q, k, sv, &shift, err, sizeof err);
+  la_status st = why(la_floor_singular_values(d, n, H, dk, fc.scale, q, k, sv, &shift), err, sizeof err);
   double secs = MPI_Wtime() - t0;
   CHECK(st == LA_OK, "n = %d, H = %d: la_floor_singular_values: %s (%s)", n, H,
         la_status_string(st), err);
@@ -332,23 +332,23 @@ static void test_errors(la_dist d) {
   double *q = calloc((size_t)n * dk, sizeof(double)), *k = calloc((size_t)n * dk, sizeof(double));
   double sv[70], shift = 0;
   char err[512];
-  la_status st = la_floor_singular_values(d, 0, 1, dk, 1.0, q, k, sv, &shift, err, sizeof err);
+  la_status st = why(la_floor_singular_values(d, 0, 1, dk, 1.0, q, k, sv, &shift), err, sizeof err);
   check_agreed(st, err, LA_ERR_ARG, "n >= 1", "n = 0");
   q[(size_t)(n - 3) * dk + 1] = NAN;
-  st = la_floor_singular_values(d, n, 1, dk, 1.0, q, k, sv, &shift, err, sizeof err);
+  st = why(la_floor_singular_values(d, n, 1, dk, 1.0, q, k, sv, &shift), err, sizeof err);
   check_agreed(st, err, LA_ERR_NONFINITE, "query 67", "NaN in q row 67");
   q[(size_t)(n - 3) * dk + 1] = 0;
   for (int i = 0; i < n * dk; i++) q[i] = k[i] = 1.0;
-  st = la_floor_singular_values(d, n, 1, dk, 1e308, q, k, sv, &shift, err, sizeof err);
+  st = why(la_floor_singular_values(d, n, 1, dk, 1e308, q, k, sv, &shift), err, sizeof err);
   check_agreed(st, err, LA_ERR_NONFINITE, "not finite", "scale 1e308");
   /* n = 46341 P: some rank's local part is at least n^2 / P = 46341^2 P > 2^31 elements on
    * any grid; refused before q and k are read (they are too short on purpose) */
-  st = la_floor_singular_values(d, (int64_t)46341 * SIZE, 1, dk, 1.0, q, k, sv, &shift, err,
-                                sizeof err);
+  st = why(la_floor_singular_values(d, (int64_t)46341 * SIZE, 1, dk, 1.0, q, k, sv, &shift), err,
+           sizeof err);
   check_agreed(st, err, LA_ERR_UNSUPPORTED, "32-bit", "n = 46341 P");
   /* after the failures, a good call still works */
   for (int i = 0; i < n * dk; i++) { q[i] = 0.01 * (i % 7); k[i] = 0.02 * (i % 5); }
-  st = la_floor_singular_values(d, n, 1, dk, 1.0, q, k, sv, &shift, err, sizeof err);
+  st = why(la_floor_singular_values(d, n, 1, dk, 1.0, q, k, sv, &shift), err, sizeof err);
   CHECK(st == LA_OK && sv[0] > 0, "a good call after the failures: %s (%s)", la_status_string(st), err);
   free(q);
   free(k);
@@ -364,9 +364,9 @@ static void nomem_mode(la_dist d) {
   for (int i = 0; i < n * H * dk; i++) { q[i] = nrand(); k[i] = nrand(); }
   double *sv = malloc(sizeof(double) * n * H), shift;
   char err[512];
-  la_status st = la_floor_singular_values(d, n, H, dk, 0.25, q, k, sv, &shift, err, sizeof err);
+  la_status st = why(la_floor_singular_values(d, n, H, dk, 0.25, q, k, sv, &shift), err, sizeof err);
   check_agreed(st, err, LA_ERR_NOMEM, "out of memory", "injected allocation failure");
-  st = la_floor_singular_values(d, n, H, dk, 0.25, q, k, sv, &shift, err, sizeof err);
+  st = why(la_floor_singular_values(d, n, H, dk, 0.25, q, k, sv, &shift), err, sizeof err);
   CHECK(st == LA_OK && sv[0] > 0 && sv[n] > 0, "the call after the failure: %s (%s)",
         la_status_string(st), err);
   free(q); free(k); free(sv);
@@ -385,7 +385,7 @@ static int time_mode(la_dist d, const char *list) {
     char err[512];
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    la_status st = la_floor_singular_values(d, n, H, dk, 0.125, q, k, sv, &shift, err, sizeof err);
+    la_status st = why(la_floor_singular_values(d, n, H, dk, 0.125, q, k, sv, &shift), err, sizeof err);
     double t = MPI_Wtime() - t0, tmax;
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (RANK == 0) {

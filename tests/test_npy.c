@@ -76,12 +76,12 @@ static void expect_bad_at(const char *name, la_status want, const char *needle, 
   char err[512] = "";
   la_npy_info info;
   const char *path = P(name);
-  la_status s = la_npy_read_info(path, &info, err, sizeof err);
+  la_status s = why(la_npy_read_info(path, &info), err, sizeof err);
   CHECK(s == want, "line %d: %s: read_info gave %d (%s), want %d", line, name, s, err, want);
   check_msg(err, path, needle, line);
   void *data = (void *)1;
   err[0] = 0;
-  s = la_npy_load(path, &info, &data, err, sizeof err);
+  s = why(la_npy_load(path, &info, &data), err, sizeof err);
   CHECK(s == want && data == NULL, "line %d: %s: load gave %d, want %d", line, name, s, want);
   check_msg(err, path, needle, line);
 }
@@ -125,11 +125,11 @@ static void test_round_trip(void) {
       size_t bytes = (size_t)n * la_dtype_size((la_dtype)t);
       void *d = make_data((la_dtype)t, n);
       la_status s =
-          la_npy_save(P(name), (la_dtype)t, shapes[k].ndim, shapes[k].shape, d, 0, err, sizeof err);
+          why(la_npy_save(P(name), (la_dtype)t, shapes[k].ndim, shapes[k].shape, d, 0), err, sizeof err);
       CHECK(s == LA_OK, "save %s: %s", name, err);
       la_npy_info info;
       void *back = NULL;
-      s = la_npy_load(P(name), &info, &back, err, sizeof err);
+      s = why(la_npy_load(P(name), &info, &back), err, sizeof err);
       CHECK(s == LA_OK, "load %s: %s", name, err);
       if (s == LA_OK) {
         CHECK(info.version_major == 1 && info.dtype == (la_dtype)t && info.ndim == shapes[k].ndim &&
@@ -176,7 +176,7 @@ static void test_format_header(void) {
     int pad_ok = buf[hl - 1] == '\n';
     for (size_t i = 10 + dl; i < hl - 1; i++) pad_ok &= buf[i] == ' ';
     CHECK(pad_ok, "format %d: padding", k);
-    s = la_npy_parse_header(buf, hl, &info, err, sizeof err);
+    s = why(la_npy_parse_header(buf, hl, &info), err, sizeof err);
     CHECK(s == LA_OK && info.dtype == cases[k].t && info.ndim == cases[k].ndim &&
               info.data_offset == (int64_t)hl,
           "format %d: parse back: %s", k, err);
@@ -192,38 +192,38 @@ static void test_read_rows(void) {
   char err[512] = "";
   int64_t shape[2] = {5, 3};
   double *d = make_data(LA_F64, 15), out[15];
-  CHECK(la_npy_save(P("rows.npy"), LA_F64, 2, shape, d, 0, err, sizeof err) == LA_OK, "%s", err);
+  CHECK(why(la_npy_save(P("rows.npy"), LA_F64, 2, shape, d, 0), err, sizeof err) == LA_OK, "%s", err);
   la_npy_info info;
-  CHECK(la_npy_read_info(P("rows.npy"), &info, err, sizeof err) == LA_OK, "%s", err);
+  CHECK(why(la_npy_read_info(P("rows.npy"), &info), err, sizeof err) == LA_OK, "%s", err);
   memset(out, 0, sizeof out);
-  CHECK(la_npy_read_rows(P("rows.npy"), &info, 1, 3, out, err, sizeof err) == LA_OK, "%s", err);
+  CHECK(why(la_npy_read_rows(P("rows.npy"), &info, 1, 3, out), err, sizeof err) == LA_OK, "%s", err);
   CHECK(memcmp(out, d + 3, 9 * sizeof(double)) == 0, "rows 1..4 differ");
-  CHECK(la_npy_read_rows(P("rows.npy"), &info, 4, 1, out, err, sizeof err) == LA_OK &&
+  CHECK(why(la_npy_read_rows(P("rows.npy"), &info, 4, 1, out), err, sizeof err) == LA_OK &&
             memcmp(out, d + 12, 3 * sizeof(double)) == 0,
         "last row: %s", err);
-  CHECK(la_npy_read_rows(P("rows.npy"), &info, 5, 0, NULL, err, sizeof err) == LA_OK, "empty");
+  CHECK(why(la_npy_read_rows(P("rows.npy"), &info, 5, 0, NULL), err, sizeof err) == LA_OK, "empty");
   err[0] = 0;
-  CHECK(la_npy_read_rows(P("rows.npy"), &info, 3, 3, out, err, sizeof err) == LA_ERR_ARG,
+  CHECK(why(la_npy_read_rows(P("rows.npy"), &info, 3, 3, out), err, sizeof err) == LA_ERR_ARG,
         "past end accepted");
   check_msg(err, P("rows.npy"), "out of range", __LINE__);
-  CHECK(la_npy_read_rows(P("rows.npy"), &info, -1, 1, out, err, sizeof err) == LA_ERR_ARG,
+  CHECK(why(la_npy_read_rows(P("rows.npy"), &info, -1, 1, out), err, sizeof err) == LA_ERR_ARG,
         "negative row0 accepted");
-  CHECK(la_npy_read_rows(P("rows.npy"), &info, 0, -1, out, err, sizeof err) == LA_ERR_ARG,
+  CHECK(why(la_npy_read_rows(P("rows.npy"), &info, 0, -1, out), err, sizeof err) == LA_ERR_ARG,
         "negative nrows accepted");
-  CHECK(la_npy_read_rows(P("rows.npy"), &info, 2, INT64_MAX, out, err, sizeof err) == LA_ERR_ARG,
+  CHECK(why(la_npy_read_rows(P("rows.npy"), &info, 2, INT64_MAX, out), err, sizeof err) == LA_ERR_ARG,
         "huge nrows accepted");
   la_npy_info scalar = info;
   scalar.ndim = 0;
-  CHECK(la_npy_read_rows(P("rows.npy"), &scalar, 0, 1, out, err, sizeof err) == LA_ERR_ARG,
+  CHECK(why(la_npy_read_rows(P("rows.npy"), &scalar, 0, 1, out), err, sizeof err) == LA_ERR_ARG,
         "0-D read_rows accepted");
   /* The file shrinks after read_info: a short read is a truncated payload. */
   CHECK(truncate(P("rows.npy"), info.data_offset + 2 * 3 * 8) == 0, "truncate");
   err[0] = 0;
-  CHECK(la_npy_read_rows(P("rows.npy"), &info, 1, 3, out, err, sizeof err) == LA_ERR_FORMAT,
+  CHECK(why(la_npy_read_rows(P("rows.npy"), &info, 1, 3, out), err, sizeof err) == LA_ERR_FORMAT,
         "short read accepted");
   check_msg(err, P("rows.npy"), "truncated", __LINE__);
   err[0] = 0;
-  CHECK(la_npy_read_rows(P("nope.npy"), &info, 0, 1, out, err, sizeof err) == LA_ERR_IO,
+  CHECK(why(la_npy_read_rows(P("nope.npy"), &info, 0, 1, out), err, sizeof err) == LA_ERR_IO,
         "missing file");
   check_msg(err, P("nope.npy"), "cannot open", __LINE__);
   free(d);
@@ -245,37 +245,37 @@ static void test_overwrite(void) {
   float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
   la_npy_info info;
   void *back = NULL;
-  CHECK(la_npy_save(P("ow.npy"), LA_F32, 1, shape, a, 0, err, sizeof err) == LA_OK, "%s", err);
+  CHECK(why(la_npy_save(P("ow.npy"), LA_F32, 1, shape, a, 0), err, sizeof err) == LA_OK, "%s", err);
   err[0] = 0;
-  CHECK(la_npy_save(P("ow.npy"), LA_F32, 1, shape, b, 0, err, sizeof err) == LA_ERR_EXISTS,
+  CHECK(why(la_npy_save(P("ow.npy"), LA_F32, 1, shape, b, 0), err, sizeof err) == LA_ERR_EXISTS,
         "overwrote without force");
   check_msg(err, P("ow.npy"), "exists (use --force to overwrite)", __LINE__);
-  CHECK(la_npy_load(P("ow.npy"), &info, &back, err, sizeof err) == LA_OK &&
+  CHECK(why(la_npy_load(P("ow.npy"), &info, &back), err, sizeof err) == LA_OK &&
             memcmp(back, a, sizeof a) == 0,
         "file changed by refused save");
   free(back);
   back = NULL;
-  CHECK(la_npy_save(P("ow.npy"), LA_F32, 1, shape, b, 1, err, sizeof err) == LA_OK, "force: %s",
+  CHECK(why(la_npy_save(P("ow.npy"), LA_F32, 1, shape, b, 1), err, sizeof err) == LA_OK, "force: %s",
         err);
-  CHECK(la_npy_load(P("ow.npy"), &info, &back, err, sizeof err) == LA_OK &&
+  CHECK(why(la_npy_load(P("ow.npy"), &info, &back), err, sizeof err) == LA_OK &&
             memcmp(back, b, sizeof b) == 0,
         "force did not overwrite");
   free(back);
   /* Unwritable destination: IO error, nothing left behind. */
   err[0] = 0;
-  CHECK(la_npy_save(P("no/such/dir/x.npy"), LA_F32, 1, shape, a, 1, err, sizeof err) == LA_ERR_IO,
+  CHECK(why(la_npy_save(P("no/such/dir/x.npy"), LA_F32, 1, shape, a, 1), err, sizeof err) == LA_ERR_IO,
         "save into missing dir");
   check_msg(err, P("no/such/dir/x.npy"), NULL, __LINE__);
   /* Saving over a directory fails at rename; the temp file must be removed. */
   CHECK(mkdir(P("adir.npy"), 0755) == 0, "mkdir");
   err[0] = 0;
-  CHECK(la_npy_save(P("adir.npy"), LA_F32, 1, shape, a, 1, err, sizeof err) == LA_ERR_IO,
+  CHECK(why(la_npy_save(P("adir.npy"), LA_F32, 1, shape, a, 1), err, sizeof err) == LA_ERR_IO,
         "save over a directory");
   check_msg(err, P("adir.npy"), "rename", __LINE__);
   CHECK(rmdir(P("adir.npy")) == 0, "rmdir");
   int64_t neg[1] = {-2};
   err[0] = 0;
-  CHECK(la_npy_save(P("neg.npy"), LA_F32, 1, neg, a, 1, err, sizeof err) == LA_ERR_ARG,
+  CHECK(why(la_npy_save(P("neg.npy"), LA_F32, 1, neg, a, 1), err, sizeof err) == LA_ERR_ARG,
         "negative dim saved");
   check_msg(err, P("neg.npy"), "negative", __LINE__);
   CHECK(file_size(P("neg.npy")) < 0, "file written for bad shape");
@@ -375,11 +375,11 @@ static void test_malformed(void) {
   buf[8] = (unsigned char)strlen(pd);
   buf[9] = 0;
   memcpy(buf + 10, pd, strlen(pd));
-  CHECK(la_npy_parse_header(buf, 10 + strlen(pd), &info, err, sizeof err) == LA_OK, "%s", err);
-  CHECK(la_npy_parse_header(buf, 40, &info, err, sizeof err) == LA_ERR_FORMAT &&
+  CHECK(why(la_npy_parse_header(buf, 10 + strlen(pd), &info), err, sizeof err) == LA_OK, "%s", err);
+  CHECK(why(la_npy_parse_header(buf, 40, &info), err, sizeof err) == LA_ERR_FORMAT &&
             strstr(err, "header past end of file") && !strchr(err, '\n'),
         "parse short buffer: %s", err);
-  CHECK(la_npy_parse_header(buf, 0, &info, err, sizeof err) == LA_ERR_FORMAT && err[0],
+  CHECK(why(la_npy_parse_header(buf, 0, &info), err, sizeof err) == LA_ERR_FORMAT && err[0],
         "parse empty buffer");
 }
 
@@ -404,7 +404,7 @@ static void test_valid_variants(void) {
     char err[512] = "";
     la_npy_info info;
     void *back = NULL;
-    la_status s = la_npy_load(P(ok[k].name), &info, &back, err, sizeof err);
+    la_status s = why(la_npy_load(P(ok[k].name), &info, &back), err, sizeof err);
     CHECK(s == LA_OK, "%s: %s", ok[k].name, err);
     if (s == LA_OK)
       CHECK(info.version_major == ok[k].major && info.dtype == LA_F64 && info.ndim == ok[k].nd &&
@@ -426,10 +426,10 @@ static void test_valid_variants(void) {
   char err[512] = "";
   la_npy_info info;
   float row[4];
-  CHECK(la_npy_read_info(P("numpy124.npy"), &info, err, sizeof err) == LA_OK &&
+  CHECK(why(la_npy_read_info(P("numpy124.npy"), &info), err, sizeof err) == LA_OK &&
             info.data_offset == 128 && info.ndim == 2 && info.shape[1] == 4,
         "numpy header: %s", err);
-  CHECK(la_npy_read_rows(P("numpy124.npy"), &info, 2, 1, row, err, sizeof err) == LA_OK &&
+  CHECK(why(la_npy_read_rows(P("numpy124.npy"), &info, 2, 1, row), err, sizeof err) == LA_OK &&
             row[0] == 8.0f && row[3] == 11.0f,
         "numpy rows: %s", err);
 }

@@ -14,9 +14,9 @@ int main(int argc, char **argv) {
   }
   la_eval_meta meta = {argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), atof(argv[6]),
                        argc > 7 ? argv[7] : NULL, argc > 8 ? argv[8] : NULL};
-  char err[1024] = "";
-  if (la_eval_report(argv[1], &meta, err, sizeof err) != LA_OK) {
-    fprintf(stderr, "eval_report: error: %s\n", err);
+  const la_status st = la_eval_report(argv[1], &meta);
+  if (st != LA_OK) {
+    fprintf(stderr, "eval_report: error: %s\n", la_error_reason(st));
     return 1;
   }
   return 0;

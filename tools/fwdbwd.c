@@ -77,10 +77,9 @@ static void plan_make(plan *p, int heads, int d, int threads) {
   p->cfg.features = 256; /* the binding's default keyword; unused by elu1 */
   p->cfg.scale = 0.0;
   p->cfg.threads = threads;
-  char why[512];
-  st = la_config_check(&p->cfg, d, why, sizeof why);
+  st = la_config_check(&p->cfg, d);
   if (st != LA_OK) {
-    fprintf(stderr, "fwdbwd: error: configuration: %s\n", why);
+    fprintf(stderr, "fwdbwd: error: configuration: %s\n", la_error_reason(st));
     exit(1);
   }
   st = la_featmap_create(&p->cfg, heads, d, &p->fm);
@@ -131,12 +130,12 @@ static void bwd(plan *p, int64_t L, const float *q, const float *k, const float 
 }
 
 static void save(const char *dir, const char *name, const float *x, int64_t L, int H, int d) {
-  char path[4096], err[512];
+  char path[4096];
   snprintf(path, sizeof path, "%s/%s.npy", dir, name);
   const int64_t shape[3] = {L, H, d};
-  la_status st = la_npy_save(path, LA_F32, 3, shape, x, 1, err, sizeof err);
+  la_status st = la_npy_save(path, LA_F32, 3, shape, x, 1);
   if (st != LA_OK) {
-    fprintf(stderr, "fwdbwd: error: %s: %s\n", path, err);
+    fprintf(stderr, "fwdbwd: error: %s\n", la_error_reason(st)); /* the reason names the path */
     exit(1);
   }
 }

@@ -64,8 +64,9 @@ typedef struct {
 #define LA_WIDTH_MAX (2 * LA_FEATURES_MAX)
 
 void la_config_default(la_config *cfg);
-/* Check the configuration for a head dimension dk. Writes a one-line reason to err. */
-la_status la_config_check(const la_config *cfg, int dk, char *err, size_t errlen);
+/* Check the configuration for a head dimension dk: LA_ERR_ARG with its one-line reason
+ * recorded (la_error_reason) naming the option. */
+la_status la_config_check(const la_config *cfg, int dk);
 /* Set den_policy and den_eps from the --denominator spelling: error | add:EPS (EPS >= 0) |
  * clamp:EPS (EPS > 0) | zero-empty. LA_ERR_ARG with the reason recorded (la_error). */
 la_status la_config_set_denominator(la_config *cfg, const char *spec);
@@ -233,9 +234,9 @@ la_status la_engine_accumulate(la_engine eng, int64_t token0, int64_t n, const v
  * resets exactly at every o_s; scan elements carry f = 1 when their range holds a start. */
 la_status la_engine_set_segments(la_engine eng, const int64_t *offsets, int64_t count);
 /* General pairwise masks (§3) are refused: an arbitrary mask breaks the single shared summary
- * phi(q)^T S. Always returns LA_ERR_UNSUPPORTED and writes why to err. Use
+ * phi(q)^T S. Always returns LA_ERR_UNSUPPORTED with why recorded (la_error_reason). Use
  * la_engine_set_segments or la_config.window. */
-la_status la_engine_set_mask(la_engine eng, const void *mask, char *err, size_t errlen);
+la_status la_engine_set_mask(la_engine eng, const void *mask);
 /* First segment start >= t (INT64_MAX if none; without segments only t <= 0 gives 0). */
 int64_t la_engine_segment_at_or_after(const la_engine eng, int64_t t);
 int la_engine_has_segments(const la_engine eng);
@@ -306,15 +307,14 @@ la_status la_check_finite(la_dtype dt, const void *x, int64_t n, int heads, int 
 
 /* ---- Input files, checked after loading (docs/cli.md "Files"); the callers prefix the path ---- */
 /* Segment offsets (§3): count = S+1 values 0 = o_0 < o_1 < ... < o_S = N with S >= 1.
- * LA_OK, or LA_ERR_FORMAT with a one-line reason in err. count < 2 or off NULL (what a
+ * LA_OK, or LA_ERR_FORMAT with its one-line reason recorded. count < 2 or off NULL (what a
  * caller passes for a file that is not a 1-D int64 array) is "must be a 1-D int64 array". */
-la_status la_segments_check(const int64_t *off, int64_t count, int64_t N, char *err,
-                            size_t errlen);
+la_status la_segments_check(const int64_t *off, int64_t count, int64_t N);
 /* A projection (§2.1) of dtype dt and shape[ndim], whose data holds the product of the shape
  * (as la_npy_load returns it): [heads, m, dk] or [m, dk], float, m = features, every entry
- * finite. LA_OK, LA_ERR_SHAPE or LA_ERR_NONFINITE with a one-line reason in err. */
+ * finite. LA_OK, or LA_ERR_SHAPE or LA_ERR_NONFINITE with its one-line reason recorded. */
 la_status la_projection_check(la_dtype dt, int ndim, const int64_t *shape, const void *data,
-                              int heads, int dk, int features, char *err, size_t errlen);
+                              int heads, int dk, int features);
 /* The m a projection of this shape sets: shape[ndim-2] when ndim is 2 or 3 and it lies in
  * [1, LA_FEATURES_MAX]; otherwise features unchanged (la_projection_check then refuses it). */
 int la_projection_features(int ndim, const int64_t *shape, int features);

@@ -36,11 +36,11 @@ int la_dist_size(const la_dist d);
 int64_t la_dist_comm_bytes(const la_dist d);
 double la_dist_comm_seconds(const la_dist d);
 
-/* Collective: every rank passes its local status and message; all return the status of the
- * lowest failing rank, with its message (msg, or when msg is NULL or empty the reason the
- * library recorded, la_error_message) copied into msg and recorded with la_error on every
- * rank, so la_error_reason(status) names it everywhere. On success the record is cleared. */
-la_status la_dist_agree(la_dist d, la_status st, char *msg, size_t msglen);
+/* Collective: every rank passes its local status, its reason recorded (la_error); all return
+ * the status of the lowest failing rank, whose reason (la_error_reason) is recorded on every
+ * rank, so la_error_reason(status) names it everywhere (docs/design.md §6 "Errors"). On
+ * success the record is cleared: a caller holding an earlier failure does not call it. */
+la_status la_dist_agree(la_dist d, la_status st);
 
 /* Collective. Combine per-rank summaries (§4):
  * causal: state <- exclusive prefix (MPI_Exscan with the non-commutative scan operator;

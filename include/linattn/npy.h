@@ -1,6 +1,7 @@
 /* NumPy .npy reading and writing (format versions 1.0, 2.0, 3.0).
  * Accepted: little-endian '<f4', '<f8', '<i8', C order. Everything else is LA_ERR_FORMAT
- * with a message naming the file and the fault. All functions are Not Collective. */
+ * with a message naming the file and the fault. Every failure records its one-line reason
+ * (la_error_reason, docs/design.md §6 "Errors"). All functions are Not Collective. */
 #ifndef LINATTN_NPY_H
 #define LINATTN_NPY_H
 #include <stdint.h>
@@ -23,24 +24,22 @@ typedef struct {
 } la_npy_info;
 
 /* Parse a header from the first len bytes of a file (len may exceed the header).
- * Returns LA_ERR_FORMAT with a reason in err when malformed, including when the header
- * extends past len ("header past end of file"). */
-la_status la_npy_parse_header(const unsigned char *buf, size_t len, la_npy_info *info,
-                              char *err, size_t errlen);
+ * Returns LA_ERR_FORMAT with its reason when malformed, including when the header extends
+ * past len ("header past end of file"). */
+la_status la_npy_parse_header(const unsigned char *buf, size_t len, la_npy_info *info);
 
 /* Open path, parse the header, and check that the file holds the whole payload
  * (truncated payload is LA_ERR_FORMAT). Messages start with the path. A file that cannot be
  * opened is LA_ERR_IO; a read() that fails once it is open is LA_ERR_READ. */
-la_status la_npy_read_info(const char *path, la_npy_info *info, char *err, size_t errlen);
+la_status la_npy_read_info(const char *path, la_npy_info *info);
 
 /* Read rows [row0, row0+nrows) of the leading dimension into dst (C order, the file's dtype).
  * row_elems = product of shape[1..]. */
 la_status la_npy_read_rows(const char *path, const la_npy_info *info, int64_t row0,
-                           int64_t nrows, void *dst, char *err, size_t errlen);
+                           int64_t nrows, void *dst);
 
 /* Read the whole array: allocates *data (free() it). */
-la_status la_npy_load(const char *path, la_npy_info *info, void **data, char *err,
-                      size_t errlen);
+la_status la_npy_load(const char *path, la_npy_info *info, void **data);
 
 /* Format a version 1.0 header (2.0 if it does not fit in 65535 bytes), padded with spaces
  * and a newline so that the total is a multiple of 64. Returns the header length in *hlen.
@@ -54,7 +53,7 @@ la_status la_npy_format_header(la_dtype dtype, int ndim, const int64_t *shape,
  * write is "path: cannot write: <reason>", LA_ERR_WRITE (disk full) or LA_ERR_IO (the path
  * is at fault); the temporary is removed. */
 la_status la_npy_save(const char *path, la_dtype dtype, int ndim, const int64_t *shape,
-                      const void *data, int force, char *err, size_t errlen);
+                      const void *data, int force);
 
 #ifdef __cplusplus
 }

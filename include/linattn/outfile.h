@@ -1,6 +1,7 @@
 /* Output files (docs/design.md §6 "No partial output files"): temporary names, the removal of
  * temporaries left by dead runs, the up-front check of an output path, whole-file atomic
- * writes, and the status of a failed write. All functions are Not Collective. */
+ * writes, and the status of a failed write. A failure records its one-line reason
+ * (la_error_reason, §6 "Errors"). All functions are Not Collective. */
 #ifndef LINATTN_OUTFILE_H
 #define LINATTN_OUTFILE_H
 #include <stddef.h>
@@ -28,14 +29,14 @@ la_status la_write_status(int e);
  * is a directory (LA_ERR_IO), an existing path without force (LA_ERR_EXISTS), and a folder
  * that is missing or where a file cannot be created (la_write_status; checked by creating
  * and removing the temporary). Messages start with the path. */
-la_status la_output_check(const char *path, int force, char *err, size_t errlen);
+la_status la_output_check(const char *path, int force);
 
 /* Write a whole file atomically: the bytes a[0..na) then b[0..nb) (b may be NULL) into
  * "<path>.tmp.<pid>", fsync, close and rename it to path; on any failure the temporary is
  * removed. An existing path without force is LA_ERR_EXISTS. A failed write, sync or close
  * is "path: cannot write: <reason>" (la_write_status). */
 la_status la_write_file(const char *path, const void *a, size_t na, const void *b, size_t nb,
-                        int force, char *err, size_t errlen);
+                        int force);
 
 #ifdef __cplusplus
 }

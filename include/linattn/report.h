@@ -44,9 +44,8 @@ typedef struct {
  * with the random maps). */
 double la_useful_flops(const la_config *cfg, int64_t n, int heads, int dk, int dv, int r);
 
-/* Write the JSON atomically (temporary name, then rename). */
-la_status la_report_write(const char *path, const la_report *rep, int force, char *err,
-                          size_t errlen);
+/* Write the JSON atomically (temporary name, then rename); a failure records its reason. */
+la_status la_report_write(const char *path, const la_report *rep, int force);
 
 #ifdef __cplusplus
 }

@@ -50,6 +50,13 @@ la_status la_error(la_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Prefix the reason so far: records fmt's text followed by la_error_reason(st), and returns
+ * st, so that a caller names its part: la_error_prefix(st, "--q %s: ", path). */
+la_status la_error_prefix(la_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 const char *la_error_message(void);
 void la_error_clear(void);
 const char *la_error_reason(la_status st);

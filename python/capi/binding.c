@@ -60,10 +60,9 @@ static int kernels_from(const char *s, la_kernel_choice *k) {
 }
 
 int la_py_check_segments(const int64_t *seg, int64_t nseg, int64_t L) {
-  char why[256];
   if (!seg) return LA_OK;
-  la_status st = la_segments_check(seg, nseg, L, why, sizeof why);
-  return st == LA_OK ? LA_OK : la_error(LA_ERR_ARG, "segments: %s", why);
+  la_status st = la_segments_check(seg, nseg, L);
+  return st == LA_OK ? LA_OK : la_error_prefix(LA_ERR_ARG, "segments: ");
 }
 
 int la_py_op_create(const char *map, int features, const char *mode, int normalize,
@@ -92,9 +91,7 @@ int la_py_op_create(const char *map, int features, const char *mode, int normali
   cfg.threads = threads;
   cfg.reproducible = reproducible != 0;
   LA_CHECK(isfinite(scale) && scale >= 0, LA_ERR_ARG, "scale must be finite and > 0 (got %g)", scale);
-  char why[512];
-  la_status st = la_config_check(&cfg, dk, why, sizeof why);
-  if (st != LA_OK) return st; /* the reason is recorded */
+  LA_TRY(la_config_check(&cfg, dk));
   if (proj && !la_map_is_random(cfg.map))
     return la_error(LA_ERR_ARG, "projection: the %s map has no projection", la_map_name(cfg.map));
   la_py_op *op = calloc(1, sizeof *op);
@@ -104,7 +101,7 @@ int la_py_op_create(const char *map, int features, const char *mode, int normali
   op->H = heads;
   op->dk = dk;
   op->dv = dv;
-  st = la_featmap_create(&cfg, heads, dk, &op->fm);
+  la_status st = la_featmap_create(&cfg, heads, dk, &op->fm);
   if (st == LA_OK && proj) {
     for (int64_t i = 0; i < (int64_t)(proj_shared ? 1 : heads) * proj_m * dk && st == LA_OK; i++)
       if (!isfinite(proj[i]))

@@ -130,11 +130,11 @@ static la_status run_dist(la_py_op *op, int comm_f, const char *scan, int64_t B,
     op->nseg = op->seg ? nseg : 0;
   }
   if (s == LA_OK) s = la_engine_set_segments(op->eng, seg ? op->seg : NULL, seg ? nseg : 0);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   for (int64_t b = 0; b < B && s == LA_OK; b++) {
     la_den_stats_free(&one);
     s = la_den_stats_init(&one);
-    s = la_dist_agree(d, s, NULL, 0);
+    s = la_dist_agree(d, s);
     if (s == LA_OK) s = entry(d, op, b, Lloc, row0, a, &one);
     if (s == LA_OK) merge_entry(&total, &one, b, Ltot);
   }
@@ -180,7 +180,7 @@ static int softmax_open(int comm_f, const char *mode, int64_t window, int64_t Ll
   mask->window = window;
   mask->seg = seg;
   mask->nseg = seg ? nseg : 0;
-  s = la_dist_agree(*d, s, NULL, 0);
+  s = la_dist_agree(*d, s);
   if (s != LA_OK) la_dist_destroy(d);
   return s;
 }
@@ -200,7 +200,7 @@ int la_py_softmax_forward_dist(int comm_f, int f64, const char *mode, double sca
   la_status s = entries_finite("q", dt, q, B, Lloc, row0, heads, dk, threads);
   if (s == LA_OK) s = entries_finite("k", dt, k, B, Lloc, row0, heads, dk, threads);
   if (s == LA_OK) s = entries_finite("v", dt, v, B, Lloc, row0, heads, dv, threads);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   for (int64_t b = 0; b < B && s == LA_OK; b++)
     s = la_softmax_ring_mask(d, dt, Ltot, heads, dk, dv, scale, &mask, Lloc, row0,
                              (const char *)q + b * rk, (const char *)k + b * rk,
@@ -224,7 +224,7 @@ int la_py_softmax_backward_dist(int comm_f, const char *mode, double scale, int6
   la_status s = out ? LA_OK : la_error(LA_ERR_NOMEM, "softmax backward: out of memory");
   if (s == LA_OK)
     s = entries_finite("the output's gradient", LA_F64, g, B, Lloc, row0, heads, dv, threads);
-  s = la_dist_agree(d, s, NULL, 0);
+  s = la_dist_agree(d, s);
   for (int64_t b = 0; b < B && s == LA_OK; b++)
     s = la_softmax_ring_grad(d, Ltot, heads, dk, dv, scale, &mask, Lloc, row0, q + b * rk,
                              k + b * rk, v + b * rv, g + b * rv, out, dq + b * rk,

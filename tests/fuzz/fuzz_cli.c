@@ -78,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   la_cli_print(devnull, &o);
   if (sub != LA_SUB_BENCH) {
     char err[1024] = "";
-    const la_status c = la_config_check(&o.cfg, o.dk, err, sizeof err);
+    const la_status c = why(la_config_check(&o.cfg, o.dk), err, sizeof err);
     FUZZ_CHECK(c == LA_OK || (c == LA_ERR_ARG && fuzz_one_line(err)), "config %d '%s'", (int)c, err);
   }
   free(text);

@@ -11,8 +11,15 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "linattn/status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* st, with the reason a failed call recorded (la_error) copied into buf ("" on success). */
+static inline la_status why(la_status st, char *buf, size_t len) {
+  snprintf(buf, len, "%s", st == LA_OK ? "" : la_error_message());
+  return st;
+}
 
 /* A property of the code under test failed: a crash to libFuzzer, a failure to the replay. */
 #define FUZZ_CHECK(cond, ...)                                                    \

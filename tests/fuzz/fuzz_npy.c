@@ -12,7 +12,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[512] = "", ferr[512] = "";
   la_npy_info hi, fi;
-  const la_status hs = la_npy_parse_header(data, size, &hi, err, sizeof err);
+  const la_status hs = why(la_npy_parse_header(data, size, &hi), err, sizeof err);
   int64_t bytes = -1;
   if (hs == LA_OK) {
     const size_t es = la_dtype_size(hi.dtype);
@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t wl = 0;
     la_npy_info wi;
     FUZZ_CHECK(la_npy_format_header(hi.dtype, hi.ndim, hi.shape, w, &wl) == LA_OK, "format_header");
-    FUZZ_CHECK(wl % 64 == 0 && la_npy_parse_header(w, wl, &wi, err, sizeof err) == LA_OK,
+    FUZZ_CHECK(wl % 64 == 0 && why(la_npy_parse_header(w, wl, &wi), err, sizeof err) == LA_OK,
                "written header (%zu bytes) does not parse: %s", wl, err);
     FUZZ_CHECK(wi.dtype == hi.dtype && wi.ndim == hi.ndim && wi.count == hi.count &&
                    !memcmp(wi.shape, hi.shape, sizeof wi.shape) && wi.data_offset == (int64_t)wl,
@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 
   const char *path = fuzz_file(data, size);
-  const la_status fs = la_npy_read_info(path, &fi, ferr, sizeof ferr);
+  const la_status fs = why(la_npy_read_info(path, &fi), ferr, sizeof ferr);
   const int prefix = hs == LA_OK && hi.version_major == 1 ? 10 : 12;
   const int fits = hs == LA_OK && hi.data_offset - prefix <= READ_HEADER_MAX &&
                    bytes <= (int64_t)size - hi.data_offset;
@@ -65,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   la_npy_info li;
   void *arr = NULL;
-  la_status ls = la_npy_load(path, &li, &arr, ferr, sizeof ferr);
+  la_status ls = why(la_npy_load(path, &li, &arr), ferr, sizeof ferr);
   FUZZ_CHECK(ls == LA_OK && arr, "load %d (%s) after read_info succeeded", (int)ls, ferr);
   FUZZ_CHECK(!memcmp(&li, &hi, sizeof li), "load and parse_header disagree");
   FUZZ_CHECK(!memcmp(arr, data + hi.data_offset, (size_t)bytes), "payload differs");
@@ -75,15 +75,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int64_t row0 = rows ? data[size - 1] % rows : 0;
     const int64_t nrows = rows ? data[size - 2] % (rows - row0 + 1) : 0;
     void *buf = malloc((size_t)(nrows * row_bytes) + 1);
-    ls = la_npy_read_rows(path, &hi, row0, nrows, buf, ferr, sizeof ferr);
+    ls = why(la_npy_read_rows(path, &hi, row0, nrows, buf), ferr, sizeof ferr);
     FUZZ_CHECK(ls == LA_OK, "read_rows [%lld, +%lld): %s", (long long)row0, (long long)nrows, ferr);
     FUZZ_CHECK(!memcmp(buf, (char *)arr + row0 * row_bytes, (size_t)(nrows * row_bytes)),
                "rows [%lld, +%lld) differ from the payload", (long long)row0, (long long)nrows);
-    ls = la_npy_read_rows(path, &hi, row0, rows - row0 + 1, buf, ferr, sizeof ferr);
+    ls = why(la_npy_read_rows(path, &hi, row0, rows - row0 + 1, buf), ferr, sizeof ferr);
     FUZZ_CHECK(ls == LA_ERR_ARG && fuzz_one_line(ferr), "rows past the end: %d", (int)ls);
     free(buf);
   } else {
-    ls = la_npy_read_rows(path, &hi, 0, 1, arr, ferr, sizeof ferr);
+    ls = why(la_npy_read_rows(path, &hi, 0, 1, arr), ferr, sizeof ferr);
     FUZZ_CHECK(ls == LA_ERR_ARG && fuzz_one_line(ferr), "rows of a 0-d array: %d", (int)ls);
   }
   free(arr);

@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = fuzz_file(data + 3, size - 3);
   char err[512] = "";
   la_npy_info I;
-  if (la_npy_read_info(path, &I, err, sizeof err) != LA_OK) return 0;
+  if (why(la_npy_read_info(path, &I), err, sizeof err) != LA_OK) return 0;
   const int given = data[2] ? data[2] : 256;
   const int features = la_projection_features(I.ndim, I.shape, given);
   const int64_t fm_ = I.ndim == 2 || I.ndim == 3 ? I.shape[I.ndim - 2] : -1;
@@ -24,13 +24,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   void *arr = NULL;
   la_npy_info L;
-  la_status s = la_npy_load(path, &L, &arr, err, sizeof err);
+  la_status s = why(la_npy_load(path, &L, &arr), err, sizeof err);
   FUZZ_CHECK(s == LA_OK, "load after read_info: %s", err);
   const int64_t fh = I.ndim == 3 ? I.shape[0] : 1, fd = I.ndim >= 1 ? I.shape[I.ndim - 1] : 1;
   const int H = data[0] ? data[0] : (int)(fh < 1 ? 1 : fh > 4096 ? 4096 : fh);
   const int dk = data[1] ? data[1] : (int)(fd < 1 ? 1 : fd > LA_DIM_MAX ? LA_DIM_MAX : fd);
 
-  s = la_projection_check(I.dtype, I.ndim, I.shape, arr, H, dk, features, err, sizeof err);
+  s = why(la_projection_check(I.dtype, I.ndim, I.shape, arr, H, dk, features), err, sizeof err);
   int valid = I.dtype != LA_I64 && (I.ndim == 2 || I.ndim == 3) &&
               (I.ndim == 2 || I.shape[0] == H) && I.shape[I.ndim - 1] == dk &&
               I.shape[I.ndim - 2] == features;
@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     la_config_default(&cfg);
     cfg.map = LA_MAP_FAVOR;
     cfg.features = features;
-    FUZZ_CHECK(la_config_check(&cfg, dk, err, sizeof err) == LA_OK, "%s", err);
+    FUZZ_CHECK(why(la_config_check(&cfg, dk), err, sizeof err) == LA_OK, "%s", err);
     la_featmap fm = NULL;
     FUZZ_CHECK(la_featmap_create(&cfg, H, dk, &fm) == LA_OK, "featmap %d x %d x %d", H,
                features, dk);

@@ -28,7 +28,7 @@ static void forward_check(const int64_t *off, int64_t count, int64_t N, unsigned
   cfg.window = cfg.mode == LA_CAUSAL ? (int64_t)(flags >> 4) : 0;
   const la_dtype dt = flags & 8 ? LA_F32 : LA_F64;
   char err[512] = "";
-  FUZZ_CHECK(la_config_check(&cfg, DK, err, sizeof err) == LA_OK, "%s", err);
+  FUZZ_CHECK(why(la_config_check(&cfg, DK), err, sizeof err) == LA_OK, "%s", err);
   la_featmap fm = NULL;
   la_engine eng = NULL;
   FUZZ_CHECK(la_featmap_create(&cfg, H, DK, &fm) == LA_OK, "featmap");
@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (flags & 2) { /* as load_segments in dist/job.c */
     la_npy_info I;
     void *arr = NULL;
-    if (la_npy_load(fuzz_file(p, n), &I, &arr, err, sizeof err) != LA_OK) return 0;
+    if (why(la_npy_load(fuzz_file(p, n), &I, &arr), err, sizeof err) != LA_OK) return 0;
     const int ok1d = I.dtype == LA_I64 && I.ndim == 1;
     off = arr;
     count = ok1d ? I.shape[0] : 0;
@@ -121,7 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (flags & 1) N = count > 0 ? off[count - 1] : 0;
 
-  const la_status s = la_segments_check(count ? off : NULL, count, N, err, sizeof err);
+  const la_status s = why(la_segments_check(count ? off : NULL, count, N), err, sizeof err);
   int valid = count >= 2 && off[0] == 0 && off[count - 1] == N;
   for (int64_t i = 1; valid && i < count; i++) valid = off[i] > off[i - 1];
   FUZZ_CHECK((s == LA_OK) == valid, "la_segments_check %d (%s), rule says %d", (int)s, err, valid);

@@ -187,7 +187,7 @@ static int cmd_forward(la_dist d, int argc, char **argv) {
     } else if (B <= 0) { /* in memory (bench): dist/forward.c forward_causal, phase by phase:
                             keys pass, exscan, apply from the prefix */
       charge((double)n * c[1]);
-      if (la_dist_agree(d, LA_OK, NULL, 0) != LA_OK || la_dist_exscan(d, &st) != LA_OK)
+      if (la_dist_agree(d, LA_OK) != LA_OK || la_dist_exscan(d, &st) != LA_OK)
         die("the scan failed");
       charge((double)n * c[0]);
       comp = (double)n * (c[1] + c[0]);
@@ -196,7 +196,7 @@ static int cmd_forward(la_dist d, int argc, char **argv) {
       const double b0 = B < n ? (double)B : (double)n, rest = (double)n - b0;
       la_dist_req req = NULL;
       charge((double)n * c[1]);
-      if (la_dist_agree(d, LA_OK, NULL, 0) != LA_OK || la_dist_iexscan_begin(d, &st, &req) != LA_OK)
+      if (la_dist_agree(d, LA_OK) != LA_OK || la_dist_iexscan_begin(d, &st, &req) != LA_OK)
         die("cannot start the scan");
       charge(b0 * c[2]);
       if (la_dist_iexscan_end(d, &req, &st) != LA_OK) die("the scan failed");
