@@ -23,10 +23,12 @@ int la_default_chunk(int r, int dv) {
   return 64;
 }
 
+/* The one declaration of OpenBLAS's thread setter (weak: another BLAS lacks it). */
 extern void openblas_set_num_threads(int) __attribute__((weak));
-void la_blas_single_thread(void) {
-  if (openblas_set_num_threads) openblas_set_num_threads(1);
+void la_blas_set_threads(int n) {
+  if (openblas_set_num_threads) openblas_set_num_threads(n > 0 ? n : 1);
 }
+void la_blas_single_thread(void) { la_blas_set_threads(1); }
 
 static void *xalloc(size_t bytes) { return la_aligned_alloc(64, bytes ? bytes : 64); }
 

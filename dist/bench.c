@@ -29,7 +29,6 @@
 #include "linattn/linattn.h"
 #include "linattn/report.h"
 
-extern void openblas_set_num_threads(int) __attribute__((weak));
 
 /* ---- CSV rows ---- */
 typedef struct {
@@ -133,7 +132,7 @@ static double gemm_rate(int dbl, int s, int threads, int reps) {
     if (dbl) { ((double *)a)[i] = x; ((double *)b)[i] = -x; }
     else { ((float *)a)[i] = (float)x; ((float *)b)[i] = (float)-x; }
   }
-  if (openblas_set_num_threads) openblas_set_num_threads(threads);
+  la_blas_set_threads(threads);
   double best = INFINITY;
   for (int r = 0; r <= reps; r++) { /* r = 0 warms up */
     double t0 = MPI_Wtime();
@@ -144,7 +143,7 @@ static double gemm_rate(int dbl, int s, int threads, int reps) {
     double t = MPI_Wtime() - t0;
     if (r > 0 && t < best) best = t;
   }
-  if (openblas_set_num_threads) openblas_set_num_threads(1);
+  la_blas_set_threads(1);
   free(a); free(b); free(c);
   return best;
 }

@@ -11,7 +11,6 @@
 #include "la_alloc.h"
 
 #include "scalapack.h"
-extern void openblas_set_num_threads(int) __attribute__((weak));
 
 #define LA_PBLAS_PANEL_ENTRIES ((int64_t)1 << 26) /* 512 MiB of scores per panel, all ranks */
 #define LA_PBLAS_TILE 256                          /* rows per thread tile of the local loops */
@@ -107,7 +106,7 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double 
   for (int li = 0; li < S.ml; li++) prow[li] = g_index(li, nb, myr, pr);
   /* Touch the panel before the clock starts: a dense code reuses its score buffer. */
   memset(S.a, 0, sizeof(double) * (size_t)(S.ml > 1 ? S.ml : 1) * (S.nl > 0 ? S.nl : 1));
-  if (openblas_set_num_threads) openblas_set_num_threads(threads > 0 ? threads : 1);
+  la_blas_set_threads(threads > 0 ? threads : 1);
   const int sl = S.ml > 1 ? S.ml : 1, ol = O.ml > 1 ? O.ml : 1;
   MPI_Barrier(comm);
   double t0 = MPI_Wtime();
@@ -161,7 +160,7 @@ la_status la_pblas_attention(MPI_Comm comm, int64_t n64, int dk, int dv, double 
   }
   double t = MPI_Wtime() - t0;
   MPI_Allreduce(&t, seconds, 1, MPI_DOUBLE, MPI_MAX, comm);
-  if (openblas_set_num_threads) openblas_set_num_threads(1);
+  la_blas_set_threads(1);
   if (io->emit)
     for (int l0 = 0; l0 < O.ml; l0 += nb)
       for (int c0 = 0; c0 < O.nl; c0 += nb)

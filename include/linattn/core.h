@@ -209,6 +209,25 @@ const char *la_engine_kernels(const la_engine eng);
  * (auto | blas | avx512) overrides choice. *use_avx512 = 1 for the AVX-512 kernels.
  * LA_ERR_UNSUPPORTED (with its reason, la_error_reason) for avx512 on a CPU without it. */
 la_status la_kernels_resolve(la_kernel_choice choice, int *use_avx512);
+/* OpenBLAS's own threads for the caller's BLAS calls (n < 1: one); a no-op with another BLAS.
+ * The engine keeps it at one inside its OpenMP regions (docs/design.md §4.9). */
+void la_blas_set_threads(int n);
+
+/* Which rows of a sequence each of P ranks owns (core/geometry.c; dist.h's collectives use
+ * them). */
+/* Ownership rule (the only one): rank p owns n_p = N/P + (N%P > p) rows, contiguous, in
+ * rank order. Not Collective. */
+void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *row0);
+/* The same rule on whole blocks of G tokens (the last block may be short), for
+ * --reproducible with G = la_engine_repro_block (§4.7): every row0 is a multiple of G, and
+ * ranks past the last block own nothing. G = 1 is la_split_ownership. Not Collective. */
+void la_split_ownership_grid(int64_t N, int P, int rank, int64_t G, int64_t *n_local,
+                             int64_t *row0);
+/* The rows a rank owns under the engine's rule: la_split_ownership, or on the reproducible
+ * grid when the engine's configuration asks for --reproducible. */
+void la_engine_ownership(const la_engine eng, int64_t N, int P, int rank, int64_t *n_local,
+                         int64_t *row0);
+
 /* GFLOP/s of the AVX-512 chunk kernel alone (64 x 64 x 64 float32 products in cache on each
  * of `threads` threads, best of reps); NAN where the kernels are not in use; -1 when out of
  * memory (reason recorded, la_error_reason). */

@@ -9,18 +9,8 @@
 extern "C" {
 #endif
 
-/* Ownership rule (the only one): rank p owns n_p = N/P + (N%P > p) rows, contiguous, in
- * rank order. Not Collective. */
-void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *row0);
-/* The same rule on whole blocks of G tokens (the last block may be short), for
- * --reproducible with G = la_engine_repro_block (§4.7): every row0 is a multiple of G, and
- * ranks past the last block own nothing. G = 1 is la_split_ownership. Not Collective. */
-void la_split_ownership_grid(int64_t N, int P, int rank, int64_t G, int64_t *n_local,
-                             int64_t *row0);
-/* The rows a rank owns under the engine's rule: la_split_ownership, or on the reproducible
- * grid when the engine's configuration asks for --reproducible. */
-void la_engine_ownership(const la_engine eng, int64_t N, int P, int rank, int64_t *n_local,
-                         int64_t *row0);
+/* The ownership rules (la_split_ownership, la_split_ownership_grid, la_engine_ownership) are
+ * MPI-free and live in core.h. */
 
 typedef struct la_dist_s *la_dist;
 
