@@ -17,21 +17,6 @@
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
 
-/* Options that change only the speed, the rounding or where things go, not the operator or
- * its inputs: a resume may change them (bitwise equality then needs them unchanged). */
-static const char *const free_opts[] = {"threads", "kernels", "chunk", "block-tokens",
-                                        "scan-algorithm", "scan-pieces", "mem-limit", "report",
-                                        "force", "progress", "checkpoint", "checkpoint-every",
-                                        "save-projection", NULL};
-
-static int is_free(const char *line) {
-  for (int i = 0; free_opts[i]; i++) {
-    size_t n = strlen(free_opts[i]);
-    if (strncmp(line, free_opts[i], n) == 0 && line[n] == '=') return 1;
-  }
-  return 0;
-}
-
 la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, int r) {
   memset(c, 0, sizeof *c);
   c->dir = o->checkpoint;
@@ -56,7 +41,7 @@ la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, 
     size_t olen = 0;
     FILE *f = la_open_memstream(&opts, &olen), *g = NULL;
     if (f) {
-      la_cli_print(f, o);
+      la_cli_print_fingerprint(f, o); /* less the LA_OPT_RESUMABLE options */
       const int bad = ferror(f); /* a text that could not grow: no fingerprint, not a shorter one */
       if (fclose(f) == 0 && !bad) g = la_open_memstream(&fp, &c->fplen);
     }
@@ -66,7 +51,7 @@ la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, 
       for (char *line = opts, *nl; line && *line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
         if (nl) *nl = 0;
-        if (!is_free(line)) fprintf(g, "opt %s\n", line);
+        fprintf(g, "opt %s\n", line);
       }
       /* the synthetic workload's data are those of one version of the generator */
       if (!o->q) fprintf(g, "input synthetic generator version %d\n", LA_SYNTH_VERSION);

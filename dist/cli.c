@@ -178,7 +178,7 @@ static const la_opt rows[] = {
      .help = "seed of the projections and of the synthetic workload"},
     {.name = "--projection", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      F(projection), .help = "load the projection [H,m,dk] or [m,dk] (.npy) instead of drawing it"},
-    {.name = "--save-projection", .meta = "F", .subs = RG, .group = G_OPERATOR,
+    {.name = "--save-projection", .flags = LA_OPT_RESUMABLE, .meta = "F", .subs = RG, .group = G_OPERATOR,
      .kind = LA_OPT_STR, F(save_projection), .help = "save the projection used, [H,m,dk] (.npy)"},
     {.name = "--normalize", .meta = "on|off", .subs = RG, .group = G_OPERATOR,
      .kind = LA_OPT_ENUM, F(cfg.normalize), .names = onoff_names, .values = onoff_values,
@@ -211,36 +211,36 @@ static const la_opt rows[] = {
     {.name = "--dtype", .meta = "f32|f64", .subs = BENCH, .group = G_EXEC, .kind = LA_OPT_ENUM,
      F(dtype), .names = dtype_names, .def = "f32",
      .help = "precision of linear and softmax (pblas is f64)"},
-    {.name = "--threads", .meta = "T", .subs = RGE, .group = G_EXEC, .kind = LA_OPT_INT,
+    {.name = "--threads", .flags = LA_OPT_RESUMABLE, .meta = "T", .subs = RGE, .group = G_EXEC, .kind = LA_OPT_INT,
      F(cfg.threads), .lo = 1, .hi = 4096, .def_text = "OMP_NUM_THREADS",
      .help = "OpenMP threads per rank"},
-    {.name = "--threads", .meta = "LIST", .subs = BENCH, .group = G_EXEC, .kind = LA_OPT_INT,
+    {.name = "--threads", .flags = LA_OPT_RESUMABLE, .meta = "LIST", .subs = BENCH, .group = G_EXEC, .kind = LA_OPT_INT,
      .list = LA_LIST_MAX, F(threads_list), .lo = 1, .hi = 4096, .def_text = "OMP_NUM_THREADS",
      .help = "OpenMP threads per rank"},
-    {.name = "--kernels", .meta = "K", .subs = RG | BENCH, .group = G_EXEC, .kind = LA_OPT_ENUM,
+    {.name = "--kernels", .flags = LA_OPT_RESUMABLE, .meta = "K", .subs = RG | BENCH, .group = G_EXEC, .kind = LA_OPT_ENUM,
      F(cfg.kernels), .names = kernel_names, .def = "auto",
      .help = "float32 chunk products on the AVX-512 kernels or OpenBLAS (auto: AVX-512 where "
              "the CPU has it); the environment variable LINATTN_KERNELS overrides it"},
-    {.name = "--chunk", .meta = "C", .subs = ALL, .group = G_EXEC, .kind = LA_OPT_INT,
+    {.name = "--chunk", .flags = LA_OPT_RESUMABLE, .meta = "C", .subs = ALL, .group = G_EXEC, .kind = LA_OPT_INT,
      F(cfg.chunk), .lo = LA_CHUNK_MIN, .hi = LA_CHUNK_MAX,
      .def_text = "tuned: 32 if r, dv <= 32, 48 if r <= 128, else 64",
      .help = "causal chunk length"},
-    {.name = "--block-tokens", .meta = "B", .subs = RG, .group = G_EXEC, .kind = LA_OPT_INT,
+    {.name = "--block-tokens", .flags = LA_OPT_RESUMABLE, .meta = "B", .subs = RG, .group = G_EXEC, .kind = LA_OPT_INT,
      F(block), .lo = 1, .hi = (int64_t)1 << 30,
      .def_text = "auto: the largest power of 2 from 256 to 16384 whose block of the widest "
                  "tensor fits in 2 MiB",
      .help = "streaming block per rank"},
-    {.name = "--scan-algorithm", .meta = "A", .subs = RG | BENCH, .group = G_EXEC,
+    {.name = "--scan-algorithm", .flags = LA_OPT_RESUMABLE, .meta = "A", .subs = RG | BENCH, .group = G_EXEC,
      .kind = LA_OPT_ENUM, F(scan_algorithm), .names = scan_names, .def = "auto",
      .help = "how the ranks' summaries are combined in causal mode (docs/design.md §4.5): "
              "exscan (MPI_Exscan), doubling (recursive doubling), chain (LASP's chain of "
              "states), allgather (LASP-2: every rank gathers all states), pipelined (ZeCO's "
              "All-Scan, the state cut into --scan-pieces pieces); auto: the fastest by a "
              "latency-bandwidth model fitted to simulations (docs/simulation.md)"},
-    {.name = "--scan-pieces", .meta = "K", .subs = RG | BENCH, .group = G_EXEC,
+    {.name = "--scan-pieces", .flags = LA_OPT_RESUMABLE, .meta = "K", .subs = RG | BENCH, .group = G_EXEC,
      .kind = LA_OPT_INT, F(scan_pieces), .lo = 1, .hi = 65536, .def = "8",
      .help = "pieces of the pipelined scan's state"},
-    {.name = "--mem-limit", .meta = "BYTES", .subs = RG, .group = G_EXEC, .kind = LA_OPT_BYTES,
+    {.name = "--mem-limit", .flags = LA_OPT_RESUMABLE, .meta = "BYTES", .subs = RG, .group = G_EXEC, .kind = LA_OPT_BYTES,
      F(mem_limit), .lo = 1, .hi = INT64_MAX, .def_text = "the node's available memory",
      .help = "refuse, before allocating, a run whose memory estimate per rank exceeds this "
              "(by default: the estimate times the ranks on the node against MemAvailable of "
@@ -317,22 +317,22 @@ static const la_opt rows[] = {
     {.name = "--out", .meta = "F", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR, F(out),
      .help = "output array [N,H,dv] (.npy, written atomically; without it, compute and "
              "report only; grad: its replay's outputs, not with --segments or --window)"},
-    {.name = "--report", .meta = "F", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR,
+    {.name = "--report", .flags = LA_OPT_RESUMABLE, .meta = "F", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR,
      F(report), .help = "JSON report"},
     {.name = "--csv", .meta = "F", .subs = BENCH, .group = G_OUTPUT, .kind = LA_OPT_STR, F(csv),
      .help = "also write the rows to F (atomically)"},
-    {.name = "--force", .subs = ALL, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(force), .lo = 1,
+    {.name = "--force", .flags = LA_OPT_RESUMABLE, .subs = ALL, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(force), .lo = 1,
      .def = "off", .help = "overwrite existing outputs"},
-    {.name = "--progress", .subs = RGE, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(progress),
+    {.name = "--progress", .flags = LA_OPT_RESUMABLE, .subs = RGE, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(progress),
      .lo = 1, .def_text = "on if stderr is a terminal", .init = progress_init,
      .help = "a progress line with rate and ETA on stderr (rank 0)"},
     {.name = "--no-progress", .subs = RGE, .group = G_OUTPUT, .kind = LA_OPT_FLAG, F(progress),
      .lo = 0, .help = "no progress line"},
-    {.name = "--checkpoint", .meta = "DIR", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR,
+    {.name = "--checkpoint", .flags = LA_OPT_RESUMABLE, .meta = "DIR", .subs = RG, .group = G_OUTPUT, .kind = LA_OPT_STR,
      F(checkpoint),
      .help = "save the scan state and position here; resume from the newest valid checkpoint "
              "(run; grad refuses it)"},
-    {.name = "--checkpoint-every", .meta = "S", .subs = RG, .group = G_OUTPUT,
+    {.name = "--checkpoint-every", .flags = LA_OPT_RESUMABLE, .meta = "S", .subs = RG, .group = G_OUTPUT,
      .kind = LA_OPT_F64, F(checkpoint_every), .flo = 0, .open_lo = 1, .fhi = INFINITY,
      .range = "a positive number of seconds", .def = "600",
      .help = "seconds between checkpoints (and one on SIGUSR1 or SIGTERM, then exit 75); "
@@ -469,4 +469,7 @@ void la_cli_help(FILE *f, la_sub sub) {
         "See docs/cli.md.\n", f);
 }
 
-void la_cli_print(FILE *f, const la_cli *o) { la_opts_print(f, rows, NROWS, o->sub, o); }
+void la_cli_print(FILE *f, const la_cli *o) { la_opts_print(f, rows, NROWS, o->sub, o, 0); }
+void la_cli_print_fingerprint(FILE *f, const la_cli *o) {
+  la_opts_print(f, rows, NROWS, o->sub, o, LA_OPT_RESUMABLE);
+}

@@ -60,5 +60,8 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o);
 void la_cli_help(FILE *f, la_sub sub);
 /* `--print-options`: the parsed options as name=value lines (docs/cli.md "Errors"). */
 void la_cli_print(FILE *f, const la_cli *o);
+/* la_cli_print without the options a resume may change (LA_OPT_RESUMABLE): the options part
+ * of a checkpoint's fingerprint (checkpoint.c). */
+void la_cli_print_fingerprint(FILE *f, const la_cli *o);
 
 #endif

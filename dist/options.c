@@ -421,10 +421,12 @@ static void value(const la_opt *r, const void *o, char *buf, size_t len) {
   }
 }
 
-void la_opts_print(FILE *f, const la_opt *rows, int nrows, unsigned sub, const void *o) {
+void la_opts_print(FILE *f, const la_opt *rows, int nrows, unsigned sub, const void *o,
+                   unsigned skip) {
   for (int i = 0; i < nrows; i++) {
     const la_opt *r = &rows[i];
-    if (!for_sub(r, sub) || !r->size || r->refuse || (r->flags & LA_OPT_NOPRINT)) continue;
+    if (!for_sub(r, sub) || !r->size || r->refuse || (r->flags & (LA_OPT_NOPRINT | skip)))
+      continue;
     int dup = 0;
     for (int j = 0; j < i; j++)
       dup |= for_sub(&rows[j], sub) && rows[j].size && rows[j].off == r->off;

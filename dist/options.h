@@ -33,7 +33,10 @@ typedef enum {
 } la_opt_kind;
 
 enum { LA_OPT_HIDDEN = 1, /* not in --help nor docs/cli.md */
-       LA_OPT_NOPRINT = 2 /* not in --print-options */ };
+       LA_OPT_NOPRINT = 2, /* not in --print-options */
+       LA_OPT_RESUMABLE = 4 /* changes only the speed, the rounding or where things go: a
+                             * resume from a checkpoint may change it (not in the
+                             * fingerprint, checkpoint.c) */ };
 
 typedef struct la_opt la_opt;
 struct la_opt {
@@ -63,7 +66,7 @@ struct la_opt {
   void (*init)(const la_opt *r, void *o); /* ... and set by init (NULL: left as it was) */
   const char *refuse;   /* the value is checked, then the option is refused with this reason */
   const char *help;
-  unsigned flags;       /* LA_OPT_HIDDEN, LA_OPT_NOPRINT */
+  unsigned flags;       /* LA_OPT_HIDDEN, LA_OPT_NOPRINT, LA_OPT_RESUMABLE */
 };
 
 /* The field f of struct type T: designators .off and .size of a row. */
@@ -89,6 +92,8 @@ la_status la_opts_parse(const la_opt *rows, int nrows, const la_opt_sub *subs, i
 void la_opts_help(FILE *f, const la_opt *rows, int nrows, unsigned sub,
                   const char *const *titles);
 /* --print-options: one "name=value" line per field of `sub` (first row that sets it). */
-void la_opts_print(FILE *f, const la_opt *rows, int nrows, unsigned sub, const void *o);
+/* --print-options: NAME=VALUE per option of sub, without the rows whose flags meet skip. */
+void la_opts_print(FILE *f, const la_opt *rows, int nrows, unsigned sub, const void *o,
+                   unsigned skip);
 
 #endif
