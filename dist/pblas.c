@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "bench.h"
+#include "pblas.h"
 #include "la_alloc.h"
 
 #include "scalapack.h"
