@@ -19,7 +19,7 @@
 #include "check.h"
 
 /* The references of (c): long double where it is the x87's 64-bit format, in hardware. Where
- * it is IEEE quad (aarch64), gcc emulates it in software, ~100x slower than double: test_math's
+ * it is IEEE quad (aarch64), gcc emulates it in software, far slower than double: test_math's
  * 2^24 sin/cos and 9.4e6 logs took over 5 minutes under qemu-aarch64 (jobs/aarch64_check.sh).
  * There they are double: 29 bits beyond float put a reference within 2^-28 ulp of the float
  * result, far inside the 1 and 2 ulp bounds. */
