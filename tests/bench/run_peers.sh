@@ -55,7 +55,9 @@ fi
 mkdir -p "$WORK"
 rm -f "$WORK"/linattn*.csv "$WORK"/peers-*.csv "$WORK"/run-*.json "$WORK"/grad-*.json
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_orte_execute_quiet=1
-# linattn keeps OpenBLAS single-threaded inside its OpenMP threads; the peers get T BLAS threads.
+# linattn keeps OpenBLAS single-threaded inside its OpenMP threads; so do the peers, whose T
+# threads are torch's: OpenBLAS threads under torch's made the chunk loop at C = 128 up to 2x
+# slower and sped nothing up (docs/performance.md "Against the strongest PyTorch peers").
 run_linattn() { OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=$T $LAUNCHER "$LINATTN" "$@"; }
 uptime >"$WORK/load_before.txt"
 echo "== $(awk -F: '/^model name/ {gsub(/^ +/, "", $2); print $2; exit}' /proc/cpuinfo);" \
@@ -86,7 +88,7 @@ for i in $(seq "$K"); do
       --no-progress --report "$WORK/$sub-$i.json" --force 2>/dev/null
   done
   echo "== round $i/$K: peers.py (one call of each)" >&2
-  OPENBLAS_NUM_THREADS=$T OMP_NUM_THREADS=$T "$PY" "$here/peers.py" --n "$N" --heads "$H" \
+  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=$T "$PY" "$here/peers.py" --n "$N" --heads "$H" \
     --dk "$DK" --dv "$DV" --threads "$T" --repeat 1 --feature-maps elu1,favor+ --features 256 \
     --impls "$IMPLS" >"$WORK/peers-$i.csv"
 done
