@@ -20,14 +20,15 @@ Implementations (the `impl` column):
   c_fresh           fwdbwd --modes fresh (with the tape, as the binding): the binding's pattern from C (feature map, engine
                     and the four output buffers made inside the timed region on every call)
   c_reused          fwdbwd --modes reused: engine and buffers made once, outside the clock
-  torch_vec_C<C>    flash-linear-attention's naive_chunk_linear_attn, vectorized: chunks of
+  torch_vec_C<C>    the vectorized chunk form (tests/bench/peers.py chunk_vec): chunks of
                     C rows, every chunk's phi(K)^T [V | 1] at once, an exclusive cumsum over
                     the chunks for the states, then phi(Q) S + tril(phi(Q) phi(K)^T) [V | 1];
                     out = num / den. C in --chunks (32, 64, 128); the table keeps the best.
-  torch_loop_C64    the chunk loop: per chunk of 64 rows O = phi(Q) S + tril(phi(Q) phi(K)^T)
-                    [V | 1], then S += phi(K)^T [V | 1]; the chunks come from torch.split
-                    (one backward node for all of them; slicing with [a:b] instead makes the
-                    backward write a zero-filled [L, d] gradient per chunk, O(L^2)).
+  torch_loop_C64    the chunk loop (tests/bench/peers.py chunk_loop): per chunk of 64 rows
+                    O = phi(Q) S + tril(phi(Q) phi(K)^T) [V | 1], then S += phi(K)^T [V | 1];
+                    the chunks come from torch.split (one backward node for all of them;
+                    slicing with [a:b] instead makes the backward write a zero-filled [L, d]
+                    gradient per chunk, O(L^2)).
 The peers get their native layout [B, H, L, d] (made before the clock), the ones column of V
 carries the denominator through the same products, and every product batches the heads.
 Every implementation sees the same inputs: fwdbwd's synthetic rows (la_synth_rows; Q, K, V,
@@ -43,10 +44,7 @@ Output: --csv (columns impl,L,H,d,threads,fwd_s,bwd_s,total_s,tokens_per_s,best_
 blas_core) and a markdown table on stdout; progress on stderr.
 """
 import argparse
-import ctypes
-import ctypes.util
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -58,50 +56,13 @@ import torch
 import linattn
 import linattn.torch as lt
 
-F = torch.nn.functional
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "bench"))
+import peers  # noqa: E402  (the peers' formulations and the machine's names, in one place)
+from peers import blas_core, cpu_isa, cpu_model  # noqa: E402
 
 
 def log(*a):
     print("bench_binding:", *a, file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------- the machine
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def cpu_isa():
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((l for l in f if l.startswith("flags")), "").split()
-    except OSError:
-        flags = []
-    if "avx512f" in flags:
-        return "AVX-512"
-    if "avx2" in flags:
-        return "AVX2"
-    return "SSE"
-
-
-def blas_core():
-    """openblas_get_corename() of the OpenBLAS this process runs (the engine's and torch's)."""
-    for name in ("libopenblas.so.0", ctypes.util.find_library("openblas")):
-        if not name:
-            continue
-        try:
-            lib = ctypes.CDLL(name)
-            lib.openblas_get_corename.restype = ctypes.c_char_p
-            return lib.openblas_get_corename().decode()
-        except (OSError, AttributeError):
-            continue
-    return "unknown"
 
 
 # ---------------------------------------------------------------- the binding without its cache
@@ -117,41 +78,7 @@ class NoCache:
         linattn.torch._POOL_MIN = self.saved
 
 
-# ---------------------------------------------------------------- the peers
-def elu1(x):
-    return F.elu(x) + 1
-
-
-def torch_vec(q, k, v, C):
-    """[B, H, L, d] -> [B, H, L, dv]; L a multiple of C."""
-    B, H, L, D = q.shape
-    Dv = v.shape[-1]
-    q, k = elu1(q), elu1(k)
-    v1 = torch.cat([v, v.new_ones(B, H, L, 1)], -1)
-    n = L // C
-    qc, kc, vc = q.view(B, H, n, C, D), k.view(B, H, n, C, D), v1.view(B, H, n, C, Dv + 1)
-    kv = kc.transpose(-1, -2) @ vc                               # [B, H, n, D, Dv+1]
-    S = F.pad(kv.cumsum(2)[:, :, :-1], (0, 0, 0, 0, 1, 0))       # exclusive: chunk i sees < i
-    o = qc @ S + (qc @ kc.transpose(-1, -2)).tril() @ vc
-    o = o.view(B, H, L, Dv + 1)
-    return o[..., :Dv] / o[..., Dv:]
-
-
-def torch_loop(q, k, v, C):
-    B, H, L, D = q.shape
-    Dv = v.shape[-1]
-    q, k = elu1(q), elu1(k)
-    v1 = torch.cat([v, v.new_ones(B, H, L, 1)], -1)
-    S = q.new_zeros(B, H, D, Dv + 1)
-    outs = []
-    for qi, ki, vi in zip(q.split(C, 2), k.split(C, 2), v1.split(C, 2)):
-        kt = ki.transpose(-1, -2)
-        outs.append(qi @ S + (qi @ kt).tril() @ vi)
-        S = S + kt @ vi
-    o = torch.cat(outs, 2)
-    return o[..., :Dv] / o[..., Dv:]
-
-
+# ---------------------------------------------------------------- the peers' layout
 def to_peer(x):   # [B, L, H, d] -> [B, H, L, d]
     return x.detach().permute(0, 2, 1, 3).contiguous()
 
@@ -248,10 +175,10 @@ def check(a, work):
     res.append(("binding f32 vs binding f64 (out)", row_rel_err(o32, o64), None))
     res.append(("binding f32 vs binding f64 (grads)", max(rel_err(x, y) for x, y in zip(g32, g64)),
                 None))
-    peers = [("torch_vec_C%d" % C, (lambda C: lambda x, y, z: torch_vec(x, y, z, C))(C))
-             for C in a.chunks] + [("torch_loop_C64", lambda x, y, z: torch_loop(x, y, z, 64))]
+    cands = [("torch_vec_C%d" % C, (lambda C: lambda x, y, z: peers.chunk_vec(x, y, z, C))(C))
+             for C in a.chunks] + [("torch_loop_C64", lambda x, y, z: peers.chunk_loop(x, y, z, 64))]
     worst = 0.0
-    for name, fn in peers:
+    for name, fn in cands:
         po, pg = grads(fn, [to_peer(t) for t in (q, k, v)], to_peer(g))
         eo = row_rel_err(from_peer(po), o32)
         eg = max(rel_err(from_peer(x), y) for x, y in zip(pg, g32))
@@ -328,9 +255,9 @@ def main():
         replay = lambda x, y, z: lt.attention(x, y, z, threads=a.threads, tape=False)
         impls = [("binding", bind, leaves, G), ("binding_nocache", bind, leaves, G),
                  ("binding_replay", replay, leaves, G)]
-        impls += [("torch_vec_C%d" % C, (lambda C: lambda x, y, z: torch_vec(x, y, z, C))(C),
+        impls += [("torch_vec_C%d" % C, (lambda C: lambda x, y, z: peers.chunk_vec(x, y, z, C))(C),
                    pleaves, PG) for C in a.chunks if L % C == 0]
-        loop = ("torch_loop_C64", lambda x, y, z: torch_loop(x, y, z, 64), pleaves, PG)
+        loop = ("torch_loop_C64", lambda x, y, z: peers.chunk_loop(x, y, z, 64), pleaves, PG)
         loop_rounds = a.rounds if L <= a.loop_full_max else 1
         if loop_pred is not None and loop_pred * L > a.loop_cap_s:
             log("L = %d: the chunk loop would take about %.0f s per call (> --loop-cap-s %g): "
@@ -405,8 +332,8 @@ def main():
         vname = min(vec, key=lambda k: by[k].t)[0]
         bv = by[(vname, L)]
         lp = by.get(("torch_loop_C64", L))
-        peers = [bv] + ([lp] if lp else [])
-        best_peer = min(peers, key=lambda x: x.t)
+        cands = [bv] + ([lp] if lp else [])
+        best_peer = min(cands, key=lambda x: x.t)
         fpeer = min([by[k].f for k in vec] + ([lp.f] if lp else []))
         br = by[("binding_replay", L)]
         out.append("| %d | %.3f (%.3f) | %.3f (%.3f) | %.3f (%.3f) | %.3f (bwd %.3f) | %s %.3f s | %s | %.2fx (%.2fx) |" % (
