@@ -103,26 +103,6 @@ la_status la_engine_set_mask(la_engine e, const void *mask) {
 }
 
 /* Superblock bounds: b of B, chunk-aligned. */
-void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *row0) {
-  int64_t q = N / P, rem = N % P;
-  *n_local = q + (rank < rem ? 1 : 0);
-  *row0 = q * rank + (rank < rem ? rank : rem);
-}
-
-void la_split_ownership_grid(int64_t N, int P, int rank, int64_t G, int64_t *n_local,
-                             int64_t *row0) {
-  int64_t nb, b0;
-  la_split_ownership((N + G - 1) / G, P, rank, &nb, &b0);
-  *row0 = b0 * G < N ? b0 * G : N;
-  *n_local = (b0 + nb) * G < N ? nb * G : N - *row0;
-}
-
-void la_engine_ownership(const la_engine eng, int64_t N, int P, int rank, int64_t *n_local,
-                         int64_t *row0) {
-  la_split_ownership_grid(N, P, rank, la_engine_reproducible(eng) ? la_engine_repro_block(eng) : 1,
-                          n_local, row0);
-}
-
 void la_superblock(int64_t n, int C, int B, int b, int64_t *lo, int64_t *hi) {
   int64_t nch = (n + C - 1) / C;
   *lo = (nch * b / B) * C;

@@ -1,5 +1,5 @@
 /* The smoke test's driver is built from the scan's sources only (tests/smpi/smoke.sh), without
- * the engine: `calibrate` and the two engine queries comm.c's ownership helper names are
+ * the engine: `calibrate` and the two engine queries core/ownership.c's helper names are
  * stubs here, never called by `linattn_smpi scan`. */
 #include "simscan.h"
 #include "linattn/linattn.h"
