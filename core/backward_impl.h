@@ -19,6 +19,17 @@ static int piece_len(la_engine e, int64_t token0, int64_t p, int64_t n) {
   return (int)(end - p);
 }
 
+/* AB row i = [fa g_i | b]. */
+static inline void ab_row(la_engine e, const LA_REAL *gi, double fa, double b, LA_REAL *abi) {
+  const int dv = e->dv;
+#ifdef LA_K512
+  if (e->k512) la_k512_scale_row(dv, gi, fa, abi);
+  else
+#endif
+  for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(fa * gi[j]);
+  abi[dv] = (LA_REAL)b;
+}
+
 /* The coefficients of one row block (§4 "Gradients"): a_s = fa G and b for the denominator
  * policy, from o = [num_s | den_s] with per-row key scales M (lsc = aq + M, w->aq holding aq).
  * Writes AB = [a_s | b] and side = (fa, b, M) per row; notes denominators and violations. */
@@ -57,13 +68,7 @@ static void grad_coeffs(la_engine e, la_work *w, int h, int64_t tok0, int len,
       LA_REAL *out = (LA_REAL *)e->rout + ((tok - e->rout_row0) * H + h) * dv;
       for (int j = 0; j < dv; j++) out[j] = (LA_REAL)(fa * oi[j]);
     }
-    LA_REAL *abi = AB + (size_t)i * dv1;
-#ifdef LA_K512
-    if (e->k512) la_k512_scale_row(dv, gi, fa, abi);
-    else
-#endif
-    for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(fa * gi[j]);
-    abi[dv] = (LA_REAL)b;
+    ab_row(e, gi, fa, b, AB + (size_t)i * dv1);
     la_side_put(side, (int64_t)i * H + h, fa, b, M[i]);
   }
 }
@@ -228,17 +233,6 @@ static void reverse_features(la_engine e, la_work *w, int h, int64_t p0, int len
   features_at(e, h, p0, len, c1, p0, k, w->phik, w->ak, v, e->dv);
   features_at(e, h, p0, len, c1, p0, q, w->phiq, w->aq, g, e->dv);
   chunk_values(e, h, p0, len, v, w->vp);
-}
-
-/* AB row i = [fa g_i | b]. */
-static inline void ab_row(la_engine e, const LA_REAL *gi, double fa, double b, LA_REAL *abi) {
-  const int dv = e->dv;
-#ifdef LA_K512
-  if (e->k512) la_k512_scale_row(dv, gi, fa, abi);
-  else
-#endif
-  for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(fa * gi[j]);
-  abi[dv] = (LA_REAL)b;
 }
 
 static void reverse_core(la_engine e, la_work *w, int h, int64_t token0, int64_t p0, int len,
