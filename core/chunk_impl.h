@@ -158,7 +158,7 @@ static void features_at(la_engine e, int h, int64_t c0, int len, int64_t c1, int
   if (LA_PREFETCH_K512(e) && e->fm->k512 && mi->k512_prefetch && mi->LA_MAP_EVAL_PF && c1 >= 0 &&
       c1 < hi) {
     const int64_t ld = (int64_t)e->H * e->dk, ldy = (int64_t)e->H * dy;
-    la_k512_pf pf = {{(const char *)(x + c1 * ld + (int64_t)h * e->dk),
+    la_simd_pf pf = {{(const char *)(x + c1 * ld + (int64_t)h * e->dk),
                       y ? (const char *)(y + c1 * ldy + (int64_t)h * dy) : NULL},
                      {ld * (ptrdiff_t)sizeof(LA_REAL), ldy * (ptrdiff_t)sizeof(LA_REAL)},
                      {e->dk * (int)sizeof(LA_REAL), dy * (int)sizeof(LA_REAL)},

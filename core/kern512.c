@@ -252,9 +252,9 @@ void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes)
     for (int b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
 }
 
-/* Row i of the streams in pf (la_k512_pf), into L1: a map calls it once per row, so that the
+/* Row i of the streams in pf (la_simd_pf), into L1: a map calls it once per row, so that the
  * next chunk's prefetches are spread over its loop (la_k512_elu1). */
-AI void pf_row(const la_k512_pf *pf, int64_t i) {
+AI void pf_row(const la_simd_pf *pf, int64_t i) {
   if (pf && i < pf->rows)
     for (int s = 0; s < 2; s++)
       if (pf->p[s])
@@ -282,7 +282,7 @@ AI double norm2_f64(int dk, const float *xi) {
  * (|x|^2 summed in float64). Domain: finite x; every exp argument is <= 0, flushed to 0 below
  * the float range. */
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
-                        int r, double s, double *a, int hyp, const la_k512_pf *pf) {
+                        int r, double s, double *a, int hyp, const la_simd_pf *pf) {
   const __m512 c = _mm512_set1_ps((float)(1.0 / sqrt((hyp ? 2.0 : 1.0) * m)));
   for (int64_t i = 0; i < n; i++) {
     const float *xi = x + i * ld;
@@ -379,7 +379,7 @@ AI __m512d elu1_8(__m512d u) {
 }
 
 void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r,
-                      const la_k512_pf *pf) {
+                      const la_simd_pf *pf) {
   for (int64_t i = 0; i < n; i++) {
     const double *xi = x + i * ld;
     double *pi = phi + i * r;
@@ -399,7 +399,7 @@ void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *ph
 
 /* The float64 form of la_k512_favor_post: the same rows and scales, |x|^2 summed in order. */
 void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
-                            int r, double s, double *a, int hyp, const la_k512_pf *pf) {
+                            int r, double s, double *a, int hyp, const la_simd_pf *pf) {
   const __m512d c = _mm512_set1_pd(1.0 / sqrt((hyp ? 2.0 : 1.0) * m));
   for (int64_t i = 0; i < n; i++) {
     const double *xi = x + i * ld;
@@ -670,7 +670,7 @@ AI __m512 elu1_16(__m512 v) {
 }
 
 void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r,
-                  const la_k512_pf *pf) {
+                  const la_simd_pf *pf) {
   for (int64_t i = 0; i < n; i++) {
     const float *xi = x + i * ld;
     float *pi = phi + i * r;
@@ -780,15 +780,15 @@ void la_k512_add_to_f64(size_t n, double *dst, const float *src) {
   (void)n; (void)dst; (void)src;
 }
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
-                        int r, double s, double *a, int hyp, const la_k512_pf *pf) {
+                        int r, double s, double *a, int hyp, const la_simd_pf *pf) {
   (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a; (void)hyp; (void)pf;
 }
 void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
-                            int r, double s, double *a, int hyp, const la_k512_pf *pf) {
+                            int r, double s, double *a, int hyp, const la_simd_pf *pf) {
   (void)n; (void)m; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)s; (void)a; (void)hyp; (void)pf;
 }
 void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r,
-                      const la_k512_pf *pf) {
+                      const la_simd_pf *pf) {
   (void)pf;
   (void)n; (void)dk; (void)x; (void)ld; (void)phi; (void)r;
 }
@@ -825,7 +825,7 @@ void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes)
   (void)base; (void)rows; (void)ld_bytes; (void)bytes;
 }
 void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r,
-                  const la_k512_pf *pf) {
+                  const la_simd_pf *pf) {
   (void)n; (void)dk; (void)x; (void)ld; (void)phi; (void)r; (void)pf;
 }
 void la_k512_taylor2(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r, float rs) {

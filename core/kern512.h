@@ -3,20 +3,13 @@
 #define LINATTN_KERN512_H
 #include <stddef.h>
 #include <stdint.h>
+#include "simd.h"
 
 /* kern512_cpu.c (compiled without AVX-512, so the check runs anywhere):
  * la_k512_available: this build has the kernels and the CPU reports AVX-512F;
  * la_k512_enabled: the process default, la_kernels_resolve(LA_KERNELS_AUTO) (core.h). */
 int la_k512_available(void);
 int la_k512_enabled(void);
-/* Up to two row streams to prefetch while a loop runs over rows: row i of stream s is
- * bytes[s] at p[s] + i * ld[s] (bytes), for i < rows; p[s] NULL: unused. */
-typedef struct {
-  const char *p[2];
-  ptrdiff_t ld[2];
-  int bytes[2];
-  int rows;
-} la_k512_pf;
 /* C[M x N] = (acc ? C : 0) + A B, row-major B and C; A(i, k) = A[i*ars + k*acs].
  * tri = 1: row i only reads A(i, k) for k < (its 6-row tile's end) -- A lower triangular;
  * tri = 2: only columns j < (its 6-row tile's end) are written -- for a lower result;
@@ -55,10 +48,10 @@ void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float 
 /* favor+ / favor+orf (hyp = 0) and favor-hyp (hyp = 1) rows after the projection GEMM
  * (featmap_impl.h has the scalar form). */
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,
-                        int r, double s, double *a, int hyp, const la_k512_pf *pf);
+                        int r, double s, double *a, int hyp, const la_simd_pf *pf);
 /* The same in float64 (the engine's f64 path and the eval's references of a map). */
 void la_k512_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
-                            int r, double s, double *a, int hyp, const la_k512_pf *pf);
+                            int r, double s, double *a, int hyp, const la_simd_pf *pf);
 /* add_to_f64: dst[i] += src[i]; to_f32: dst[i] = (float)src[i]; scale_row: y[j] = (float)(o[j]
  * * f) in double. add_round: dst[i] += src[i], then f[i] = (float)(base[i] + dst[i]) (base
  * NULL: (float)dst[i]), one pass (the causal state update and its working copy, §4.2). */
@@ -87,7 +80,7 @@ double la_k512_dot_f64(int n, const float *a, const float *b);
 /* Prefetch rows of `bytes` at a stride of ld_bytes: the next chunk's inputs. */
 void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes);
 void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r,
-                  const la_k512_pf *pf);
+                  const la_simd_pf *pf);
 /* taylor2's features (docs/design.md §2) of n rows of dk: [1, x~ = rs x, per j: x~_j (x~_j /
  * sqrt 2), x~_j x~_l (l > j)], row stride r = 1 + dk + dk(dk+1)/2; the same roundings as the
  * generic form (maps_impl.h), so the same bits. */
@@ -95,5 +88,5 @@ void la_k512_taylor2(int64_t n, int dk, const float *x, int64_t ld, float *phi, 
 /* elu(x) + 1 in float64 (x + 1 for x > 0, e^x otherwise; a NaN stays NaN), rows of dk;
  * pf as for la_k512_elu1, or NULL: each call prefetches its own rows 8 ahead. */
 void la_k512_elu1_f64(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r,
-                      const la_k512_pf *pf);
+                      const la_simd_pf *pf);
 #endif

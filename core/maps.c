@@ -25,7 +25,7 @@
 
 /* ---- AVX-512 forms (float32; kern512.c) ---- */
 static void elu1_eval_k512(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
-                           float *phi, double *a, const la_k512_pf *pf) {
+                           float *phi, double *a, const la_simd_pf *pf) {
   (void)h;
   la_k512_elu1(n, fm->dk, x, ld, phi, fm->r, pf);
   for (int64_t i = 0; i < n; i++) a[i] = 0.0;
@@ -38,13 +38,13 @@ static void project_k512(const la_featmap fm, int h, int64_t n, const float *x, 
 }
 
 static void favor_eval_k512(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
-                            float *phi, double *a, const la_k512_pf *pf) {
+                            float *phi, double *a, const la_simd_pf *pf) {
   project_k512(fm, h, n, x, ld, phi);
   la_k512_favor_post(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 0, pf);
 }
 
 static void favor_hyp_eval_k512(const la_featmap fm, int h, int64_t n, const float *x,
-                                int64_t ld, float *phi, double *a, const la_k512_pf *pf) {
+                                int64_t ld, float *phi, double *a, const la_simd_pf *pf) {
   project_k512(fm, h, n, x, ld, phi);
   la_k512_favor_post(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1, pf);
 }
@@ -52,27 +52,27 @@ static void favor_hyp_eval_k512(const la_featmap fm, int h, int64_t n, const flo
 /* float64: elu1 on 8 lanes; the projection by dgemm (OpenBLAS), the exp on 8 lanes
  * (kern512.c) */
 static void elu1_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
-                               int64_t ld, double *phi, double *a, const la_k512_pf *pf) {
+                               int64_t ld, double *phi, double *a, const la_simd_pf *pf) {
   (void)h;
   la_k512_elu1_f64(n, fm->dk, x, ld, phi, fm->r, pf);
   for (int64_t i = 0; i < n; i++) a[i] = 0.0;
 }
 
 static void favor_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
-                                int64_t ld, double *phi, double *a, const la_k512_pf *pf) {
+                                int64_t ld, double *phi, double *a, const la_simd_pf *pf) {
   project_f64(fm, h, n, x, ld, phi);
   la_k512_favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 0, pf);
 }
 
 static void favor_hyp_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
-                                    int64_t ld, double *phi, double *a, const la_k512_pf *pf) {
+                                    int64_t ld, double *phi, double *a, const la_simd_pf *pf) {
   project_f64(fm, h, n, x, ld, phi);
   la_k512_favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1, pf);
 }
 
 /* trig: the projection on the kernel, cos and sin as in trig_eval_f32. */
 static void trig_eval_k512(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
-                           float *phi, double *a, const la_k512_pf *pf) {
+                           float *phi, double *a, const la_simd_pf *pf) {
   (void)pf;
   const int m = fm->m, r = fm->r;
   project_k512(fm, h, n, x, ld, phi);
@@ -90,7 +90,7 @@ static void trig_eval_k512(const la_featmap fm, int h, int64_t n, const float *x
 
 /* taylor2: the products on 16 lanes (kern512.c), the same bits as taylor2_eval_f32. */
 static void taylor2_eval_k512(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
-                              float *phi, double *a, const la_k512_pf *pf) {
+                              float *phi, double *a, const la_simd_pf *pf) {
   (void)h, (void)pf;
   la_k512_taylor2(n, fm->dk, x, ld, phi, fm->r, (float)sqrt(fm->s));
   for (int64_t i = 0; i < n; i++) a[i] = 0.0;

@@ -20,9 +20,9 @@ typedef void (*la_map_eval_f64)(const la_featmap fm, int h, int64_t n, const dou
                                 int64_t ld, double *phi, double *a);
 /* The AVX-512 form; pf: rows to prefetch meanwhile, or NULL (used when k512_prefetch). */
 typedef void (*la_map_eval_k512)(const la_featmap fm, int h, int64_t n, const float *x,
-                                 int64_t ld, float *phi, double *a, const la_k512_pf *pf);
+                                 int64_t ld, float *phi, double *a, const la_simd_pf *pf);
 typedef void (*la_map_eval_k512_f64)(const la_featmap fm, int h, int64_t n, const double *x,
-                                     int64_t ld, double *phi, double *a, const la_k512_pf *pf);
+                                     int64_t ld, double *phi, double *a, const la_simd_pf *pf);
 /* dx = J_phi(x)^T dphi (dphi overwritten, sums: n doubles of scratch). */
 typedef void (*la_map_chain_f32)(const la_featmap fm, int h, int64_t n, const float *x,
                                  int64_t ld, float *dphi, const float *phi, float *dx,

@@ -241,7 +241,7 @@ static void test_maps(void) {
   const int n = 20000, dk = 13;
   float *x = malloc(sizeof(float) * n * dk), *phi = malloc(sizeof(float) * n * 16);
   for (int i = 0; i < n * dk; i++) x[i] = -104.0f + 114.0f * (float)i / (float)(n * dk);
-  la_k512_pf pf = {{(const char *)x, NULL}, {dk * 4, 0}, {dk * 4, 0}, n};
+  la_simd_pf pf = {{(const char *)x, NULL}, {dk * 4, 0}, {dk * 4, 0}, n};
   la_k512_elu1(n, dk, x, dk, phi, 16, &pf);
   double worst = 0;
   int exact_pos = 1;

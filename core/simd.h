@@ -1,0 +1,81 @@
+/* The kernels of one instruction set, registered in a table as BLIS registers its
+ * micro-kernels in a context (docs/design.md §5.1 "Kernels per instruction set"). The engine
+ * picks one table when it is created (la_simd_choose, simd_cpu.c), from what the CPU reports
+ * or from --kernels; NULL means the generic C templates with OpenBLAS for the products. Every
+ * entry computes what the generic template beside its call computes; a NULL entry falls back
+ * to that template. Adding an instruction set means adding a table, not editing the
+ * templates (chunk_impl.h, backward_impl.h, maps.c, gemm.c).
+ *
+ * Conventions shared by every table (the AVX-512 one, kern512.c, documents them in full):
+ * row-major float32 unless the name says f64; a GEMM's A(i, k) = A[i ars + k acs]; tri as in
+ * gemm below; sf = [S | z] is r x (dv+1) in float32 (NULL: a zero state). */
+#ifndef LINATTN_SIMD_H
+#define LINATTN_SIMD_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Up to two row streams to prefetch while a loop runs over rows: row i of stream s is
+ * bytes[s] at p[s] + i * ld[s] (bytes), for i < rows; p[s] NULL: unused. */
+typedef struct {
+  const char *p[2];
+  ptrdiff_t ld[2];
+  int bytes[2];
+  int rows;
+} la_simd_pf;
+
+typedef struct la_simd_s {
+  const char *name; /* "avx512", "avx2": the report's "kernels" */
+  /* C[M x N] = (acc ? C : 0) + A B, row-major B and C; A(i, k) = A[i*ars + k*acs].
+   * tri = 1: row i only reads A(i, k) for k < (its 6-row tile's end) -- A lower triangular;
+   * tri = 2: only columns j < (its 6-row tile's end) are written -- for a lower result;
+   * tri = 3: row i only reads A(i, k) for k >= (its 6-row tile's start) -- A upper. */
+  void (*gemm)(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t acs,
+               const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc, int tri);
+  void (*transpose)(int rows, int cols, const float *src, ptrdiff_t lds, float *dst,
+                    ptrdiff_t ldd);
+  /* the chunk products (kern512.h has each one's formula) */
+  void (*causal_chunk)(int len, int r, int dv, const float *phiq, const float *phik,
+                       const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
+                       float *kT, float *A, float *zf, int C);
+  void (*key_summary)(int len, int r, int dv, const float *phik, const float *V, ptrdiff_t ldv,
+                      float *tmp);
+  void (*query_apply)(int len, int r, int dv, const float *phiq, const float *sf, float *o,
+                      float *zf);
+  void (*bwd_dq)(int len, int r, int dv, const float *ab, const float *sf, const float *phik,
+                 const float *V, ptrdiff_t ldv, float *dphi, float *A, float *tb, int C,
+                 int causal);
+  void (*bwd_reverse)(int len, int r, int dv, const float *ab, const float *phiq,
+                      const float *phik, const float *vp, const float *sf, float *dphik,
+                      float *dvo, ptrdiff_t lddv, float *tmp, float *A, float *kT, float *tb,
+                      int C, int causal);
+  void (*bwd_query_sum)(int len, int r, int dv, const float *phiq, const float *ab, float *tmp);
+  /* the maps' vector forms (maps.c registers them per map) */
+  void (*elu1)(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r,
+               const la_simd_pf *pf);
+  void (*elu1_f64)(int64_t n, int dk, const double *x, int64_t ld, double *phi, int r,
+                   const la_simd_pf *pf);
+  void (*favor_post)(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi, int r,
+                     double s, double *a, int hyp, const la_simd_pf *pf);
+  void (*favor_post_f64)(int64_t n, int m, int dk, const double *x, int64_t ld, double *phi,
+                         int r, double s, double *a, int hyp, const la_simd_pf *pf);
+  void (*taylor2)(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r, float rs);
+  /* state updates, row scalings, the denominator's common case, prefetch */
+  void (*add_to_f64)(size_t n, double *dst, const float *src);
+  void (*add_round)(size_t n, double *dst, const float *src, const double *base, float *f);
+  void (*to_f32)(size_t n, const double *src, float *dst);
+  void (*sum_to_f32)(size_t n, const double *a, const double *b, float *dst);
+  void (*scale_row)(int n, const float *o, double f, float *y);
+  void (*mul_f32)(size_t n, float *x, float f);
+  double (*dot_f64)(int n, const float *a, const float *b);
+  int (*finalize_plain)(int len, int dv, const float *o, const double *lsc, float *y,
+                        ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
+                        double *mx);
+  int (*finalize_plain_f64)(int len, int dv, const double *o, const double *lsc, double *y,
+                            ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
+                            double *mx);
+  void (*prefetch)(const void *base, int rows, ptrdiff_t ld_bytes, int bytes);
+} la_simd;
+
+extern const la_simd la_simd_avx512; /* kern512.c, kern512_bwd.c */
+extern const la_simd la_simd_avx2;   /* kern256.c, kern256_bwd.c */
+#endif
