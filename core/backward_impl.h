@@ -22,8 +22,8 @@ static int piece_len(la_engine e, int64_t token0, int64_t p, int64_t n) {
 /* AB row i = [fa g_i | b]. */
 static inline void ab_row(la_engine e, const LA_REAL *gi, double fa, double b, LA_REAL *abi) {
   const int dv = e->dv;
-#ifdef LA_K512
-  if (e->k512) la_k512_scale_row(dv, gi, fa, abi);
+#ifdef LA_SIMD_F32
+  if (e->simd) e->simd->scale_row(dv, gi, fa, abi);
   else
 #endif
   for (int j = 0; j < dv; j++) abi[j] = (LA_REAL)(fa * gi[j]);
@@ -49,8 +49,8 @@ static void grad_coeffs(la_engine e, la_work *w, int h, int64_t tok0, int len,
       double d = den_divisor(cfg, &w->stats, den_s, lsc, tok, h, &zero);
       if (!zero) {
         double gn = 0;
-#ifdef LA_K512
-        if (e->k512) gn = la_k512_dot_f64(dv, gi, oi);
+#ifdef LA_SIMD_F32
+        if (e->simd) gn = e->simd->dot_f64(dv, gi, oi);
         else
 #endif
         for (int j = 0; j < dv; j++) gn += (double)gi[j] * oi[j];
@@ -108,16 +108,16 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
   const int64_t ldk = (int64_t)H * e->dk;
   double M = bidir ? *m : 0.0, mprev = *m;
   features_at(e, h, p0, len, p0 + len, n, q, w->phiq, w->aq, g, dv);
-#ifdef LA_K512
-  /* float32 on the AVX-512 kernels (k5): causal runs the forward's own chunk (k512; so the
+#ifdef LA_SIMD_F32
+  /* float32 on a kernel table (k5, simd.h): causal runs the forward's own chunk (kc; so the
    * replayed outputs are the forward's bits), bidirectional the forward's query rows; then
-   * kern512_bwd.c's dq products */
-  const int k5 = e->k512, k512 = k5 && !bidir;
+   * the table's dq products */
+  const int k5 = e->simd != NULL, kc = k5 && !bidir;
   const LA_REAL *vrow = v + p0 * (int64_t)H * dv + (int64_t)h * dv;
 #else
-  const int k512 = 0;
+  const int kc = 0;
 #endif
-  if (!bidir && !k512) chunk_values(e, h, p0, len, v, w->vp); /* only the intra terms read it */
+  if (!bidir && !kc) chunk_values(e, h, p0, len, v, w->vp); /* only the intra terms read it */
   if (!bidir) {
     if (la_is_segment_start(e, token0 + p0)) {
       memset(sz, 0, sizeof(double) * rsz);
@@ -128,20 +128,20 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
     for (int i = 0; i < len; i++) w->segi[i] = 0;
     rescale_keys(e, w, len, 1, 0, sz, m);
     M = w->mseg[0];
-#ifdef LA_K512
-    if (k512) la_k512_to_f32(rsz, sz, sf);
+#ifdef LA_SIMD_F32
+    if (kc) e->simd->to_f32(rsz, sz, sf);
     else
 #endif
     for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)sz[i];
   }
   /* [num | den] of the piece */
-#ifdef LA_K512
-  if (k512) {
-    la_k512_causal_chunk(len, r, dv, w->phiq, w->phik, vrow, (ptrdiff_t)H * dv,
+#ifdef LA_SIMD_F32
+  if (kc) {
+    e->simd->causal_chunk(len, r, dv, w->phiq, w->phik, vrow, (ptrdiff_t)H * dv,
                          mprev != -INFINITY ? sf : NULL, o, tmp, w->kT, A, w->zf, e->C);
     state_add_tmp(e, w, sz, m); /* sz += the key summary; sf keeps the prefix for dq */
   } else if (k5 && mprev != -INFINITY) {
-    la_k512_query_apply(len, r, dv, w->phiq, sf, o, w->zf);
+    e->simd->query_apply(len, r, dv, w->phiq, sf, o, w->zf);
   } else
 #endif
   if (mprev != -INFINITY)
@@ -149,15 +149,15 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
             dv1, (LA_REAL)0, o, dv1);
   else
     memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
-  if (!bidir && !k512) /* o += tril(Phi_q Phi_k^T) [V|1] */
+  if (!bidir && !kc) /* o += tril(Phi_q Phi_k^T) [V|1] */
     tril_product(e, w, len, r, w->phiq, w->phik, w->vp, dv1, dv1, o, dv1, A, NULL);
   for (int i = 0; i < len; i++) w->ak2[i] = M;
   grad_coeffs(e, w, h, token0 + p0, len, g + p0 * (int64_t)H * dv, o, w->ak2, AB,
                      la_side_rows(side, p0, H));
   /* dphi_s(q) = AB (S|z)^T (+ intra: tril(AB [V|1]^T) Phi_k) */
-#ifdef LA_K512
+#ifdef LA_SIMD_F32
   if (k5)
-    la_k512_bwd_dq(len, r, dv, AB, mprev != -INFINITY ? sf : NULL, w->phik, vrow,
+    e->simd->bwd_dq(len, r, dv, AB, mprev != -INFINITY ? sf : NULL, w->phik, vrow,
                    (ptrdiff_t)H * dv, dphi, A, w->tb, e->C, !bidir);
   else
 #endif
@@ -166,14 +166,14 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
             (LA_REAL)0, dphi, r);
   else
     memset(dphi, 0, sizeof(LA_REAL) * (size_t)len * r);
-  if (!bidir && !k512) /* dphi += tril(AB [V|1]^T) Phi_k */
+  if (!bidir && !kc) /* dphi += tril(AB [V|1]^T) Phi_k */
     tril_product(e, w, len, dv1, AB, w->vp, w->phik, r, r, dphi, r, A, NULL);
   LA_MAP_CHAIN(e->fm, h, len, q + p0 * ldk + (int64_t)h * e->dk, ldk, dphi,
                                    w->phiq, dq + p0 * ldk + (int64_t)h * e->dk, ldk, w->af);
   /* reverse-scan element: queries before the block's first segment start */
   if (token0 + p0 < cut) {
-#ifdef LA_K512
-    if (k5) la_k512_bwd_query_sum(len, r, dv, w->phiq, AB, tmp);
+#ifdef LA_SIMD_F32
+    if (k5) e->simd->bwd_query_sum(len, r, dv, w->phiq, AB, tmp);
     else
 #endif
     LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, AB,
@@ -183,7 +183,7 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
     int f0 = 0, f1 = 0;
     la_state_combine_head(rsz_, rm, &f0, wsz, &wm, &f1, rsz);
   }
-  if (!bidir && !k512) state_add(e, w, len, 1, sz, m);
+  if (!bidir && !kc) state_add(e, w, len, 1, sz, m);
 }
 
 /* bwd_replay of heads [h0, h1) together, piece by piece (causal only, or a single head: a
@@ -286,13 +286,13 @@ static void reverse_core(la_engine e, la_work *w, int h, int64_t token0, int64_t
   /* inter: dphi_k = [V|1] dS'^T, dv = Keff dS ; intra: masked by i >= j */
   const int have = *mu != -INFINITY || bidir;
   LA_REAL *dvp = dvo + p0 * ldv + (int64_t)h * dv;
-#ifdef LA_K512
-  if (e->k512) { /* kern512_bwd.c: the same products, triangles by tiles */
-    if (have) la_k512_to_f32(rsz, dsz, sf);
-    la_k512_bwd_reverse(len, r, dv, AB, w->phiq, w->phik, w->vp, have ? sf : NULL, dphi, dvp,
+#ifdef LA_SIMD_F32
+  if (e->simd) { /* the table's: the same products, triangles by tiles */
+    if (have) e->simd->to_f32(rsz, dsz, sf);
+    e->simd->bwd_reverse(len, r, dv, AB, w->phiq, w->phik, w->vp, have ? sf : NULL, dphi, dvp,
                         (ptrdiff_t)ldv, tmp, A, w->kT, w->tb, e->C, !bidir);
     if (!bidir) {
-      la_k512_add_to_f64(rsz, dsz, tmp);
+      e->simd->add_to_f64(rsz, dsz, tmp);
       if (la_is_segment_start(e, token0 + p0)) {
         memset(dsz, 0, sizeof(double) * rsz);
         *mu = -INFINITY;
@@ -374,8 +374,8 @@ static void tape_piece(la_engine e, la_work *w, int h, int64_t p0, int len, cons
     const LA_REAL *gi = g + (p0 + i) * ldv + (int64_t)h * dv, *oi = out + (p0 + i) * ldv + (int64_t)h * dv;
     double gn = 0;
     if (t[1] != 0) {
-#ifdef LA_K512
-      if (e->k512) gn = la_k512_dot_f64(dv, gi, oi);
+#ifdef LA_SIMD_F32
+      if (e->simd) gn = e->simd->dot_f64(dv, gi, oi);
       else
 #endif
       for (int j = 0; j < dv; j++) gn += (double)gi[j] * oi[j];
@@ -396,9 +396,9 @@ static void tape_piece(la_engine e, la_work *w, int h, int64_t p0, int len, cons
   const LA_REAL *S = p0 % e->C == 0 && tape->cm[ci] != -INFINITY
                          ? (const LA_REAL *)tape->cs + ci * rsz : NULL;
   /* dphi_s(q) = AB (S|z)^T + tril(AB [V|1]^T) Phi_k */
-#ifdef LA_K512
-  if (e->k512)
-    la_k512_bwd_dq(len, r, dv, AB, S, phik, v + p0 * ldv + (int64_t)h * dv, ldv, dphi, A, w->tb,
+#ifdef LA_SIMD_F32
+  if (e->simd)
+    e->simd->bwd_dq(len, r, dv, AB, S, phik, v + p0 * ldv + (int64_t)h * dv, ldv, dphi, A, w->tb,
                    e->C, 1);
   else
 #endif

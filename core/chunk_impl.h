@@ -1,7 +1,8 @@
 /* Forward chunk kernels for one precision, a template: kernels_f32.c and kernels_f64.c
- * include it with LA_REAL, LA_GEMM, LA_MAP_EVAL (and LA_K512 for float32; LA_FINALIZE_PLAIN
- * and LA_FINALIZE_K512 for finalize_rows' AVX-512 common case; LA_PREFETCH_K512 and
- * LA_MAP_EVAL_PF for features_at's prefetch of the next chunk) defined, and end in
+ * include it with LA_REAL, LA_GEMM, LA_MAP_EVAL, and the kernel table's hooks (simd.h,
+ * docs/design.md §5.5): LA_SIMD_F32 (float32: the products on e->simd), LA_SIMD_ANY(e) (the
+ * table of the maps, finalize_rows' common case and the prefetches), LA_FINALIZE_PLAIN(t)
+ * and LA_MAP_EVAL_PF (that precision's entries) defined, and end in
  * the named tables la_kernels_f32 / la_kernels_f64 (kernels.h). docs/design.md §4.2 (the
  * chunkwise kernel), §1.1 (denominator policies), §2.2 (the stabilizer).
  * Per chunk (C tokens, head h), with Phi rows stabilized: keys scaled to one constant M,
@@ -70,9 +71,9 @@ static int rescale_keys(la_engine e, la_work *w, int len, int nseg, int reset,
   for (int i = 0; i < len; i++) {
     LA_REAL f = (LA_REAL)exp(w->ak[i] - M[segi[i]]);
     if (f == (LA_REAL)1) continue;
-#ifdef LA_K512
-    if (e->k512) { /* the same float products, 16 lanes at a time */
-      la_k512_mul_f32((size_t)r, phik + (size_t)i * r, f);
+#ifdef LA_SIMD_F32
+    if (e->simd) { /* the same float products, on vector lanes */
+      e->simd->mul_f32((size_t)r, phik + (size_t)i * r, f);
       continue;
     }
 #endif
@@ -101,24 +102,24 @@ static void state_add(la_engine e, la_work *w, int len, int nseg, double *sz, do
   for (size_t i = 0; i < rsz; i++) sz[i] += (double)tmp[i];
 }
 
-#ifdef LA_K512
+#ifdef LA_SIMD_F32
 /* (S|z) += tmp (the chunk summary from kern512.c, one segment) in float64. */
 static void state_add_tmp(la_engine e, la_work *w, double *sz, double *m) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   const LA_REAL *tmp = w->tmp;
   *m = w->mseg[0];
-  la_k512_add_to_f64(rsz, sz, tmp);
+  e->simd->add_to_f64(rsz, sz, tmp);
 }
 #endif
 
-#ifdef LA_PREFETCH_K512
+#ifdef LA_SIMD_ANY
 /* Prefetch chunk [c1, c1 + C) ∩ [., hi) of head h from x ([n, H, d] layout). */
 static void prefetch_chunk(la_engine e, int h, int64_t c1, int64_t hi, const LA_REAL *x,
                                   int d) {
   if (!x || c1 >= hi) return;
   const int rows = (int)(hi - c1 < e->C ? hi - c1 : e->C);
   const int64_t ld = (int64_t)e->H * d;
-  la_k512_prefetch(x + c1 * ld + (int64_t)h * d, rows, ld * (int64_t)sizeof(LA_REAL),
+  LA_SIMD_ANY(e)->prefetch(x + c1 * ld + (int64_t)h * d, rows, ld * (int64_t)sizeof(LA_REAL),
                    d * (int)sizeof(LA_REAL));
 }
 #endif
@@ -126,7 +127,7 @@ static void prefetch_chunk(la_engine e, int h, int64_t c1, int64_t hi, const LA_
 /* chunk_features of x for rows [c0, c0+len); on the AVX-512 path it also prefetches rows
  * [c1, min(c1 + C, hi)) of x and of y (dy columns; NULL: none): the next chunk (c1 = c0 + C),
  * or the previous one in a reverse pass (c1 < 0: none). A map whose AVX-512 form takes the
- * prefetches (k512_prefetch in the map table, maps.c: elu1 and the favor maps) spreads them
+ * prefetches (simd_prefetch in the map table, maps.c: elu1 and the favor maps) spreads them
  * over its rows; for the other maps they are issued at once. */
 /* Whether any of len rows (d entries, stride ld) is non-finite: x - x is 0 for a finite x
  * and NaN for an infinite or NaN one, and the or of the comparisons vectorizes. */
@@ -153,9 +154,9 @@ static void features_at(la_engine e, int h, int64_t c0, int len, int64_t c1, int
                                const LA_REAL *x, LA_REAL *phi, double *a, const LA_REAL *y,
                                int dy) {
   if (e->check_finite) check_rows(e, h, c0, len, x, y, dy);
-#ifdef LA_PREFETCH_K512
+#ifdef LA_SIMD_ANY
   const la_map_info *mi = e->fm->map;
-  if (LA_PREFETCH_K512(e) && e->fm->k512 && mi->k512_prefetch && mi->LA_MAP_EVAL_PF && c1 >= 0 &&
+  if (LA_SIMD_ANY(e) && e->fm->simd && mi->simd_prefetch && mi->LA_MAP_EVAL_PF && c1 >= 0 &&
       c1 < hi) {
     const int64_t ld = (int64_t)e->H * e->dk, ldy = (int64_t)e->H * dy;
     la_simd_pf pf = {{(const char *)(x + c1 * ld + (int64_t)h * e->dk),
@@ -166,7 +167,7 @@ static void features_at(la_engine e, int h, int64_t c0, int len, int64_t c1, int
     mi->LA_MAP_EVAL_PF(e->fm, h, len, x + c0 * ld + (int64_t)h * e->dk, ld, phi, a, &pf);
     return;
   }
-  if (LA_PREFETCH_K512(e) && c1 >= 0) {
+  if (LA_SIMD_ANY(e) && c1 >= 0) {
     prefetch_chunk(e, h, c1, hi, x, e->dk);
     prefetch_chunk(e, h, c1, hi, y, dy);
   }
@@ -192,10 +193,10 @@ static void accum_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   if (reset || nseg > 1) *f = 1;
   features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
   rescale_keys(e, w, len, nseg, reset, sz, m);
-#ifdef LA_K512
-  if (e->k512 && nseg == 1) {
+#ifdef LA_SIMD_F32
+  if (e->simd && nseg == 1) {
     const int64_t ldv = (int64_t)e->H * e->dv;
-    la_k512_key_summary(len, e->r, e->dv, w->phik, v + c0 * ldv + (int64_t)h * e->dv, ldv,
+    e->simd->key_summary(len, e->r, e->dv, w->phik, v + c0 * ldv + (int64_t)h * e->dv, ldv,
                         w->tmp);
     state_add_tmp(e, w, sz, m);
     return;
@@ -240,9 +241,9 @@ static inline void finalize_row(la_engine e, la_work *w, int h, int64_t tok, con
       return;
     }
     const double inv = 1.0 / d;
-#ifdef LA_K512
-    if (e->k512) {
-      la_k512_scale_row(dv, oi, inv, yi);
+#ifdef LA_SIMD_F32
+    if (e->simd) {
+      e->simd->scale_row(dv, oi, inv, yi);
       return;
     }
 #endif
@@ -263,7 +264,7 @@ static inline void finalize_row(la_engine e, la_work *w, int h, int64_t tok, con
 /* finalize_row for len rows of w->o (w->aq[i] holds row i's log-scale) into out. On the
  * AVX-512 path, blocks of rows that are all in the common case -- normalized, log-scale 0,
  * a positive normal den_s, and a policy that then divides by den_s -- go through
- * LA_FINALIZE_PLAIN (la_k512_finalize_plain and its float64 form): the same divisor, bins
+ * LA_FINALIZE_PLAIN (the table's finalize_plain and its float64 form): the same divisor, bins
  * and extremes, 8 rows at a time (docs/design.md §1.1). */
 static void finalize_rows(la_engine e, la_work *w, int h, int64_t token0, int64_t c0,
                                  int len, LA_REAL *out) {
@@ -272,7 +273,8 @@ static void finalize_rows(la_engine e, la_work *w, int h, int64_t token0, int64_
   const LA_REAL *o = w->o;
 #ifdef LA_FINALIZE_PLAIN
   const la_config *cfg = &e->cfg;
-  const int plain = LA_FINALIZE_K512(e) && cfg->normalize &&
+  const la_simd *t = LA_SIMD_ANY(e);
+  const int plain = t && cfg->normalize &&
                     (cfg->den_policy == LA_DEN_ERROR || cfg->den_policy == LA_DEN_ZERO_EMPTY ||
                      (cfg->den_policy == LA_DEN_ADD && cfg->den_eps == 0));
 #endif
@@ -282,7 +284,7 @@ static void finalize_rows(la_engine e, la_work *w, int h, int64_t token0, int64_
     LA_REAL *y0 = out + (c0 + i0) * ld + (int64_t)h * e->dv;
     int32_t bin[64];
     double mn, mx;
-    if (plain && LA_FINALIZE_PLAIN(nb, e->dv, o + (size_t)i0 * dv1, w->aq + i0, y0, ld,
+    if (plain && LA_FINALIZE_PLAIN(t)(nb, e->dv, o + (size_t)i0 * dv1, w->aq + i0, y0, ld,
                                    den_bin16_t, bin, &mn, &mx)) {
       den_note_plain(&w->stats, nb, bin, mn, mx);
       continue;
@@ -376,14 +378,14 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
   if (rescale_keys(e, w, len, nseg, reset, sz, m)) sfok = 0;
   features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
-#ifdef LA_K512
-  if (e->k512 && nseg == 1) { /* the same products on the AVX-512 kernels */
+#ifdef LA_SIMD_F32
+  if (e->simd && nseg == 1) { /* the same products on the table's kernels */
     const int64_t ldv = (int64_t)e->H * e->dv;
     const int live = *m != -INFINITY || base;
     if (sfok) { /* sf = base + sz already, from the previous chunk's update */
-    } else if (base) la_k512_sum_to_f32(rsz, base, sz, sf); /* base_plus, vectorized */
-    else if (live) la_k512_to_f32(rsz, sz, sf);
-    la_k512_causal_chunk(len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
+    } else if (base) e->simd->sum_to_f32(rsz, base, sz, sf); /* base_plus, vectorized */
+    else if (live) e->simd->to_f32(rsz, sz, sf);
+    e->simd->causal_chunk(len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
                          ldv, live ? sf : NULL, o, w->tmp, w->kT, A, w->zf, C);
     for (int i = 0; i < len; i++) w->aq[i] += w->mseg[0];
     if (raw) store_raw(e, w, h, c0, len, raw, lsc);
@@ -393,7 +395,7 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
       tape_rows(e, w, h, c0, len);
     }
     *m = w->mseg[0]; /* state_add_tmp, and sf = base + sz for the next chunk */
-    la_k512_add_round(rsz, sz, w->tmp, base, sf);
+    e->simd->add_round(rsz, sz, w->tmp, base, sf);
     return 1;
   }
 #else
@@ -470,8 +472,8 @@ static void bidir_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
                         LA_REAL *out) {
   const int r = e->r, dv1 = e->dv + 1;
   features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
-#ifdef LA_K512
-  if (e->k512) la_k512_query_apply(len, r, e->dv, w->phiq, sf, w->o, w->zf);
+#ifdef LA_SIMD_F32
+  if (e->simd) e->simd->query_apply(len, r, e->dv, w->phiq, sf, w->o, w->zf);
   else
 #endif
   LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,

@@ -35,7 +35,7 @@ la_status la_config_check(const la_config *cfg, int dk) {
     LA_BAD("--chunk %d is outside [%d, %d]", cfg->chunk, LA_CHUNK_MIN, LA_CHUNK_MAX);
   if (cfg->threads < 0 || cfg->threads > 4096) LA_BAD("--threads %d is outside [1, 4096]", cfg->threads);
   if (cfg->window < 0) LA_BAD("--window must be >= 1");
-  if (cfg->kernels < LA_KERNELS_AUTO || cfg->kernels > LA_KERNELS_AVX512)
+  if (cfg->kernels < LA_KERNELS_AUTO || cfg->kernels > LA_KERNELS_GENERIC)
     LA_BAD("--kernels: unknown choice %d", (int)cfg->kernels);
   if (cfg->window > 0 && cfg->mode != LA_CAUSAL)
     LA_BAD("--window: a sliding window is a causal mask; in bidirectional mode it would be "

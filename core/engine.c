@@ -8,7 +8,7 @@
 #include <omp.h>
 #endif
 #include "engine_internal.h"
-#include "kern512.h"
+#include "simd.h"
 #include "la_alloc.h"
 
 /* Default chunk length per (r, dv), from the sweep `bash jobs/tune_chunk.sh` (causal, float32,
@@ -92,8 +92,8 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
            "la_engine_create: chunk = %d is outside [%d, %d] (0: tuned)", cfg->chunk,
            LA_CHUNK_MIN, LA_CHUNK_MAX);
   LA_CHECK(cfg->threads >= 0, LA_ERR_ARG, "la_engine_create: threads = %d < 0", cfg->threads);
-  int use_k512 = 0;
-  LA_TRY(la_kernels_resolve(cfg->kernels, &use_k512));
+  const la_simd *simd = NULL;
+  LA_TRY(la_simd_choose(cfg->kernels, &simd));
   la_engine e = la_calloc(1, sizeof *e);
   if (!e) return la_error(LA_ERR_NOMEM, "la_engine_create: out of memory");
   e->cfg = *cfg;
@@ -106,7 +106,7 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
   e->C = cfg->chunk > 0 ? cfg->chunk : la_default_chunk(fm->r, dv);
   e->T = la_plan_threads(cfg);
   e->stabilized = la_map_is_stabilized(fm->kind);
-  e->k512 = dt == LA_F32 && use_k512;
+  e->simd = dt == LA_F32 ? simd : NULL;
   e->kern = dt == LA_F32 ? &la_kernels_f32 : &la_kernels_f64;
   la_blas_single_thread();
   size_t es = la_dtype_size(dt), C = (size_t)e->C, r = (size_t)e->r, dv1 = (size_t)dv + 1;
@@ -130,7 +130,7 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
     /* op(B) = B^T of the chunk GEMMs is at most max(r, dv+1) x max(2C, dv+1): r x (dv+1)
      * (dphi = AB S^T), 2C x r (the window's and backward's phif), C x r and C x (dv+1) */
     w->tb_cap = (r > dv1 ? r : dv1) * (2 * C > dv1 ? 2 * C : dv1);
-    const int use_tb = e->k512 || e->dt == LA_F64; /* gemm.c's two users of tb */
+    const int use_tb = e->simd || e->dt == LA_F64; /* gemm.c's two users of tb */
     w->tb = use_tb ? xalloc(es * w->tb_cap) : NULL;
     if (!use_tb) w->tb_cap = 0;
     w->phif = xalloc(es * 2 * C * r);
@@ -178,7 +178,10 @@ void la_engine_destroy(la_engine *pe) {
 
 int la_engine_chunk(const la_engine e) { return e->C; }
 
-const char *la_engine_kernels(const la_engine e) { return e->k512 ? "avx512" : "blas"; }
+const char *la_engine_kernels(const la_engine e) {
+  const la_simd *t = e->dt == LA_F32 ? e->simd : e->fm->simd; /* float64: the maps' table */
+  return t ? t->name : "blas";
+}
 void la_engine_shape(const la_engine e, int *heads, int *r, int *dv) {
   *heads = e->H;
   *r = e->r;

@@ -46,7 +46,8 @@ struct la_engine_s {
   la_dtype dt;
   int H, dk, r, dv, C, T;
   int stabilized;
-  int k512;      /* float32 chunk products on the AVX-512 kernels (kern512.c) */
+  const la_simd *simd; /* float32: the kernel table of the products and maps (simd.h), or NULL;
+                       * float64 engines: NULL (their maps and finalize use fm->simd) */
   const la_kernels *kern; /* la_kernels_f32 or la_kernels_f64, chosen at creation */
   la_work *work; /* [T] */
   int Bmax;      /* superblocks per head for the causal two-pass split */

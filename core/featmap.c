@@ -91,13 +91,13 @@ la_status la_featmap_create(const la_config *cfg, int heads, int dk, la_featmap 
            dk, LA_DIM_MAX);
   const la_map_info *mi = la_map_get(cfg->map);
   LA_CHECK(mi, LA_ERR_ARG, "la_featmap_create: unknown map %d", (int)cfg->map);
-  int k512 = 0;
-  LA_TRY(la_kernels_resolve(cfg->kernels, &k512));
+  const la_simd *simd = NULL;
+  LA_TRY(la_simd_choose(cfg->kernels, &simd));
   la_featmap fm = la_calloc(1, sizeof *fm);
   if (!fm) return la_error(LA_ERR_NOMEM, "la_featmap_create: out of memory");
   fm->kind = cfg->map;
   fm->map = mi;
-  fm->k512 = k512;
+  fm->simd = simd;
   fm->heads = heads;
   fm->dk = dk;
   fm->s = cfg->scale > 0 ? cfg->scale : 1.0 / sqrt((double)dk);

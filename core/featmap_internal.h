@@ -7,7 +7,7 @@
 struct la_featmap_s {
   la_map_kind kind;
   const la_map_info *map; /* its row of the map table (maps.c) */
-  int k512;               /* float32 evaluation on the AVX-512 forms (la_config.kernels) */
+  const la_simd *simd;    /* the maps' vector forms (la_config.kernels; simd.h), or NULL */
   int heads, dk, m, r; /* m: projections (random maps), nu (dpfp), else 0 */
   double s;        /* similarity scale */
   double *omega;   /* [H, m, dk] float64 (random maps) */

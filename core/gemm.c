@@ -1,27 +1,27 @@
 /* The GEMMs of the chunk kernels (chunk_impl.h, window_impl.h, backward_impl.h),
- * docs/design.md §4.2. float32 runs on the AVX-512 kernel when the engine chose it
+ * docs/design.md §4.2. float32 runs on the engine's kernel table's GEMM when it has one (simd.h)
  * (alpha = 1, beta in {0, 1}, row-major; op(B) = B^T is first transposed into the thread's
  * workspace, sized at engine creation), otherwise on OpenBLAS. float64 is OpenBLAS, with
  * op(B) = B^T transposed the same way: OpenBLAS 0.3.21 runs these small row-major NN
  * products on its small-matrix kernels but packs both operands of an NT one (18 % of the
  * float64 causal time, measured). */
 #include "engine_internal.h"
-#include "kern512.h"
 
 void la_gemm_f32(const la_engine e, la_work *w, CBLAS_LAYOUT lay, CBLAS_TRANSPOSE ta,
                  CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc) {
-  if (e->k512 && lay == CblasRowMajor && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {
+  const la_simd *k = e->simd;
+  if (k && lay == CblasRowMajor && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {
     const float *Bp = B;
     ptrdiff_t ldbp = ldb;
     if (tb == CblasTrans && M > 0 && N > 0 && K > 0) {
       if ((size_t)K * N > w->tb_cap) goto blas; /* not reached: tb_cap covers every call */
-      la_k512_transpose(N, K, B, ldb, w->tb, N);
+      k->transpose(N, K, B, ldb, w->tb, N);
       Bp = w->tb;
       ldbp = N;
     }
-    la_k512_gemm(M, N, K, A, ta == CblasNoTrans ? lda : 1, ta == CblasNoTrans ? 1 : lda, Bp,
-                 ldbp, C, ldc, beta == 1.0f, 0);
+    k->gemm(M, N, K, A, ta == CblasNoTrans ? lda : 1, ta == CblasNoTrans ? 1 : lda, Bp,
+            ldbp, C, ldc, beta == 1.0f, 0);
     return;
   }
 blas:

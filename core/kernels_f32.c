@@ -1,23 +1,22 @@
 /* The float32 instantiation of the kernel templates (chunk_impl.h, window_impl.h,
  * backward_impl.h), ending in the named table la_kernels_f32 (kernels.h, docs/design.md §5.1).
- * float32 GEMMs go to the AVX-512 kernel when the engine chose it (gemm.c). */
+ * float32 GEMMs go to the engine's kernel table when it has one (gemm.c, simd.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "denominator.h"
 #include "engine_internal.h"
-#include "kern512.h"
+#include "simd.h"
 #include "la_blas.h"
 
 #define LA_REAL float
 #define LA_GEMM(...) la_gemm_f32(e, w, __VA_ARGS__)
 #define LA_MAP_EVAL(fm, ...) la_featmap_eval_f32(fm, __VA_ARGS__)
 #define LA_MAP_CHAIN(fm, ...) la_featmap_chain_f32(fm, __VA_ARGS__)
-#define LA_K512 1
-#define LA_FINALIZE_PLAIN la_k512_finalize_plain /* finalize_rows' common case */
-#define LA_FINALIZE_K512(e) ((e)->k512)
-#define LA_PREFETCH_K512(e) ((e)->k512) /* features_at: the next chunk's rows */
-#define LA_MAP_EVAL_PF eval_k512
+#define LA_SIMD_F32 1 /* the products on e->simd (gemm.c, chunk_impl.h) */
+#define LA_FINALIZE_PLAIN(t) (t)->finalize_plain /* finalize_rows' common case */
+#define LA_SIMD_ANY(e) ((e)->simd) /* the maps, finalize, prefetches */
+#define LA_MAP_EVAL_PF eval_simd
 #include "chunk_impl.h"
 #include "window_impl.h"
 #include "backward_impl.h"

@@ -6,7 +6,7 @@
 #include "denominator.h"
 #include "engine_internal.h"
 
-#include "kern512.h"
+#include "simd.h"
 #include "la_blas.h"
 
 #define LA_REAL double
@@ -14,12 +14,11 @@
 #define LA_GEMM(...) la_gemm_f64(e, w, __VA_ARGS__)
 #define LA_MAP_EVAL(fm, ...) la_featmap_eval_f64(fm, __VA_ARGS__)
 #define LA_MAP_CHAIN(fm, ...) la_featmap_chain_f64(fm, __VA_ARGS__)
-/* finalize_rows' common case on AVX-512 when the maps use it (the GEMMs stay on OpenBLAS) */
-#define LA_FINALIZE_PLAIN la_k512_finalize_plain_f64
-#define LA_FINALIZE_K512(e) ((e)->fm->k512)
-/* features_at prefetches the next chunk's rows while the map runs, as in float32 */
-#define LA_PREFETCH_K512(e) ((e)->fm->k512)
-#define LA_MAP_EVAL_PF eval_k512_f64
+/* the maps' table (fm->simd) also runs finalize_rows' common case and the prefetches; the
+ * GEMMs stay on OpenBLAS */
+#define LA_FINALIZE_PLAIN(t) (t)->finalize_plain_f64 /* finalize_rows' common case */
+#define LA_SIMD_ANY(e) ((e)->fm->simd) /* the maps, finalize, prefetches */
+#define LA_MAP_EVAL_PF eval_simd_f64
 
 #include "chunk_impl.h"
 #include "window_impl.h"

@@ -1,7 +1,7 @@
 /* The feature-map table (docs/design.md §2, §2.3): every map's name, width rule, sign,
  * projection, stabilizer, flop count and functions, in one place. The functions come from the
- * template maps_impl.h, instantiated here for float32 and float64; the AVX-512 forms wrap
- * kern512.c. */
+ * template maps_impl.h, instantiated here for float32 and float64; the vector forms call the
+ * featmap's kernel table (fm->simd, simd.h). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,59 +23,58 @@
 #define LA_OMEGA omega_s
 #include "maps_impl.h"
 
-/* ---- AVX-512 forms (float32; kern512.c) ---- */
-static void elu1_eval_k512(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
+/* ---- The vector forms, on the featmap's kernel table fm->simd (simd.h) ---- */
+static void elu1_eval_simd(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
                            float *phi, double *a, const la_simd_pf *pf) {
   (void)h;
-  la_k512_elu1(n, fm->dk, x, ld, phi, fm->r, pf);
+  fm->simd->elu1(n, fm->dk, x, ld, phi, fm->r, pf);
   for (int64_t i = 0; i < n; i++) a[i] = 0.0;
 }
 
-static void project_k512(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
+static void project_simd(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
                          float *phi) {
   const size_t off = (size_t)h * fm->m * fm->dk;
-  la_k512_gemm((int)n, fm->m, fm->dk, x, ld, 1, fm->omega_ft + off, fm->m, phi, fm->r, 0, 0);
+  fm->simd->gemm((int)n, fm->m, fm->dk, x, ld, 1, fm->omega_ft + off, fm->m, phi, fm->r, 0, 0);
 }
 
-static void favor_eval_k512(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
+static void favor_eval_simd(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
                             float *phi, double *a, const la_simd_pf *pf) {
-  project_k512(fm, h, n, x, ld, phi);
-  la_k512_favor_post(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 0, pf);
+  project_simd(fm, h, n, x, ld, phi);
+  fm->simd->favor_post(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 0, pf);
 }
 
-static void favor_hyp_eval_k512(const la_featmap fm, int h, int64_t n, const float *x,
+static void favor_hyp_eval_simd(const la_featmap fm, int h, int64_t n, const float *x,
                                 int64_t ld, float *phi, double *a, const la_simd_pf *pf) {
-  project_k512(fm, h, n, x, ld, phi);
-  la_k512_favor_post(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1, pf);
+  project_simd(fm, h, n, x, ld, phi);
+  fm->simd->favor_post(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1, pf);
 }
 
-/* float64: elu1 on 8 lanes; the projection by dgemm (OpenBLAS), the exp on 8 lanes
- * (kern512.c) */
-static void elu1_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
+/* float64: elu1 and the exp on the table's lanes; the projection by dgemm (OpenBLAS) */
+static void elu1_eval_simd_f64(const la_featmap fm, int h, int64_t n, const double *x,
                                int64_t ld, double *phi, double *a, const la_simd_pf *pf) {
   (void)h;
-  la_k512_elu1_f64(n, fm->dk, x, ld, phi, fm->r, pf);
+  fm->simd->elu1_f64(n, fm->dk, x, ld, phi, fm->r, pf);
   for (int64_t i = 0; i < n; i++) a[i] = 0.0;
 }
 
-static void favor_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
+static void favor_eval_simd_f64(const la_featmap fm, int h, int64_t n, const double *x,
                                 int64_t ld, double *phi, double *a, const la_simd_pf *pf) {
   project_f64(fm, h, n, x, ld, phi);
-  la_k512_favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 0, pf);
+  fm->simd->favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 0, pf);
 }
 
-static void favor_hyp_eval_k512_f64(const la_featmap fm, int h, int64_t n, const double *x,
+static void favor_hyp_eval_simd_f64(const la_featmap fm, int h, int64_t n, const double *x,
                                     int64_t ld, double *phi, double *a, const la_simd_pf *pf) {
   project_f64(fm, h, n, x, ld, phi);
-  la_k512_favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1, pf);
+  fm->simd->favor_post_f64(n, fm->m, fm->dk, x, ld, phi, fm->r, fm->s, a, 1, pf);
 }
 
 /* trig: the projection on the kernel, cos and sin as in trig_eval_f32. */
-static void trig_eval_k512(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
+static void trig_eval_simd(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
                            float *phi, double *a, const la_simd_pf *pf) {
   (void)pf;
   const int m = fm->m, r = fm->r;
-  project_k512(fm, h, n, x, ld, phi);
+  project_simd(fm, h, n, x, ld, phi);
   const float c = (float)(1.0 / sqrt((double)m));
   for (int64_t i = 0; i < n; i++) {
     float *pi = phi + i * r;
@@ -88,11 +87,11 @@ static void trig_eval_k512(const la_featmap fm, int h, int64_t n, const float *x
   }
 }
 
-/* taylor2: the products on 16 lanes (kern512.c), the same bits as taylor2_eval_f32. */
-static void taylor2_eval_k512(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
+/* taylor2: the products on vector lanes (the table's), the same bits as taylor2_eval_f32. */
+static void taylor2_eval_simd(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
                               float *phi, double *a, const la_simd_pf *pf) {
   (void)h, (void)pf;
-  la_k512_taylor2(n, fm->dk, x, ld, phi, fm->r, (float)sqrt(fm->s));
+  fm->simd->taylor2(n, fm->dk, x, ld, phi, fm->r, (float)sqrt(fm->s));
   for (int64_t i = 0; i < n; i++) a[i] = 0.0;
 }
 
@@ -100,12 +99,12 @@ static void taylor2_eval_k512(const la_featmap fm, int h, int64_t n, const float
  * the random maps (the projection and the exp), 0 for the elementwise maps; one multiply per
  * product feature for taylor2 (r - 1 - dk products, dk scalings by sqrt(s), dk by 1/sqrt 2:
  * counted as r + dk) and dpfp (r; rho is a relu, counted 0 like relu). Designated
- * initializers: a field left out is 0 or NULL (no AVX-512 form, not stabilized, ...). */
+ * initializers: a field left out is 0 or NULL (no vector form, not stabilized, ...). */
 static const la_map_info la_maps[LA_MAP_COUNT] = {
     [LA_MAP_ELU1] = {.name = "elu1", .width = LA_WIDTH_DK, .sign = LA_SIGN_POSITIVE,
                      .draw = LA_DRAW_NONE, .eval_f32 = elu1_eval_f32, .eval_f64 = elu1_eval_f64,
-                     .eval_k512 = elu1_eval_k512, .k512_prefetch = 1, .chain_f32 = elu1_chain_f32,
-                     .chain_f64 = elu1_chain_f64, .eval_k512_f64 = elu1_eval_k512_f64},
+                     .eval_simd = elu1_eval_simd, .simd_prefetch = 1, .chain_f32 = elu1_chain_f32,
+                     .chain_f64 = elu1_chain_f64, .eval_simd_f64 = elu1_eval_simd_f64},
     [LA_MAP_RELU] = {.name = "relu", .width = LA_WIDTH_DK, .sign = LA_SIGN_NONNEG,
                      .draw = LA_DRAW_NONE, .eval_f32 = relu_eval_f32, .eval_f64 = relu_eval_f64,
                      .chain_f32 = relu_chain_f32, .chain_f64 = relu_chain_f64},
@@ -116,25 +115,25 @@ static const la_map_info la_maps[LA_MAP_COUNT] = {
     [LA_MAP_FAVOR] = {.name = "favor+", .width = LA_WIDTH_M, .sign = LA_SIGN_POSITIVE,
                       .draw = LA_DRAW_IID, .stabilized = 1, .flops_dk_r = 2.0,
                       .eval_f32 = favor_eval_f32, .eval_f64 = favor_eval_f64,
-                      .eval_k512 = favor_eval_k512, .k512_prefetch = 1,
+                      .eval_simd = favor_eval_simd, .simd_prefetch = 1,
                       .chain_f32 = favor_chain_f32, .chain_f64 = favor_chain_f64,
-                      .eval_k512_f64 = favor_eval_k512_f64},
+                      .eval_simd_f64 = favor_eval_simd_f64},
     [LA_MAP_FAVOR_ORF] = {.name = "favor+orf", .width = LA_WIDTH_M, .sign = LA_SIGN_POSITIVE,
                           .draw = LA_DRAW_ORF, .stabilized = 1, .flops_dk_r = 2.0,
                           .eval_f32 = favor_eval_f32, .eval_f64 = favor_eval_f64,
-                          .eval_k512 = favor_eval_k512, .k512_prefetch = 1,
+                          .eval_simd = favor_eval_simd, .simd_prefetch = 1,
                           .chain_f32 = favor_chain_f32, .chain_f64 = favor_chain_f64,
-                          .eval_k512_f64 = favor_eval_k512_f64},
+                          .eval_simd_f64 = favor_eval_simd_f64},
     [LA_MAP_FAVOR_HYP] = {.name = "favor-hyp", .width = LA_WIDTH_2M, .sign = LA_SIGN_POSITIVE,
                           .draw = LA_DRAW_IID, .stabilized = 1, .flops_dk_r = 2.0,
                           .eval_f32 = favor_hyp_eval_f32, .eval_f64 = favor_hyp_eval_f64,
-                          .eval_k512 = favor_hyp_eval_k512, .k512_prefetch = 1,
+                          .eval_simd = favor_hyp_eval_simd, .simd_prefetch = 1,
                           .chain_f32 = favor_hyp_chain_f32, .chain_f64 = favor_hyp_chain_f64,
-                          .eval_k512_f64 = favor_hyp_eval_k512_f64},
+                          .eval_simd_f64 = favor_hyp_eval_simd_f64},
     [LA_MAP_TRIG] = {.name = "trig", .width = LA_WIDTH_2M, .sign = LA_SIGN_SIGNED,
                      .draw = LA_DRAW_IID, .stabilized = 1, .flops_dk_r = 2.0,
                      .eval_f32 = trig_eval_f32, .eval_f64 = trig_eval_f64,
-                     .eval_k512 = trig_eval_k512, .chain_f32 = trig_chain_f32,
+                     .eval_simd = trig_eval_simd, .chain_f32 = trig_chain_f32,
                      .chain_f64 = trig_chain_f64},
     /* the user's phi(Q), phi(K): passed through; the denominator policy judges every row */
     [LA_MAP_PRECOMPUTED] = {.name = "precomputed", .width = LA_WIDTH_DK, .sign = LA_SIGN_ANY,
@@ -146,7 +145,7 @@ static const la_map_info la_maps[LA_MAP_COUNT] = {
     [LA_MAP_TAYLOR2] = {.name = "taylor2", .width = LA_WIDTH_TAYLOR2, .sign = LA_SIGN_POSITIVE,
                         .draw = LA_DRAW_NONE, .flops_r = 1.0, .flops_dk = 1.0,
                         .eval_f32 = taylor2_eval_f32, .eval_f64 = taylor2_eval_f64,
-                        .eval_k512 = taylor2_eval_k512, .chain_f32 = taylor2_chain_f32,
+                        .eval_simd = taylor2_eval_simd, .chain_f32 = taylor2_chain_f32,
                         .chain_f64 = taylor2_chain_f64},
     [LA_MAP_DPFP] = {.name = "dpfp", .width = LA_WIDTH_2DK_M, .sign = LA_SIGN_NONNEG,
                      .draw = LA_DRAW_NONE, .flops_r = 1.0, .eval_f32 = dpfp_eval_f32,
@@ -211,17 +210,17 @@ la_status la_map_check_width(la_map_kind k, int dk, int m) {
   return LA_OK;
 }
 
-/* ---- Dispatch (featmap_internal.h): the AVX-512 form when the featmap chose it ---- */
+/* ---- Dispatch (featmap_internal.h): the vector form when the featmap has a table ---- */
 void la_featmap_eval_f32(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,
                          float *phi, double *a) {
   if (n == 0) return;
-  if (fm->k512 && fm->map->eval_k512) fm->map->eval_k512(fm, h, n, x, ld, phi, a, NULL);
+  if (fm->simd && fm->map->eval_simd) fm->map->eval_simd(fm, h, n, x, ld, phi, a, NULL);
   else fm->map->eval_f32(fm, h, n, x, ld, phi, a);
 }
 void la_featmap_eval_f64(const la_featmap fm, int h, int64_t n, const double *x, int64_t ld,
                          double *phi, double *a) {
   if (n == 0) return;
-  if (fm->k512 && fm->map->eval_k512_f64) fm->map->eval_k512_f64(fm, h, n, x, ld, phi, a, NULL);
+  if (fm->simd && fm->map->eval_simd_f64) fm->map->eval_simd_f64(fm, h, n, x, ld, phi, a, NULL);
   else fm->map->eval_f64(fm, h, n, x, ld, phi, a);
 }
 void la_featmap_chain_f32(const la_featmap fm, int h, int64_t n, const float *x, int64_t ld,

@@ -5,7 +5,7 @@
 #define LINATTN_MAPS_H
 #include <stddef.h>
 #include <stdint.h>
-#include "kern512.h"
+#include "simd.h"
 #include "linattn/core.h"
 
 typedef enum { LA_SIGN_POSITIVE, LA_SIGN_NONNEG, LA_SIGN_SIGNED, LA_SIGN_ANY } la_map_sign;
@@ -18,10 +18,11 @@ typedef void (*la_map_eval_f32)(const la_featmap fm, int h, int64_t n, const flo
                                 int64_t ld, float *phi, double *a);
 typedef void (*la_map_eval_f64)(const la_featmap fm, int h, int64_t n, const double *x,
                                 int64_t ld, double *phi, double *a);
-/* The AVX-512 form; pf: rows to prefetch meanwhile, or NULL (used when k512_prefetch). */
-typedef void (*la_map_eval_k512)(const la_featmap fm, int h, int64_t n, const float *x,
+/* The vector form on the featmap's kernel table (fm->simd, simd.h); pf: rows to prefetch
+ * meanwhile, or NULL (used when simd_prefetch). */
+typedef void (*la_map_eval_simd)(const la_featmap fm, int h, int64_t n, const float *x,
                                  int64_t ld, float *phi, double *a, const la_simd_pf *pf);
-typedef void (*la_map_eval_k512_f64)(const la_featmap fm, int h, int64_t n, const double *x,
+typedef void (*la_map_eval_simd_f64)(const la_featmap fm, int h, int64_t n, const double *x,
                                      int64_t ld, double *phi, double *a, const la_simd_pf *pf);
 /* dx = J_phi(x)^T dphi (dphi overwritten, sums: n doubles of scratch). */
 typedef void (*la_map_chain_f32)(const la_featmap fm, int h, int64_t n, const float *x,
@@ -41,11 +42,11 @@ typedef struct {
   double flops_dk_r, flops_r, flops_dk;
   la_map_eval_f32 eval_f32;
   la_map_eval_f64 eval_f64;
-  la_map_eval_k512 eval_k512; /* NULL: eval_f32 on every CPU */
-  int k512_prefetch;          /* eval_k512(_f64) spreads the next chunk's prefetches over its rows */
+  la_map_eval_simd eval_simd; /* NULL: eval_f32 on every CPU */
+  int simd_prefetch;          /* eval_simd(_f64) spreads the next chunk's prefetches over its rows */
   la_map_chain_f32 chain_f32;
   la_map_chain_f64 chain_f64;
-  la_map_eval_k512_f64 eval_k512_f64; /* the float64 AVX-512 form; NULL: eval_f64 on every CPU */
+  la_map_eval_simd_f64 eval_simd_f64; /* the float64 vector form; NULL: eval_f64 on every CPU */
 } la_map_info;
 
 /* The row of map k (k < LA_MAP_COUNT), or NULL. */

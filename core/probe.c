@@ -1,5 +1,5 @@
-/* Rate of the AVX-512 chunk kernel on its own (issue 6): the 64 x 64 x 64 float32 product
- * that dominates a chunk (kern512.c), repeated in cache on every thread. Reported by
+/* Rate of the kernel table's GEMM on its own (issue 6, docs/design.md §5.5): the 64 x 64 x 64
+ * float32 product that dominates a chunk, repeated in cache on every thread. Reported by
  * `linattn bench --gemm-probe` beside OpenBLAS's SGEMM, so that efficiency can be read
  * against both ceilings. */
 #include <math.h>
@@ -8,12 +8,15 @@
 #include <omp.h>
 #endif
 
-#include "kern512.h"
+#include "simd.h"
 #include "la_alloc.h"
 #include "linattn/core.h"
 
-double la_kernel_probe_gflops(int threads, int reps) {
-  if (!la_k512_enabled() || threads < 1 || reps < 1) return NAN;
+double la_kernel_probe_gflops(int threads, int reps, const char **impl) {
+  const la_simd *k = NULL;
+  *impl = "";
+  if (la_simd_choose(LA_KERNELS_AUTO, &k) != LA_OK || !k || threads < 1 || reps < 1) return NAN;
+  *impl = k == &la_simd_avx512 ? "k512gemm" : "k256gemm";
   enum { S = 64, ITER = 2000 };
   float **buf = la_calloc((size_t)threads, sizeof *buf); /* one A | B | C per thread, untimed */
   int bad = !buf;
@@ -36,7 +39,7 @@ double la_kernel_probe_gflops(int threads, int reps) {
       float *a = buf[0];
 #endif
       for (int it = 0; it < ITER; it++)
-        la_k512_gemm(S, S, S, a, S, 1, a + S * S, S, a + 2 * S * S, S, 1, 0);
+        k->gemm(S, S, S, a, S, 1, a + S * S, S, a + 2 * S * S, S, 1, 0);
     }
 #ifdef _OPENMP
     t1 = omp_get_wtime();

@@ -1,9 +1,9 @@
 /* The kernels of one instruction set, registered in a table as BLIS registers its
- * micro-kernels in a context (docs/design.md §5.1 "Kernels per instruction set"). The engine
+ * micro-kernels in a context (docs/design.md §5.5 "Kernels per instruction set"). The engine
  * picks one table when it is created (la_simd_choose, simd_cpu.c), from what the CPU reports
  * or from --kernels; NULL means the generic C templates with OpenBLAS for the products. Every
- * entry computes what the generic template beside its call computes; a NULL entry falls back
- * to that template. Adding an instruction set means adding a table, not editing the
+ * entry computes what the generic template beside its call computes, and every entry of a
+ * table is set (tests/test_api.c checks it). Adding an instruction set means adding a table, not editing the
  * templates (chunk_impl.h, backward_impl.h, maps.c, gemm.c).
  *
  * Conventions shared by every table (the AVX-512 one, kern512.c, documents them in full):
@@ -13,6 +13,7 @@
 #define LINATTN_SIMD_H
 #include <stddef.h>
 #include <stdint.h>
+#include "linattn/core.h"
 
 /* Up to two row streams to prefetch while a loop runs over rows: row i of stream s is
  * bytes[s] at p[s] + i * ld[s] (bytes), for i < rows; p[s] NULL: unused. */
@@ -76,6 +77,11 @@ typedef struct la_simd_s {
   void (*prefetch)(const void *base, int rows, ptrdiff_t ld_bytes, int bytes);
 } la_simd;
 
+/* The tables (simd_tables.c); each ISA's kernels are built in their own files. */
 extern const la_simd la_simd_avx512; /* kern512.c, kern512_bwd.c */
-extern const la_simd la_simd_avx2;   /* kern256.c, kern256_bwd.c */
+
+/* *out = the table for choice (LINATTN_KERNELS overrides it; simd_cpu.c), or NULL for the
+ * generic C templates with OpenBLAS (blas, generic, or auto on a CPU without a table).
+ * LA_ERR_UNSUPPORTED with its reason for an instruction set the CPU or the build lacks. */
+la_status la_simd_choose(la_kernel_choice choice, const la_simd **out);
 #endif

@@ -445,15 +445,16 @@ int la_cmd_bench(la_dist d, la_cli *o) {
           probe_note(&csv, tl[i], dbl, 2.0 * g * g * g / t * 1e-9);
           emit_row(d, &csv, &row);
         }
-      for (int i = 0; i < nt && s == LA_OK; i++) { /* the AVX-512 chunk kernel's own ceiling */
-        const double gf = la_kernel_probe_gflops(tl[i], reps);
+      for (int i = 0; i < nt && s == LA_OK; i++) { /* the kernel table's GEMM: its own ceiling */
+        const char *impl = "";
+        const double gf = la_kernel_probe_gflops(tl[i], reps, &impl);
         if (gf < 0) {
           s = la_error_prefix(LA_ERR_NOMEM, "--gemm-probe: ");
           break;
         }
         if (!isfinite(gf)) continue;
         const double fl = 2.0 * 64 * 64 * 64 * 2000 * tl[i];
-        la_brow row = {"k512gemm", "", "", "f32", -1, -1, -1, -1, -1, 1, tl[i], -1, reps, 64,
+        la_brow row = {impl, "", "", "f32", -1, -1, -1, -1, -1, 1, tl[i], -1, reps, 64,
                        fl / (gf * 1e9), fl, -1, 0, NULL, NULL};
         probe_note(&csv, tl[i], 0, gf);
         emit_row(d, &csv, &row);

@@ -15,7 +15,8 @@ _Static_assert(sizeof(la_mode) == sizeof(int) && sizeof(la_map_kind) == sizeof(i
                "enum options are stored as int");
 _Static_assert(sizeof(la_kernel_choice) == sizeof(int), "enum options are stored as int");
 _Static_assert(LA_F32 == 0 && LA_F64 == 1 && LA_CAUSAL == 0 && LA_BIDIRECTIONAL == 1 &&
-                   LA_KERNELS_AUTO == 0 && LA_KERNELS_BLAS == 1 && LA_KERNELS_AVX512 == 2,
+                   LA_KERNELS_AUTO == 0 && LA_KERNELS_BLAS == 1 && LA_KERNELS_AVX512 == 2 &&
+                   LA_KERNELS_AVX2 == 3 && LA_KERNELS_GENERIC == 4,
                "enum options are stored as the index of their name");
 
 static const la_opt_sub la_subs[] = {
@@ -29,7 +30,7 @@ static const char *const onoff_names[] = {"on", "off", NULL};
 static const int onoff_values[] = {1, 0};
 static const char *const dtype_names[] = {"f32", "f64", NULL};
 static const char *const baseline_names[] = {"none", "softmax", "pblas", "all", NULL};
-static const char *const kernel_names[] = {"auto", "blas", "avx512", NULL};
+static const char *const kernel_names[] = {"auto", "blas", "avx512", "avx2", "generic", NULL};
 static const char *const scan_names[] = LA_SCAN_ALGORITHM_NAMES; /* scan_names.h */
 
 /* Feature maps come from the library, in la_map_kind order. */
@@ -219,8 +220,9 @@ static const la_opt rows[] = {
      .help = "OpenMP threads per rank"},
     {.name = "--kernels", .flags = LA_OPT_RESUMABLE, .meta = "K", .subs = RG | BENCH, .group = G_EXEC, .kind = LA_OPT_ENUM,
      F(cfg.kernels), .names = kernel_names, .def = "auto",
-     .help = "float32 chunk products on the AVX-512 kernels or OpenBLAS (auto: AVX-512 where "
-             "the CPU has it); the environment variable LINATTN_KERNELS overrides it"},
+     .help = "the kernel table of the chunk products and the maps: avx512, avx2 (with FMA), or "
+             "generic (portable C, the products by OpenBLAS; blas is the same); auto: the "
+             "widest the CPU has. The environment variable LINATTN_KERNELS overrides it"},
     {.name = "--chunk", .flags = LA_OPT_RESUMABLE, .meta = "C", .subs = ALL, .group = G_EXEC, .kind = LA_OPT_INT,
      F(cfg.chunk), .lo = LA_CHUNK_MIN, .hi = LA_CHUNK_MAX,
      .def_text = "tuned: 32 if r, dv <= 32, 48 if r <= 128, else 64",
@@ -272,10 +274,11 @@ static const la_opt rows[] = {
     {.name = "--gemm-probe", .subs = BENCH, .group = G_PROBE, .kind = LA_OPT_FLAG, F(gemm_probe),
      .lo = 1, .def = "off",
      .help = "rows impl=sgemm and dgemm: OpenBLAS square products on rank 0, with 1 thread and "
-             "each --threads value (best of max(K, 10)); and rows impl=k512gemm: the engine's "
-             "AVX-512 kernel on 64 x 64 x 64 products in cache (absent without AVX-512). They "
+             "each --threads value (best of max(K, 10)); and rows impl=k512gemm (k256gemm): the "
+             "engine's AVX-512 (AVX2) GEMM kernel on 64 x 64 x 64 products in cache, for the "
+             "table auto chooses (absent with generic kernels). They "
              "fill the efficiency column: gflops / (ranks x the best GEMM rate at the row's "
-             "threads and precision: max(sgemm, k512gemm) for f32, dgemm for f64)"},
+             "threads and precision: max(sgemm, k512gemm or k256gemm) for f32, dgemm for f64)"},
     {.name = "--gemm-size", .meta = "S", .subs = BENCH, .group = G_PROBE, .kind = LA_OPT_INT,
      F(gemm_size), .lo = 16, .hi = 16384, .def = "1024", .help = "matrix size of the probe"},
     /* Study (eval) */

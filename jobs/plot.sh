@@ -5,7 +5,7 @@
 #   OUT/bench_efficiency.png  the linear rows' `efficiency` column: GFLOP/s over ranks x the
 #                             best GEMM rate of the same run (docs/cli.md); for CSVs from before
 #                             that column, the same from their --gemm-probe rows (f32: the larger
-#                             of sgemm and k512gemm, f64: dgemm, at the row's threads).
+#                             of sgemm and k512gemm (k256gemm), f64: dgemm, at the row's threads).
 # Series are keyed by impl, mode, map, features, ranks x threads. --threads/--ranks keep only
 # those rows. Usage: jobs/plot.sh [--out DIR] [--threads T] [--ranks P] CSV...
 set -euo pipefail

@@ -34,7 +34,15 @@ typedef enum { LA_DEN_ERROR = 0, LA_DEN_ADD, LA_DEN_CLAMP, LA_DEN_ZERO_EMPTY } l
 /* Which float32 kernels compute the chunk products (docs/design.md §4.2). auto: the AVX-512
  * kernels where the CPU has AVX-512F, else OpenBLAS. float64 always uses OpenBLAS. The
  * environment variable LINATTN_KERNELS=auto|blas|avx512 overrides the field. */
-typedef enum { LA_KERNELS_AUTO = 0, LA_KERNELS_BLAS, LA_KERNELS_AVX512 } la_kernel_choice;
+/* --kernels: which table of kernels computes the products and maps (docs/design.md §5.5).
+ * GENERIC is the portable C templates with OpenBLAS's products, as BLAS (the same code). */
+typedef enum {
+  LA_KERNELS_AUTO = 0,
+  LA_KERNELS_BLAS,
+  LA_KERNELS_AVX512,
+  LA_KERNELS_AVX2,
+  LA_KERNELS_GENERIC
+} la_kernel_choice;
 
 /* Every tunable is one field, with the CLI flag of the same name (docs/cli.md). */
 typedef struct {
@@ -50,7 +58,7 @@ typedef struct {
   int chunk;                /* --chunk C; 0 = tuned default */
   int threads;              /* --threads; 0 = OpenMP default */
   int64_t window;           /* --window W (causal): keys i-W < j <= i; 0 = none */
-  la_kernel_choice kernels; /* --kernels auto|blas|avx512 */
+  la_kernel_choice kernels; /* --kernels auto|avx512|avx2|generic|blas */
   int reproducible;         /* --reproducible: bitwise the same for any ranks and threads */
 } la_config;
 
@@ -202,13 +210,16 @@ size_t la_engine_plan_bytes(const la_config *cfg, int heads, int r, int dv, la_d
 int la_engine_chunk(const la_engine eng);
 /* The chunk length used when la_config.chunk is 0, tuned per feature width r and dv. */
 int la_default_chunk(int r, int dv);
-/* Which kernels compute the products of this engine, forward and backward: "avx512" or
- * "blas" (la_config.kernels, resolved at creation). */
+/* Which kernels compute the products and maps of this engine, forward and backward: "avx512",
+ * "avx2" or "blas" (the generic C templates with OpenBLAS; la_config.kernels, resolved at
+ * creation). */
 const char *la_engine_kernels(const la_engine eng);
 /* Resolve a kernel choice for this process: the environment variable LINATTN_KERNELS
- * (auto | blas | avx512) overrides choice. *use_avx512 = 1 for the AVX-512 kernels.
- * LA_ERR_UNSUPPORTED (with its reason, la_error_reason) for avx512 on a CPU without it. */
-la_status la_kernels_resolve(la_kernel_choice choice, int *use_avx512);
+ * (auto | avx512 | avx2 | generic | blas) overrides choice. *name = the table's name, as
+ * la_engine_kernels reports it ("avx512", "avx2", "blas"). auto takes the widest the CPU and
+ * the build have. LA_ERR_UNSUPPORTED (with its reason, la_error_reason) for an instruction
+ * set the CPU or the build lacks. */
+la_status la_kernels_resolve(la_kernel_choice choice, const char **name);
 /* OpenBLAS's own threads for the caller's BLAS calls (n < 1: one); a no-op with another BLAS.
  * The engine keeps it at one inside its OpenMP regions (docs/design.md §4.9). */
 void la_blas_set_threads(int n);
@@ -228,10 +239,11 @@ void la_split_ownership_grid(int64_t N, int P, int rank, int64_t G, int64_t *n_l
 void la_engine_ownership(const la_engine eng, int64_t N, int P, int rank, int64_t *n_local,
                          int64_t *row0);
 
-/* GFLOP/s of the AVX-512 chunk kernel alone (64 x 64 x 64 float32 products in cache on each
- * of `threads` threads, best of reps); NAN where the kernels are not in use; -1 when out of
- * memory (reason recorded, la_error_reason). */
-double la_kernel_probe_gflops(int threads, int reps);
+/* GFLOP/s of the GEMM kernel of the table `auto` chooses (docs/design.md §5.5) alone: 64 x 64 x
+ * 64 float32 products in cache on each of `threads` threads, best of reps; *impl = its bench
+ * row name ("k512gemm", "k256gemm"). NAN with the generic kernels; -1 when out of memory
+ * (reason recorded, la_error_reason). */
+double la_kernel_probe_gflops(int threads, int reps, const char **impl);
 int la_engine_threads(const la_engine eng);
 /* The threads an engine planned with cfg would use (cfg->threads, or the OpenMP default). */
 int la_config_threads(const la_config *cfg);

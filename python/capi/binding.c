@@ -55,7 +55,9 @@ static int kernels_from(const char *s, la_kernel_choice *k) {
   if (!s || !strcmp(s, "auto")) *k = LA_KERNELS_AUTO;
   else if (!strcmp(s, "blas")) *k = LA_KERNELS_BLAS;
   else if (!strcmp(s, "avx512")) *k = LA_KERNELS_AVX512;
-  else return la_error(LA_ERR_ARG, "kernels '%s' is not auto, blas or avx512", s);
+  else if (!strcmp(s, "avx2")) *k = LA_KERNELS_AVX2;
+  else if (!strcmp(s, "generic")) *k = LA_KERNELS_GENERIC;
+  else return la_error(LA_ERR_ARG, "kernels '%s' is not auto, avx512, avx2, generic or blas", s);
   return LA_OK;
 }
 

@@ -14,7 +14,7 @@ from ._lib import InputError, UnsupportedError, check
 Arr = namedtuple("Arr", "name shape dtype contiguous ptr")
 
 SCAN_ALGORITHMS = ("auto", "exscan", "doubling", "chain", "allgather", "pipelined")
-KERNELS = ("auto", "blas", "avx512")
+KERNELS = ("auto", "avx512", "avx2", "generic", "blas")
 
 
 def _int(name, x, lo, hi=None, none_ok=False):

@@ -120,11 +120,11 @@ def probe(impls):
     g = [num(r, "gflops") for r in allrows if r["impl"] in impls and r["threads"] == T]
     if not g: sys.exit(f"run_peers.sh: error: no {impls} probe rows at {T} threads")
     return max(g), min(g)
-for impl in ("sgemm", "k512gemm", "dgemm"):
+for impl in ("sgemm", "k512gemm", "k256gemm", "dgemm"):
     if any(r["impl"] == impl and r["threads"] == T for r in allrows):
         hi, lo = probe((impl,))
         print(f"{impl} ({T} threads): {hi:.1f} GFLOP/s (best of the run's {len([r for r in allrows if r['impl'] == impl and r['threads'] == T])} probes; lowest {lo:.1f})")
-peak = {"f32": probe(("sgemm", "k512gemm"))[0], "f64": probe(("dgemm",))[0]}
+peak = {"f32": probe(("sgemm", "k512gemm", "k256gemm"))[0], "f64": probe(("dgemm",))[0]}
 # the peers of each case: the strongest is the fastest of the family in this run
 fam = {"causal": lambda i: i.startswith(("loop_C", "vec_C")), "bidirectional": lambda i: i in ("einsum", "einsum_ft")}
 pbest = {}

@@ -10,7 +10,7 @@
      kernels (this test's own table of the cores it sets), after the summary line, naming
      OPENBLAS_CORETYPE; an error's first line stays the error, with no warning;
   3. bench --gemm-probe: efficiency = gflops / (ranks x best GEMM rate at the row's threads
-     and precision: max(sgemm, k512gemm) for f32, dgemm for f64), recomputed from the CSV's
+     and precision: max(sgemm, k512gemm or k256gemm) for f32, dgemm for f64), recomputed from the CSV's
      own rows; isa and blas_core columns as in 1.
 
 Usage: check_sysinfo.py --linattn build/linattn --probe build/blas_probe --workdir DIR
@@ -126,7 +126,7 @@ def main():
         rows = list(csv.DictReader(io.StringIO(p.stdout)))
         best = {}
         for row in rows:
-            if row["impl"] in ("sgemm", "k512gemm", "dgemm"):
+            if row["impl"] in ("sgemm", "k512gemm", "k256gemm", "dgemm"):
                 k = ("f64" if row["impl"] == "dgemm" else "f32", int(row["threads"]))
                 best[k] = max(best.get(k, 0.0), float(row["gflops"]))
         lin = [row for row in rows if row["impl"] == "linear"]

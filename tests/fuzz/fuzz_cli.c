@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FUZZ_CHECK(o.cfg.chunk == 0 || (o.cfg.chunk >= LA_CHUNK_MIN && o.cfg.chunk <= LA_CHUNK_MAX),
              "chunk %d", o.cfg.chunk);
   FUZZ_CHECK(o.dtype == LA_F32 || o.dtype == LA_F64, "dtype %d", (int)o.dtype);
-  FUZZ_CHECK(o.cfg.kernels >= LA_KERNELS_AUTO && o.cfg.kernels <= LA_KERNELS_AVX512, "kernels %d",
+  FUZZ_CHECK(o.cfg.kernels >= LA_KERNELS_AUTO && o.cfg.kernels <= LA_KERNELS_GENERIC, "kernels %d",
              (int)o.cfg.kernels);
   if (sub == LA_SUB_BENCH) {
     check_list(&o.n_list, 1, (int64_t)1 << 40, "--n");

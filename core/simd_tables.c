@@ -1,0 +1,35 @@
+/* The kernel tables, one per instruction set (docs/design.md §5.5 "Kernels per instruction
+ * set"; the type is simd.h). Compiled without ISA flags: a table only names functions, each
+ * built in its own file with its ISA's flags (kern512*.c: AVX-512F). On a build or CPU without
+ * the ISA the table is never chosen (simd_cpu.c); its entries are then stubs that do nothing.
+ * Adding an instruction set = its kernel files, one table here, one availability check and
+ * one --kernels name in simd_cpu.c. */
+#include "kern512.h"
+#include "simd.h"
+
+const la_simd la_simd_avx512 = {
+    .name = "avx512",
+    .gemm = la_k512_gemm,
+    .transpose = la_k512_transpose,
+    .causal_chunk = la_k512_causal_chunk,
+    .key_summary = la_k512_key_summary,
+    .query_apply = la_k512_query_apply,
+    .bwd_dq = la_k512_bwd_dq,
+    .bwd_reverse = la_k512_bwd_reverse,
+    .bwd_query_sum = la_k512_bwd_query_sum,
+    .elu1 = la_k512_elu1,
+    .elu1_f64 = la_k512_elu1_f64,
+    .favor_post = la_k512_favor_post,
+    .favor_post_f64 = la_k512_favor_post_f64,
+    .taylor2 = la_k512_taylor2,
+    .add_to_f64 = la_k512_add_to_f64,
+    .add_round = la_k512_add_round,
+    .to_f32 = la_k512_to_f32,
+    .sum_to_f32 = la_k512_sum_to_f32,
+    .scale_row = la_k512_scale_row,
+    .mul_f32 = la_k512_mul_f32,
+    .dot_f64 = la_k512_dot_f64,
+    .finalize_plain = la_k512_finalize_plain,
+    .finalize_plain_f64 = la_k512_finalize_plain_f64,
+    .prefetch = la_k512_prefetch,
+};
