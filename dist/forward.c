@@ -241,7 +241,9 @@ static la_status forward_window_exact(la_dist d, la_engine eng, int64_t N, int64
   const int64_t W = la_engine_window(eng);
   const size_t es = la_engine_dtype(eng) == LA_F32 ? 4 : 8;
   const size_t rowk = es * H * la_engine_input_dim(eng), rowv = es * H * dv;
-  const int64_t x0 = row0 - W + 1 > 0 ? row0 - W + 1 : 0;
+  /* a rank that owns no rows (past the last block of the grid) needs no keys before them:
+   * the senders skip it (pn > 0 below), so it must post no receive either */
+  const int64_t x0 = n == 0 ? row0 : row0 - W + 1 > 0 ? row0 - W + 1 : 0;
   const int64_t xend = row0 + (n < W - 1 ? n : W - 1);
   char *xk = la_malloc(rowk * (size_t)(xend - x0) + 1), *xv = la_malloc(rowv * (size_t)(xend - x0) + 1);
   MPI_Request *reqs = la_malloc(sizeof(MPI_Request) * 2 * (size_t)d->size + 1);
