@@ -30,6 +30,37 @@ static void run(int which, int M, int N, int K, const float *A, const float *B, 
   else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
 }
 
+/* One chunk kernel (kk) on the AVX2 (isa 0) or AVX-512 (isa 1) table at len = C = r = dv = 64:
+ * operands carved from the bench's buffers (X, Y inputs; Z, W outputs and scratch). */
+static void chunk_call(int kk, int isa, const float *X, const float *Y, float *Z, float *W) {
+  enum { L = 64, R = 64, D = 64, D1 = 65 };
+  const float *pq = X, *pk = X + L * R, *V = Y, *sf = Y + L * D, *ab = Y + 2 * L * D1;
+  float *o = Z, *tmp = Z + L * D1, *kT = Z + 2 * L * D1, *Asc = W, *zf = W + L * L;
+  float *tb = W + 2 * L * L, *dv = Z + 4 * L * D1;
+  switch (kk) {
+  case 0:
+    if (isa) la_k512_gemm(L, L, R, pq, R, 1, pk, L, Asc, L, 0, 2);
+    else la_k256_gemm(L, L, R, pq, R, 1, pk, L, Asc, L, 0, 2);
+    break;
+  case 1:
+    if (isa) la_k512_causal_chunk(L, R, D, pq, pk, V, D, sf, o, tmp, kT, Asc, zf, L);
+    else la_k256_causal_chunk(L, R, D, pq, pk, V, D, sf, o, tmp, kT, Asc, zf, L);
+    break;
+  case 2:
+    if (isa) la_k512_key_summary(L, R, D, pk, V, D, tmp);
+    else la_k256_key_summary(L, R, D, pk, V, D, tmp);
+    break;
+  case 3:
+    if (isa) la_k512_bwd_dq(L, R, D, ab, sf, pk, V, D, o, Asc, tb, L, 1);
+    else la_k256_bwd_dq(L, R, D, ab, sf, pk, V, D, o, Asc, tb, L, 1);
+    break;
+  default:
+    if (isa) la_k512_bwd_reverse(L, R, D, ab, pq, pk, ab, sf, o, dv, D, tmp, Asc, kT, tb, L, 1);
+    else la_k256_bwd_reverse(L, R, D, ab, pq, pk, ab, sf, o, dv, D, tmp, Asc, kT, tb, L, 1);
+    break;
+  }
+}
+
 /* best GFLOP/s (2 M N K flops a call) */
 static double rate(int which, int M, int N, int K, const float *A, const float *B, float *C) {
   const double flops = 2.0 * M * N * K;
@@ -80,6 +111,29 @@ int main(void) {
     char name[32];
     snprintf(name, sizeof name, "%dx%dx%d", M, N, K);
     printf("%-14s %10.1f %10.1f %10.1f %9.2f\n", name, g256, gb, g512, g256 / gb);
+  }
+  /* the chunk kernels at the engine's shape (len = C = 64, r = dv = 64), microseconds a call */
+  printf("\n%-30s %10s %10s\n", "chunk kernel (len=C=r=dv=64)", "k256 us", "k512 us");
+  for (int kk = 0; kk < 5; kk++) {
+    static const char *names[] = {"gemm tri=2 (tril Phi_q Phi_k^T)", "causal_chunk (with state)",
+                                  "key_summary", "bwd_dq (causal, state)", "bwd_reverse (causal)"};
+    double us[2] = {NAN, NAN};
+    for (int isa = 0; isa < 2 && (isa == 0 || k512); isa++) {
+      double best = INFINITY;
+      for (int round = 0; round < 300; round++) {
+        long reps = 0;
+        const double t0 = now();
+        double t;
+        do {
+          chunk_call(kk, isa, A, B, C, R);
+          reps++;
+          t = now() - t0;
+        } while (t < 0.5e-3);
+        if (t / (double)reps < best) best = t / (double)reps;
+      }
+      us[isa] = best * 1e6;
+    }
+    printf("%-30s %10.2f %10.2f\n", names[kk], us[0], us[1]);
   }
   free(A), free(B), free(C), free(R);
   if (bad) fprintf(stderr, "bench_kern256: la_k256_gemm differs from cblas_sgemm\n");
