@@ -14,9 +14,11 @@
  *    nothing in cache; keeps A's block and B's panel in L1/L2 for the maps' tall GEMMs.
  *  - masked loads/stores only on the last vector of a panel narrower than 8k columns.
  * Measured (bench_kern256, OPENBLAS_CORETYPE=Haswell, AMD EPYC family 26 with AVX-512, one
- * thread, 64-byte aligned operands; a 12-chain FMA loop peaks at 118 GFLOP/s there): 109-114
- * GFLOP/s at 64^3, 64 x 64 x 128, 128^3 and 256^3 against OpenBLAS's 94-109 (1.16x at 64^3);
- * la_k512_gemm 214-224. Unaligned (16-byte) operands cost ~10 % (row-crossing loads of B).
+ * thread, 64-byte aligned operands, a shared machine: the ranges are over 5 runs; a 12-chain
+ * FMA loop peaks at 118 GFLOP/s there): 107-114 GFLOP/s at 64^3 against OpenBLAS's 92-98
+ * (1.16x), 107-114 against 101-109 at 256^3; la_k512_gemm 206-224. Rows of N + 1 floats (the
+ * engine's [S|z], [o|den]) run at the same rate. The tri = 2 product (len = r = 64) takes
+ * 65-68 % of the full product's time for 58 % of its flops (short, masked last panels).
  * Accuracy: every product is a float32 FMA chain over k in order, as in a reference GEMM; the
  * reductions (row sums, dots) run 8 lanes wide, within the same gamma_K bound
  * (tests/test_kern256.c). Domain: finite operands (NaN/Inf propagate as in any GEMM). */
