@@ -179,7 +179,7 @@ static void test_elu1_shapes(void) {
  * phi = c e^{u - max u} (hyp: c [e^{u - max|u|}, e^{-u - max|u|}]), a = max - s |x|^2 / 2. */
 static void test_favor(void) {
   const int ms[] = {1, 3, 7, 8, 9, 37, 64, 150}, dks[] = {1, 3, 21, 64};
-  int ok = 1, ncase = 0;
+  int ok = 1, ok64 = 1, ncase = 0;
   double wp = 0, wa = 0, wp64 = 0, wa64 = 0;
   for (int c = 0; c < 64; c++) {
     const int m = ms[c % 8], dk = dks[(c / 8) % 4], hyp = (c / 2) % 2;
@@ -210,7 +210,7 @@ static void test_favor(void) {
       wa64 = worse(wa64, fabs(a64[i] - aref) / fmax(1.0, fabs(aref)));
       for (int j = 0; j < r; j++) {
         if (j >= w) {
-          ok &= phi[i * r + j] == -7.0f && pd[i * r + j] == -7.0;
+          ok &= phi[i * r + j] == -7.0f, ok64 &= pd[i * r + j] == -7.0;
           continue;
         }
         /* the argument as the kernels round it: u - max in float (float64) */
@@ -230,7 +230,7 @@ static void test_favor(void) {
         "favor_post (hyp 0, 1) on %d shapes (m 1..150, dk 1..64, ld > dk, r > width, pf): "
         "within %.3g rel of c e^(u - max) (float64), a within %.3g, the rest untouched", ncase,
         wp, wa);
-  CHECK(ok && wp64 <= 4 * DBL_EPSILON && wa64 <= 1e-15,
+  CHECK(ok64 && wp64 <= 4 * DBL_EPSILON && wa64 <= 1e-15,
         "favor_post_f64 on the same shapes: within %.3g rel of the long double formula, a %.3g",
         wp64, wa64);
 }
