@@ -80,8 +80,8 @@ static void test_exp_f32(void) {
   printf("exp float: %lld floats of [-104, 0], worst %.3f ulp at x = %.9g (normal results), "
          "%.3f ulp of 2^-149 on the subnormal results\n", (long long)count, worst, wx, worst_sub);
   CHECK(count == (int64_t)top + 1, "every float of [-104, 0] checked (%lld)", (long long)count);
-  /* a single Taylor coefficient off by 1% or a dropped term gives > 1.5 ulp (tried) */
-  CHECK(worst <= 1.5, "exp float: within 1.5 ulp of exp over [-104, 0] (worst %.3f)", worst);
+  /* measured 0.937; a Taylor coefficient off by 1% or a dropped term gives > 2.8 (tried) */
+  CHECK(worst <= 1.25, "exp float: within 1.25 ulp of exp over [-104, 0] (worst %.3f)", worst);
   CHECK(worst_sub <= 1.0, "exp float: subnormal results within 1 ulp (gradual underflow, worst %.3f)",
         worst_sub);
   CHECK(under_ok, "exp float: +0 for every x in [-200, -104)");
@@ -120,7 +120,8 @@ static void test_exp_f64(void) {
   }
   printf("exp double: %d points of [-708.4, 0], worst %.3f ulp at x = %.17g (expl)\n", NB * B,
          worst, wx);
-  CHECK(worst <= 1.5, "exp double: within 1.5 ulp of expl on [-708.4, 0] (worst %.3f)", worst);
+  /* measured 0.890; 1/11! off by 4e-4 gives 1.71, a dropped t^13 2.4 (tried) */
+  CHECK(worst <= 1.25, "exp double: within 1.25 ulp of expl on [-708.4, 0] (worst %.3f)", worst);
   double sp[6] = {-INFINITY, -0.0, NAN, -709.0, lo, 1e-300}, ys[6];
   la_k256_elu1_f64(1, 6, sp, 6, ys, 6, NULL);
   CHECK(under_ok && ys[0] == 0.0 && ys[1] == 1.0 && isnan(ys[2]) && ys[3] == 0.0 &&
