@@ -196,18 +196,24 @@ void la_k256_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t l
     const double *xi = x + i * ld;
     double *pi = phi + i * r;
     pf_row(pf, i);
-    __m256d m2[2] = {ninf, ninf};
-    for (int j = 0; j < mw; j += 4) {
+    __m256d m0 = ninf, m1 = ninf; /* two chains (a max is exact: any order) */
+    int j = 0;
+    for (; j + 8 <= mw; j += 8) {
+      const __m256d u0 = _mm256_loadu_pd(pi + j), u1 = _mm256_loadu_pd(pi + j + 4);
+      m0 = _mm256_max_pd(m0, hyp ? abs4d(u0) : u0);
+      m1 = _mm256_max_pd(m1, hyp ? abs4d(u1) : u1);
+    }
+    if (j < mw) {
       const __m256d u = _mm256_loadu_pd(pi + j);
-      m2[(j >> 2) & 1] = _mm256_max_pd(m2[(j >> 2) & 1], hyp ? abs4d(u) : u);
+      m0 = _mm256_max_pd(m0, hyp ? abs4d(u) : u);
     }
     if (mw < m) {
       const __m256d u = _mm256_blendv_pd(ninf, _mm256_maskload_pd(pi + mw, mt), _mm256_castsi256_pd(mt));
-      m2[0] = _mm256_max_pd(m2[0], hyp ? abs4d(u) : u);
+      m1 = _mm256_max_pd(m1, hyp ? abs4d(u) : u);
     }
-    const double umax = hmax4d(_mm256_max_pd(m2[0], m2[1]));
+    const double umax = hmax4d(_mm256_max_pd(m0, m1));
     const __m256d um = _mm256_set1_pd(umax);
-    for (int j = 0; j < mw; j += 4) {
+    for (j = 0; j < mw; j += 4) {
       const __m256d u = _mm256_loadu_pd(pi + j);
       _mm256_storeu_pd(pi + j, _mm256_mul_pd(c, la_exp4d_nonpos(_mm256_sub_pd(u, um))));
       if (hyp)
@@ -222,7 +228,7 @@ void la_k256_favor_post_f64(int64_t n, int m, int dk, const double *x, int64_t l
                             _mm256_mul_pd(c, la_exp4d_nonpos(_mm256_sub_pd(_mm256_sub_pd(z0, u), um))));
     }
     double nrm2 = 0.0; /* in order, as la_k512_favor_post_f64 */
-    for (int j = 0; j < dk; j++) nrm2 += xi[j] * xi[j];
+    for (j = 0; j < dk; j++) nrm2 += xi[j] * xi[j];
     a[i] = umax - 0.5 * s * nrm2;
   }
 }
