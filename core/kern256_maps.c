@@ -24,8 +24,8 @@
  * Measured (tools/bench_kern256_maps, in L2, 512 rows, dk 64, m 256, this project's AMD EPYC
  * with AVX-512; ns per element, generic / avx2 / avx512): elu1 2.02 / 0.31 / 0.11 (6.4x over
  * generic), favor_post 2.47 / 0.44 / 0.22 (5.6x), elu1_f64 6.39 / 1.06 / 0.36 (6.0x),
- * favor_post_f64 6.40 / 1.45 / 0.69 (4.4x): above the expected gains because the generic maps
- * run scalar here; AVX-512 stays 2-3x ahead, its 16-entry-table exp needing fewer operations
+ * favor_post_f64 6.40 / 1.45 / 0.69 (4.4x): above the expected gains (the generic loops take
+ * 7-8 cycles per float element here, not the SSE2 rate assumed); AVX-512 stays 2-3x ahead, its 16-entry-table exp needing fewer operations
  * per lane than the table-free one AVX2 allows (vexp256.h). The others were not timed. */
 #include "kern256_maps.h"
 
