@@ -1,6 +1,6 @@
 /* AVX2 + FMA forms of the maps and the elementwise kernels (kern256_maps.h), the "avx2"
  * table's counterparts of kern512.c's (docs/design.md §2 maps, §1.1 denominator statistics,
- * §4.2 the chunk's state updates, §5.1 kernels per instruction set). Only this file is built
+ * §4.2 the chunk's state updates, §5.5 kernels per instruction set). Only this file is built
  * with -mavx2 -mfma, and nothing here runs unless the CPU reports both.
  *
  * Expected gains, written before tuning (against the generic C templates, which gcc

@@ -1,5 +1,5 @@
 /* AVX2 + FMA forms of the maps' and the elementwise kernels (kern256_maps.c), for the "avx2"
- * kernel table (simd.h, docs/design.md §5.1 "Kernels per instruction set"). Each has the
+ * kernel table (simd.h, docs/design.md §5.5 "Kernels per instruction set"). Each has the
  * signature of its la_simd entry and computes what the la_k512_ function of the same name
  * computes (kern512.h documents each; the differences are noted here). Nothing here runs
  * unless the CPU reports AVX2 and FMA; on a build for another architecture they are stubs

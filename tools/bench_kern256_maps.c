@@ -1,7 +1,7 @@
 /* bench_kern256_maps: the AVX2 + FMA maps (core/kern256_maps.c) and their exp
  * (core/vexp256.h) timed in cache, in ns per element, against the generic path and against
  * the AVX-512 forms (kern512.c) where the CPU has AVX-512F. docs/design.md §2 (the maps),
- * §5.1 (kernels per instruction set).
+ * §5.5 (kernels per instruction set).
  *
  * The generic elu1 is the engine's own (la_featmap_eval with the blas kernels: maps_impl.h
  * with vexp.h, as maps.c is built); the generic exp and favor post are vexp.h's scalar
