@@ -79,6 +79,7 @@ typedef struct la_simd_s {
 
 /* The tables (simd_tables.c); each ISA's kernels are built in their own files. */
 extern const la_simd la_simd_avx512; /* kern512.c, kern512_bwd.c */
+extern const la_simd la_simd_avx2;   /* kern256.c, kern256_bwd.c, kern256_maps.c */
 
 /* *out = the table for choice (LINATTN_KERNELS overrides it; simd_cpu.c), or NULL for the
  * generic C templates with OpenBLAS (blas, generic, or auto on a CPU without a table).

@@ -3,6 +3,7 @@
  * This file is compiled without ISA flags, so the checks run on any CPU. */
 #include <stdlib.h>
 #include <string.h>
+#include "kern256.h"
 #include "kern512.h"
 #include "linattn/core.h"
 #include "simd.h"
@@ -30,6 +31,8 @@ static const struct {
 } isa[] = {
     {LA_KERNELS_AVX512, &la_simd_avx512, la_k512_available,
      "kernels avx512: this CPU (or this build) has no AVX-512F; use auto, avx2 or generic"},
+    {LA_KERNELS_AVX2, &la_simd_avx2, la_k256_available,
+     "kernels avx2: this CPU (or this build) has no AVX2 and FMA; use auto or generic"},
 };
 
 static int from_env(la_kernel_choice *choice) {
@@ -65,8 +68,6 @@ la_status la_simd_choose(la_kernel_choice choice, const la_simd **out) {
         return LA_OK;
       }
   }
-  if (choice == LA_KERNELS_AVX2)
-    return la_error(LA_ERR_UNSUPPORTED, "kernels avx2: this build has no AVX2 kernels");
   return la_error(LA_ERR_ARG, "kernels: unknown choice %d", (int)choice);
 }
 

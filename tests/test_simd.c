@@ -28,6 +28,7 @@ static void table_complete(const la_simd *t) {
 int main(void) {
   if (getenv("LINATTN_KERNELS")) unsetenv("LINATTN_KERNELS"); /* this test sets it itself */
   table_complete(&la_simd_avx512);
+  table_complete(&la_simd_avx2);
   const la_simd *t = (const la_simd *)&t;
   CHECK(la_simd_choose(LA_KERNELS_BLAS, &t) == LA_OK && t == NULL, "blas: no table");
   CHECK(la_simd_choose(LA_KERNELS_GENERIC, &t) == LA_OK && t == NULL, "generic: no table");
@@ -37,6 +38,12 @@ int main(void) {
   CHECK(st == LA_OK ? t == &la_simd_avx512 && a == t
                     : st == LA_ERR_UNSUPPORTED && strstr(la_error_message(), "AVX-512F") && !t,
         "avx512: the table, and auto's choice, or refused with its reason (%s)",
+        st == LA_OK ? "" : la_error_message());
+  st = la_simd_choose(LA_KERNELS_AVX2, &t);
+  CHECK(st == LA_OK ? t == &la_simd_avx2 && (a == t || a == &la_simd_avx512)
+                    : st == LA_ERR_UNSUPPORTED && strstr(la_error_message(), "AVX2") && !t &&
+                          a == NULL,
+        "avx2: the table (auto: it or a wider one), or refused with its reason (%s)",
         st == LA_OK ? "" : la_error_message());
   CHECK(la_simd_choose((la_kernel_choice)99, &t) == LA_ERR_ARG, "an unknown choice is refused");
   /* LINATTN_KERNELS overrides the config for the process */
