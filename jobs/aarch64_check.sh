@@ -21,24 +21,14 @@ err() { echo "linattn: error: aarch64_check: $*" >&2; exit 1; }
 
 PKGS=(cmake gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libopenblas-dev:arm64 liblapacke-dev:arm64
       libgomp1:arm64)
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    err "missing Debian packages: ${missing[*]} (run as root, or: dpkg --add-architecture arm64;" \
-        "apt-get update; apt-get install --no-install-recommends ${missing[*]})"
-  fi
-  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
-    echo "linattn: aarch64_check: dpkg --add-architecture arm64" >&2
-    dpkg --add-architecture arm64
-  fi
-  echo "linattn: aarch64_check: installing ${missing[*]}" >&2
-  apt-get update -qq || err "apt-get update failed"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
-    >/dev/null || err "apt-get install ${missing[*]} failed"
+. jobs/apt.sh
+if [ -n "$(la_apt_missing "${PKGS[@]}")" ] && [ "$(id -u)" -eq 0 ] &&
+   ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  echo "linattn: aarch64_check: dpkg --add-architecture arm64" >&2
+  dpkg --add-architecture arm64
 fi
+LA_APT_OPTS=--no-install-recommends la_apt_install "${PKGS[@]}" ||
+  err "installing the cross toolchain failed (as root: dpkg --add-architecture arm64; apt-get update; apt-get install --no-install-recommends the packages above)"
 t_installed=$(date +%s)
 command -v qemu-aarch64 >/dev/null || err "no qemu-aarch64 on PATH (apt-get install qemu-user)"
 
