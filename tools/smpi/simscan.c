@@ -27,6 +27,7 @@
 #include <smpi/smpi.h>
 #include "dist_internal.h"
 #include "linattn/linattn.h"
+#include "scan_element.h"
 #include "simscan.h"
 
 /* No mutable globals: the simulated ranks share them (smpi/privatization:no). */
@@ -94,7 +95,7 @@ static int cmd_scan(la_dist d, int argc, char **argv) {
   if (la_state_init(&s, H, r, dv) != LA_OK || (check && (la_state_init(&want, H, r, dv) != LA_OK ||
                                                           la_state_init(&tmp, H, r, dv) != LA_OK)))
     die("out of memory for the states");
-  const size_t per = (size_t)r * (dv + 1) + 2, rsz = per - 2;
+  const size_t per = la_scan_el_doubles(r, dv), rsz = per - 2;
   if (check) { /* the serial fold of ranks 0..rank-1, from the library's operator */
     for (int q = 0; q < rank; q++) {
       make(q, &tmp);
@@ -104,7 +105,11 @@ static int cmd_scan(la_dist d, int argc, char **argv) {
   int bad = 0;
   if (rank == 0) printf("alg,ranks,heads,r,dv,state_bytes,pieces,seconds,model_seconds,used,check_rel\n");
   for (int i = 0; i < na; i++) {
-    la_dist_set_scan_algorithm(d, algs[i], K);
+    la_config cfg;
+    la_config_default(&cfg);
+    cfg.scan_algorithm = algs[i];
+    cfg.scan_pieces = K;
+    la_dist_use_config(d, &cfg);
     if (check) make(rank, &s);
     MPI_Barrier(MPI_COMM_WORLD);
     const double c0 = la_dist_comm_seconds(d);
@@ -176,7 +181,11 @@ static int cmd_forward(la_dist d, int argc, char **argv) {
   if (la_state_init(&st, H, dk, dv) != LA_OK) die("out of memory for the state");
   if (rank == 0) printf("alg,ranks,tokens,tokens_per_rank,heads,dk,dv,seconds,comm_seconds,compute_seconds,used\n");
   for (int i = 0; i < na; i++) {
-    la_dist_set_scan_algorithm(d, algs[i], K);
+    la_config cfg;
+    la_config_default(&cfg);
+    cfg.scan_algorithm = algs[i];
+    cfg.scan_pieces = K;
+    la_dist_use_config(d, &cfg);
     la_state_reset(&st);
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime(), c0 = la_dist_comm_seconds(d);
