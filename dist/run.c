@@ -112,9 +112,9 @@ int la_cmd_run(la_dist d, la_cli *o) {
     if (rs == LA_OK && b.kv) rs = la_job_read(&job, 1, b.row0, b.n, bk);
     if (rs == LA_OK && b.kv) rs = la_job_read(&job, 2, b.row0, b.n, bv);
     st = la_stream_feed(plan, rs, bq, bk, bv, bo, &stats);
-    if (st == LA_OK && b.out && o->out) {
+    if (st == LA_OK && o->out && b.pass == 2) { /* every rank agrees, idle or not */
       double t0 = MPI_Wtime();
-      st = la_pout_write(&out, b.row0, b.n, bo);
+      if (b.out) st = la_pout_write(&out, b.row0, b.n, bo);
       job.t_write += MPI_Wtime() - t0;
       st = la_dist_agree(d, st);
     }

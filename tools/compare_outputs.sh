@@ -14,13 +14,17 @@
 # of eval are compared without their timing columns (seconds, gflops); JSON reports, which
 # hold timings and host facts, are not compared. Prints one line per difference, then
 # "compare: N cases, M files byte-identical, K differ" and exits 1 if any differ.
-# Parallel jobs: COMPARE_JOBS (default 2).
+# Parallel jobs: COMPARE_JOBS (default 2); seconds before a case is stopped: COMPARE_TIMEOUT
+# (default 120; the exit code of `timeout`, 124, is compared like any other); only some
+# cases: COMPARE_ONLY="c0001 c0002 ..." (to rerun them).
 set -u
 old=${1:?usage: compare_outputs.sh OLD_BIN NEW_BIN WORKDIR [old|new|compare|all]}
 new=${2:?}
 work=${3:?}
 phase=${4:-all}
 jobs=${COMPARE_JOBS:-2}
+export COMPARE_TIMEOUT=${COMPARE_TIMEOUT:-120}
+only=${COMPARE_ONLY:-}
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/jobs/env.sh"
 # the tests' quick Open MPI start (tests/CMakeLists.txt LINATTN_TEST_MPI_ENV)
@@ -30,10 +34,13 @@ mkdir -p "$work"
 work=$(cd "$work" && pwd)
 N=1500
 # segment offsets (int64 .npy): pieces that span blocks and ranks, and a 1-token piece
+# (written aside and renamed: a phase running meanwhile keeps reading whole files)
 /usr/bin/python3 - "$work/seg.npy" "$N" <<'EOF'
-import sys, numpy as np
+import os, sys, numpy as np
 N = int(sys.argv[2])
-np.save(sys.argv[1], np.array([0, 300, 301, 777, 1100, N], dtype=np.int64))
+with open(sys.argv[1] + ".tmp", "wb") as f:
+    np.save(f, np.array([0, 300, 301, 777, 1100, N], dtype=np.int64))
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
 EOF
 
 cases="$work/cases.txt"
@@ -86,7 +93,7 @@ cases="$work/cases.txt"
     # eval, small
     echo "$P eval --n 256,600 --feature-maps elu1,favor+,taylor2 --features 8 --seeds 2 --recall"
   done
-} | awk '{ printf "c%04d %s\n", NR, $0 }' > "$cases"
+} | awk '{ printf "c%04d %s\n", NR, $0 }' > "$cases.tmp" && mv "$cases.tmp" "$cases"
 
 # one case with one binary: WORKDIR/WHICH/ID/{files, rc, stderr}
 run_case() {
@@ -103,7 +110,7 @@ run_case() {
           case " $* " in *" --segments "*|*" --window "*) ;; *) extra+=(--out out.npy) ;; esac ;;
     eval) common=(--heads 2 --dk 8 --dv 8 --no-progress); extra=(--out-dir ev) ;;
   esac
-  timeout 300 mpirun --oversubscribe -np "$P" "$bin" "$sub" "${common[@]}" "$@" "${extra[@]}" \
+  timeout "$COMPARE_TIMEOUT" mpirun --oversubscribe -np "$P" "$bin" "$sub" "${common[@]}" "$@" "${extra[@]}" \
     > stdout 2> stderr
   echo $? > rc
 }
@@ -111,7 +118,7 @@ export -f run_case
 export work N
 
 phase_run() { # which bin
-  awk -v w="$1" -v b="$2" '{ printf "%s %s %s", w, b, $1; for (i = 2; i <= NF; i++) printf " %s", $i; printf "\n" }' "$cases" |
+  awk -v w="$1" -v b="$2" -v only=" $only " 'only == "  " || index(only, " " $1 " ") { printf "%s %s %s", w, b, $1; for (i = 2; i <= NF; i++) printf " %s", $i; printf "\n" }' "$cases" |
     xargs -P "$jobs" -L 1 bash -c 'run_case "$@"' _
 }
 

@@ -16,7 +16,8 @@
  *       the causal forward of dist/forward.c (forward_causal): keys pass, scan, apply from
  *       the prefix; each phase charged n x its measured seconds
  *       per token (smpi_execute_flops at the host's speed), the scan real. One rank: the
- *       plain apply. With B > 0, linattn run's streaming instead (docs/design.md §4.5): only
+ *       plain apply. With B > 0, the streaming plan's instead (dist/stream.c, docs/design.md
+ *       §4.5 "The streaming plan"; the model has no engine, so it charges the plan's phases): only
  *       the first B tokens are applied locally and corrected, the rest applied. */
 #include <math.h>
 #include <stdio.h>
@@ -200,8 +201,8 @@ static int cmd_forward(la_dist d, int argc, char **argv) {
         die("the scan failed");
       charge((double)n * c[0]);
       comp = (double)n * (c[1] + c[0]);
-    } else { /* streaming (run, --block-tokens B), dist/run.c: block 0 is applied locally
-                while the scan travels and corrected, the rest applied from the prefix */
+    } else { /* the streaming plan (dist/stream.c; run --block-tokens B): block 0 is applied
+                locally while the scan travels and corrected, the rest applied from the prefix */
       const double b0 = B < n ? (double)B : (double)n, rest = (double)n - b0;
       la_dist_req req = NULL;
       charge((double)n * c[1]);
