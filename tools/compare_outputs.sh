@@ -128,7 +128,7 @@ phase_run() { # which bin
 
 # compare: exit codes, every file but the reports and logs; eval's CSVs without timings
 /usr/bin/python3 - "$work" "$cases" <<'EOF'
-import csv, io, os, sys
+import csv, io, os, re, sys
 work, cases = sys.argv[1], sys.argv[2]
 skip = {"stdout", "stderr", "report.json", "report.md"}
 def strip_timing(path):
@@ -142,14 +142,18 @@ for line in open(cases):
     cid = line.split()[0]
     ncase += 1
     a, b = os.path.join(work, "old", cid), os.path.join(work, "new", cid)
-    fa = sorted(os.path.relpath(os.path.join(r, f), a) for r, _, fs in os.walk(a) for f in fs)
-    fb = sorted(os.path.relpath(os.path.join(r, f), b) for r, _, fs in os.walk(b) for f in fs)
+    # a stopped case leaves its output's temporary, named by a pid: matched by the name before
+    def files(top):
+        return {re.sub(r"\.tmp\.[0-9]+$", ".tmp.PID", os.path.relpath(os.path.join(r, f), top)):
+                os.path.join(r, f) for r, _, fs in os.walk(top) for f in fs}
+    ma, mb = files(a), files(b)
+    fa, fb = sorted(ma), sorted(mb)
     bad = []
     if fa != fb:
         bad.append("file lists differ: %s" % sorted(set(fa) ^ set(fb)))
     for f in fa:
         if f not in fb or os.path.basename(f) in skip: continue
-        pa, pb = os.path.join(a, f), os.path.join(b, f)
+        pa, pb = ma[f], mb[f]
         if f.endswith(".png") or f.endswith(".gp"):
             continue  # plots: rendered from the CSVs compared here
         if f.endswith(".csv") and "/ev/" in "/" + f:
