@@ -213,14 +213,13 @@ la_status la_stream_in_memory(la_dist d, la_engine eng, int64_t n_local, int64_t
     s->pass = 2;
     st = one_lane(s, row0, n_local);
   }
-  st = la_dist_agree(d, st);
   if (st == LA_OK) {
     s->B = s->rows = n_local > 0 ? n_local : 1;
     s->nsteps = -1;
     if (!(s->at = la_malloc(sizeof *s->at)))
       st = la_error(LA_ERR_NOMEM, "out of memory for the lane table");
-    st = la_dist_agree(d, st);
   }
+  st = la_dist_agree(d, st); /* the one collective beyond la_dist_forward's own */
   if (st != LA_OK) la_stream_destroy(&s);
   *out = s;
   return st;
@@ -294,9 +293,10 @@ la_status la_stream_next(la_stream s, la_stream_block *b) {
     for (int i = 0; i < s->nmy; i++)
       my += s->lanes[i].pos >= s->lanes[i].end
                 ? 0 : (s->lanes[i].end - s->lanes[i].pos + s->B - 1) / s->B;
-    if (MPI_Allreduce(&my, &s->nsteps, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(s->d)) != MPI_SUCCESS)
+    if (s->in_memory) /* one step of the whole shard on every rank, rows or not */
+      s->nsteps = 1;
+    else if (MPI_Allreduce(&my, &s->nsteps, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(s->d)) != MPI_SUCCESS)
       st = la_error(LA_ERR_MPI, "MPI_Allreduce of the step count failed");
-    if (s->pass == 2 && s->in_memory && s->nsteps < 1) s->nsteps = 1; /* the step is collective */
     memcpy(s->at, s->lanes, sizeof *s->at * (size_t)s->nmy);
     s->step = 0;
     if (st == LA_OK && s->nsteps == 0) return la_stream_next(s, b); /* an empty pass */
@@ -362,9 +362,10 @@ la_status la_stream_feed(la_stream s, la_status in, const void *q, const void *k
   if (s->pass == 1) {
     if (st == LA_OK) st = feed_keys(s, k, v);
   } else if (s->in_memory) {
-    /* one step of the shard: la_forward_shard combines the masks across ranks */
+    /* one step of the shard: la_forward_shard combines the masks across ranks and agrees on
+     * its status; the caller's is agreed first (la_dist_forward's is LA_OK everywhere) */
     const double t1 = MPI_Wtime();
-    st = la_dist_agree(s->d, st);
+    if (!s->shard_call) st = la_dist_agree(s->d, st);
     t0 += MPI_Wtime() - t1;
     if (st == LA_OK && (st = la_forward_shard(s->d, s->eng, s->N, s->wn, s->wlo, q, k, v, out,
                                               stats)) != LA_OK && !s->shard_call)
@@ -375,7 +376,7 @@ la_status la_stream_feed(la_stream s, la_status in, const void *q, const void *k
   s->t_compute += MPI_Wtime() - t0;
   if (st == LA_OK && s->wn > 0) s->lanes[s->wi].pos = s->wlo + s->wn;
   s->step++;
-  st = la_dist_agree(s->d, st);
+  if (!s->in_memory) st = la_dist_agree(s->d, st); /* la_forward_shard's is agreed */
   if (st != LA_OK) s->failed = 1;
   return st;
 }
