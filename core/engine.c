@@ -192,6 +192,7 @@ la_dtype la_engine_dtype(const la_engine e) { return e->dt; }
 int64_t la_engine_window(const la_engine e) { return e->cfg.window; }
 int la_engine_reproducible(const la_engine e) { return e->cfg.reproducible; }
 int la_engine_input_dim(const la_engine e) { return e->dk; }
+int la_engine_stabilized(const la_engine e) { return e->stabilized; }
 int la_engine_threads(const la_engine e) { return e->T; }
 int la_config_threads(const la_config *cfg) { return la_plan_threads(cfg); }
 

@@ -8,6 +8,7 @@
 #include "dist_internal.h"
 #include "la_alloc.h"
 #include "linattn/grad.h"
+#include "scan_element.h"
 
 /* Bidirectional with segments: the forward summaries of spanning segments as in the forward
  * (prefix + local + suffix), then the query sums of spanning segments the same way. */
@@ -72,7 +73,7 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
   la_engine_shape(eng, &H, &r, &dv);
   const size_t es = la_engine_dtype(eng) == LA_F32 ? 4 : 8;
   const size_t rowq = es * H * la_engine_input_dim(eng), rowg = es * H * dv;
-  const size_t rows3 = sizeof(double) * 3 * H, per = (size_t)r * (dv + 1) + 2;
+  const size_t rows3 = sizeof(double) * 3 * H, per = la_scan_el_doubles(r, dv);
   int64_t flo, fhi;
   la_window_future(eng, row0, n, N, &flo, &fhi);
   const size_t nf = (size_t)(fhi - flo);
@@ -129,12 +130,7 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
       if (mb > ma) {
         s = la_backward_query_summary(eng, row0, n, q, g, side, ma, mb, &part);
         double *b = sendmid + per * H * dst;
-        size_t rsz = per - 2;
-        for (int h = 0; h < H; h++) {
-          memcpy(b + h * per, part.sz + h * rsz, sizeof(double) * rsz);
-          b[h * per + rsz] = part.m[h];
-          b[h * per + rsz + 1] = 0;
-        }
+        la_scan_el_pack(&part, b); /* the receiver takes it as a plain sum: its flag unread */
         MPI_Isend(b, (int)(per * H), MPI_DOUBLE, dst, 204, d->comm, &reqs[nreq++]);
         d->bytes += (int64_t)(sizeof(double) * per * H);
       }
@@ -146,14 +142,7 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
     MPI_Type_free(&tg);
     MPI_Type_free(&ts);
     for (int src = d->rank + 1; src < d->size && s == LA_OK; src++) { /* a plain sum */
-      if (!have[src]) continue;
-      const double *b = recvmid + per * H * src;
-      size_t rsz = per - 2;
-      for (int h = 0; h < H; h++) {
-        int f0 = 0, f1 = 0;
-        la_state_combine_head(fmid->sz + h * rsz, fmid->m + h, &f0, b + h * per,
-                              b + h * per + rsz, &f1, rsz);
-      }
+      if (have[src]) la_scan_el_fold(fmid, recvmid + per * H * src, 0);
     }
   }
   s = la_dist_agree(d, s);

@@ -260,7 +260,7 @@ static la_status time_linear(la_bctx *b, la_mode mode, int64_t n, int64_t nloc, 
                    la_useful_flops(&cfg, n, o->heads, o->dk, o->dv, r), -1, 1, "allreduce",
                    "allreduce"};
     if (mode == LA_CAUSAL) {
-      row.scan = la_scan_algorithm_names[o->scan_algorithm];
+      row.scan = la_scan_algorithm_names[o->cfg.scan_algorithm];
       row.scan_used = la_dist_size(b->d) > 1 ? la_scan_algorithm_names[la_dist_scan_algorithm(b->d)]
                                              : "none";
     }

@@ -20,9 +20,7 @@
 #include "linattn/dist.h"
 #include "pio.h"
 
-typedef struct {
-  int64_t start, end, pos; /* global tokens [start, end); [start, pos) done in this pass */
-} la_lane;
+/* la_lane (linattn/dist.h): a lane's tokens and position. */
 
 enum { LA_CKPT_NOW = 1, LA_CKPT_STOP = 2 }; /* la_ckpt_poll */
 

@@ -32,6 +32,8 @@ static const char *const dtype_names[] = {"f32", "f64", NULL};
 static const char *const baseline_names[] = {"none", "softmax", "pblas", "all", NULL};
 static const char *const kernel_names[] = {"auto", "blas", "avx512", "avx2", "generic", NULL};
 static const char *const scan_names[] = LA_SCAN_ALGORITHM_NAMES; /* scan_names.h */
+_Static_assert(sizeof(la_scan_algorithm) == sizeof(int) && LA_SCAN_AUTO == 0,
+               "--scan-algorithm is stored as the int index of its name");
 
 /* Feature maps come from the library, in la_map_kind order. */
 static const char *map_name(int v) {
@@ -233,14 +235,14 @@ static const la_opt rows[] = {
                  "tensor fits in 2 MiB",
      .help = "streaming block per rank"},
     {.name = "--scan-algorithm", .flags = LA_OPT_RESUMABLE, .meta = "A", .subs = RG | BENCH, .group = G_EXEC,
-     .kind = LA_OPT_ENUM, F(scan_algorithm), .names = scan_names, .def = "auto",
+     .kind = LA_OPT_ENUM, F(cfg.scan_algorithm), .names = scan_names, .def = "auto",
      .help = "how the ranks' summaries are combined in causal mode (docs/design.md §4.5): "
              "exscan (MPI_Exscan), doubling (recursive doubling), chain (LASP's chain of "
              "states), allgather (LASP-2: every rank gathers all states), pipelined (ZeCO's "
              "All-Scan, the state cut into --scan-pieces pieces); auto: the fastest by a "
              "latency-bandwidth model fitted to simulations (docs/simulation.md)"},
     {.name = "--scan-pieces", .flags = LA_OPT_RESUMABLE, .meta = "K", .subs = RG | BENCH, .group = G_EXEC,
-     .kind = LA_OPT_INT, F(scan_pieces), .lo = 1, .hi = 65536, .def = "8",
+     .kind = LA_OPT_INT, F(cfg.scan_pieces), .lo = 1, .hi = 65536, .def = "8",
      .help = "pieces of the pipelined scan's state"},
     {.name = "--mem-limit", .flags = LA_OPT_RESUMABLE, .meta = "BYTES", .subs = RG, .group = G_EXEC, .kind = LA_OPT_BYTES,
      F(mem_limit), .lo = 1, .hi = INT64_MAX, .def_text = "the node's available memory",

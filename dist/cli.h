@@ -14,7 +14,8 @@ typedef struct {
   la_sub sub; /* first, so that no option field has offset 0 (la_opt.seen) */
   /* run, grad */
   la_config cfg; /* --mode, --feature-map, --features, --scale, --seed, --normalize,
-                    --denominator, --allow-signed, --window, --threads, --chunk */
+                    --denominator, --allow-signed, --window, --threads, --chunk,
+                    --kernels, --reproducible, --scan-algorithm, --scan-pieces */
   const char *q, *k, *v, *out, *report, *projection, *save_projection, *segments;
   const char *grad_out, *grad_q, *grad_k, *grad_v; /* grad */
   const char *den_string; /* --denominator as given */
@@ -26,8 +27,6 @@ typedef struct {
   int force, progress;
   int64_t block; /* --block-tokens: streaming block per rank */
   int64_t mem_limit; /* --mem-limit: bytes per rank; 0: the node's MemAvailable (memest.h) */
-  int scan_algorithm; /* --scan-algorithm: la_scan_algorithm */
-  int scan_pieces;    /* --scan-pieces: pieces of the pipelined scan */
   const char *checkpoint;  /* --checkpoint DIR (run) */
   double checkpoint_every; /* --checkpoint-every: seconds between timed checkpoints */
   /* bench (with heads, dk, dv, dtype, force, cfg.seed, cfg.chunk) */

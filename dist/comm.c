@@ -1,5 +1,5 @@
 /* The communicators, error agreement and the summary collectives (docs/design.md §4.5).
- * A scan element per head is packed as [S|z (r*(dv+1)), m, f] doubles. */
+ * A scan element travels in the packed layout of scan_element.h. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 
 #include "dist_internal.h"
 #include "la_alloc.h"
+#include "scan_element.h"
 
 la_status la_dist_create(MPI_Comm comm, la_dist *out) {
   *out = NULL;
@@ -38,7 +39,8 @@ la_status la_dist_create(MPI_Comm comm, la_dist *out) {
     return la_error(LA_ERR_MPI, "cannot split the communicator in reverse rank order");
   }
   MPI_Comm_set_errhandler(d->rev, MPI_ERRORS_RETURN);
-  la_dist_set_scan_algorithm(d, LA_SCAN_AUTO, 0);
+  d->scan = d->scan_used = LA_SCAN_AUTO;
+  d->scan_pieces = LA_SCAN_PIECES_DEFAULT;
   *out = d;
   return LA_OK;
 }
@@ -80,37 +82,7 @@ la_status la_dist_agree(la_dist d, la_status st) {
 static void scan_op(void *in, void *inout, int *len, MPI_Datatype *dt) {
   int bytes;
   MPI_Type_size(*dt, &bytes);
-  size_t per = (size_t)bytes / sizeof(double), rsz = per - 2;
-  const double *a = in;
-  double *b = inout;
-#ifdef LA_SMPI
-  if (la_smpi_combine((size_t)*len * per)) return;
-#endif
-  for (int h = 0; h < *len; h++) {
-    const double *ah = a + h * per;
-    double *bh = b + h * per;
-    int af = ah[rsz + 1] != 0, bf = bh[rsz + 1] != 0;
-    la_state_combine_head_right(ah, ah + rsz, &af, bh, bh + rsz, &bf, rsz);
-    bh[rsz + 1] = bf;
-  }
-}
-
-static void pack(const la_state *s, double *buf) {
-  size_t rsz = (size_t)s->r * (s->dv + 1), per = rsz + 2;
-  for (int h = 0; h < s->heads; h++) {
-    memcpy(buf + h * per, s->sz + h * rsz, sizeof(double) * rsz);
-    buf[h * per + rsz] = s->m[h];
-    buf[h * per + rsz + 1] = s->f[h];
-  }
-}
-
-static void unpack(la_state *s, const double *buf) {
-  size_t rsz = (size_t)s->r * (s->dv + 1), per = rsz + 2;
-  for (int h = 0; h < s->heads; h++) {
-    memcpy(s->sz + h * rsz, buf + h * per, sizeof(double) * rsz);
-    s->m[h] = buf[h * per + rsz];
-    s->f[h] = buf[h * per + rsz + 1] != 0;
-  }
+  la_scan_el_combine_right(in, inout, *len, (size_t)bytes / sizeof(double));
 }
 
 struct la_dist_req_s {
@@ -128,9 +100,9 @@ struct la_dist_req_s {
   double *scratch;
 };
 
-void la_dist_set_scan_algorithm(la_dist d, la_scan_algorithm a, int pieces) {
-  d->scan = d->scan_used = a;
-  d->scan_pieces = pieces < 1 ? 8 : pieces;
+void la_dist_use_config(la_dist d, const la_config *cfg) {
+  d->scan = d->scan_used = cfg->scan_algorithm;
+  d->scan_pieces = cfg->scan_pieces < 1 ? LA_SCAN_PIECES_DEFAULT : cfg->scan_pieces;
 }
 
 la_scan_algorithm la_dist_scan_algorithm(const la_dist d) { return d->scan_used; }
@@ -139,7 +111,7 @@ la_scan_algorithm la_dist_scan_algorithm(const la_dist d) { return d->scan_used;
 static la_status combine_begin(la_dist d, MPI_Comm comm, const la_state *s, int exclusive,
                                la_dist_req *out) {
   *out = NULL;
-  size_t per = (size_t)s->r * (s->dv + 1) + 2, total = per * s->heads;
+  size_t per = la_scan_el_doubles(s->r, s->dv), total = per * s->heads;
   la_dist_req q = la_calloc(1, sizeof *q);
   la_status st = LA_OK;
   /* auto: the model's choice for this P and state, the same on every rank (scan_model.c) */
@@ -166,7 +138,7 @@ static la_status combine_begin(la_dist d, MPI_Comm comm, const la_state *s, int 
     free(q);
     return st;
   }
-  pack(s, q->in);
+  la_scan_el_pack(s, q->in);
   q->exclusive = exclusive;
   q->first = exclusive && (comm == d->rev ? d->rank == d->size - 1 : d->rank == 0);
   if (alg != LA_SCAN_EXSCAN) { /* point-to-point: runs in combine_end */
@@ -210,7 +182,7 @@ static la_status combine_end(la_dist d, la_dist_req *pq, la_state *s) {
   d->comm_seconds += MPI_Wtime() - q->t0;
   if (rc == MPI_SUCCESS) {
     if (q->first) la_state_reset(s);
-    else unpack(s, q->out);
+    else la_scan_el_unpack(q->out, s);
   }
   if (q->alg == LA_SCAN_EXSCAN) {
     MPI_Op_free(&q->op);

@@ -34,6 +34,13 @@ extern double la_smpi_combine_seconds; /* per double */
 extern int la_smpi_combine_skip;
 #endif
 
+/* forward.c: the forward of this rank's whole shard [row0, row0 + n_local) of N tokens, every
+ * mask of §3 combined across ranks; stats on this rank only. The step of a plan that holds
+ * the shard (stream.c). Errors agreed. Collective. */
+la_status la_forward_shard(la_dist d, la_engine eng, int64_t N, int64_t n_local, int64_t row0,
+                           const void *q, const void *k, const void *v, void *out,
+                           la_den_stats *stats);
+
 /* forward.c: the window's halo from the earlier ranks (keys). Collective. */
 la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,
                                const void *k, const void *v, int64_t *lo, int64_t *hi,

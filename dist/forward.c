@@ -1,4 +1,5 @@
-/* The distributed forward on in-memory shards (docs/design.md §4.5): each rank passes its own rows
+/* The distributed forward on in-memory shards (docs/design.md §4.5), the step of the streaming
+ * plan that holds a rank's shard (stream.c; la_dist_forward): each rank passes its own rows
  * (la_split_ownership) and every mask of §3 is combined across ranks here:
  * - causal: rank totals -> exscan, then the apply from the prefix; segments ride in the
  *   scan element's flag;
@@ -10,6 +11,7 @@
 #include <string.h>
 #include "dist_internal.h"
 #include "la_alloc.h"
+#include "scan_element.h"
 
 /* Causal, P > 1: keys pass, exscan of the totals, then the apply from the prefix
  * (docs/design.md §4.5 "In memory"). Not overlapped: overlapping the scan with a local apply
@@ -92,7 +94,7 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, i
   const size_t es = la_engine_dtype(eng) == LA_F32 ? 4 : 8;
   dk = la_engine_input_dim(eng);
   const size_t rowk = es * H * dk, rowv = es * H * dv;
-  const size_t per = (size_t)r * (dv + 1) + 2;
+  const size_t per = la_scan_el_doubles(r, dv);
   int64_t lo, hi;
   la_window_halo(eng, row0, n, &lo, &hi);
   char *hk = la_malloc(rowk * (size_t)(hi - lo) + 1), *hv = la_malloc(rowv * (size_t)(hi - lo) + 1);
@@ -142,12 +144,7 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, i
         s = la_engine_accumulate(eng, ma, mb - ma, (const char *)k + rowk * (size_t)(ma - row0),
                                  (const char *)v + rowv * (size_t)(ma - row0), &part);
         double *b = sendmid + per * H * dst;
-        size_t rsz = per - 2;
-        for (int h = 0; h < H; h++) {
-          memcpy(b + h * per, part.sz + h * rsz, sizeof(double) * rsz);
-          b[h * per + rsz] = part.m[h];
-          b[h * per + rsz + 1] = part.f[h];
-        }
+        la_scan_el_pack(&part, b);
         MPI_Isend(b, (int)(per * H), MPI_DOUBLE, dst, 103, d->comm, &reqs[nreq++]);
         d->bytes += (int64_t)(sizeof(double) * per * H);
       }
@@ -159,13 +156,7 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, i
     MPI_Type_free(&tv);
     /* middle summary: the parts in rank order */
     for (int src = 0; src < d->rank && s == LA_OK; src++) {
-      if (!have[src]) continue;
-      const double *b = midbuf + per * H * src;
-      size_t rsz = per - 2;
-      for (int h = 0; h < H; h++) {
-        int f = b[h * per + rsz + 1] != 0;
-        la_state_combine_head(mid->sz + h * rsz, mid->m + h, mid->f + h, b + h * per, b + h * per + rsz, &f, rsz);
-      }
+      if (have[src]) la_scan_el_fold(mid, midbuf + per * H * src, 1);
     }
   }
   s = la_dist_agree(d, s);
@@ -288,12 +279,9 @@ static la_status forward_window_exact(la_dist d, la_engine eng, int64_t N, int64
   return s;
 }
 
-la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
-                          const void *q, const void *k, const void *v, void *out,
-                          la_den_stats *stats) {
-  int64_t N = 0;
-  LA_CHECK(MPI_Allreduce(&n_local, &N, 1, MPI_INT64_T, MPI_SUM, d->comm) == MPI_SUCCESS, LA_ERR_MPI,
-           "forward: MPI_Allreduce of the sequence length failed");
+la_status la_forward_shard(la_dist d, la_engine eng, int64_t N, int64_t n_local, int64_t row0,
+                           const void *q, const void *k, const void *v, void *out,
+                           la_den_stats *stats) {
   la_status s;
   if (la_engine_reproducible(eng) && la_engine_window(eng) > 0 && la_engine_window(eng) < N)
     s = forward_window_exact(d, eng, N, n_local, row0, q, k, v, out, stats);
@@ -305,7 +293,5 @@ la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row
     s = forward_window(d, eng, N, n_local, row0, q, k, v, out, stats);
   else /* a window of N or more is the plain causal operator */
     s = forward_causal(d, eng, n_local, row0, q, k, v, out, stats);
-  s = la_dist_agree(d, s);
-  if (s == LA_OK && stats) s = la_dist_reduce_stats(d, stats);
-  return s;
+  return la_dist_agree(d, s);
 }

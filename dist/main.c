@@ -50,7 +50,7 @@ static int subcommand(int i, int argc, char **argv, int rank) {
     if (rank == 0) fprintf(stderr, "linattn: error: %s\n", la_error_reason(st));
     return la_status_exit_code(st);
   }
-  la_dist_set_scan_algorithm(d, (la_scan_algorithm)o.scan_algorithm, o.scan_pieces);
+  la_dist_use_config(d, &o.cfg);
   int code = cmds[i].cmd(d, &o);
   la_dist_destroy(&d);
   return code;

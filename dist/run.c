@@ -1,12 +1,10 @@
-/* `linattn run`: the forward operator, streamed in blocks (docs/design.md §4.5).
- * input (file or generator) -> feature map -> local summaries -> collective -> apply ->
- * denominator policy -> output and report. Every rank loops over the same number of blocks
- * so that errors are agreed at each step and no rank is left waiting.
+/* `linattn run`: the forward operator of the streaming plan (la_stream_*, linattn/dist.h;
+ * docs/design.md §4.5), fed from the input files or the generator: read the block the plan
+ * asks for, feed it, write its outputs, checkpoint, and the report. The algorithm (passes,
+ * collective, correction, reproducible path, lanes) is the plan's, in dist/stream.c.
  *
- * The work is a list of lanes (checkpoint.h): one token range per rank of the run that
- * started it, each with its own state. A fresh run has one lane per rank; a run resumed from
- * a checkpoint of L lanes on P ranks takes the lanes [q L / P, (q+1) L / P) on rank q
- * (docs/design.md §6 "Checkpoints"). */
+ * A run resumed from a checkpoint of L lanes on P ranks takes the lanes [q L / P, (q+1) L / P)
+ * on rank q (docs/design.md §6 "Checkpoints"), and the plan continues them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,61 +14,17 @@
 #include "la_alloc.h"
 #include "run.h"
 
-/* One step of a rank's loop: lane i's tokens [lo, lo + n); i = -1 for an idle step. */
-typedef struct {
-  int i;
-  int64_t lo, n;
-} step_t;
-
-/* The s-th step over the lanes from their positions on a grid of B tokens; idle past the
- * end (n = 0 at the end of the last lane). */
-static step_t step_at(const la_lane *lanes, int nmy, int64_t B, int64_t s) {
-  for (int i = 0; i < nmy; i++) {
-    int64_t k = lanes[i].pos >= lanes[i].end ? 0 : (lanes[i].end - lanes[i].pos + B - 1) / B;
-    if (s < k) {
-      int64_t lo = lanes[i].pos + s * B;
-      return (step_t){i, lo, lanes[i].end - lo < B ? lanes[i].end - lo : B};
-    }
-    s -= k;
-  }
-  return (step_t){-1, nmy > 0 ? lanes[nmy - 1].end : 0, 0};
-}
-
-static int64_t steps_of(const la_lane *lanes, int nmy, int64_t B) {
-  int64_t k = 0;
-  for (int i = 0; i < nmy; i++)
-    k += lanes[i].pos >= lanes[i].end ? 0 : (lanes[i].end - lanes[i].pos + B - 1) / B;
-  return k;
-}
-
-static void state_copy(la_state *dst, const la_state *src) {
-  const size_t n = (size_t)src->heads * src->r * (src->dv + 1);
-  memcpy(dst->sz, src->sz, n * sizeof *dst->sz);
-  memcpy(dst->m, src->m, (size_t)src->heads * sizeof *dst->m);
-  memcpy(dst->f, src->f, (size_t)src->heads * sizeof *dst->f);
-}
-
-static int64_t tokens_left(const la_lane *lanes, int nmy) {
-  int64_t k = 0;
-  for (int i = 0; i < nmy; i++) k += lanes[i].end - lanes[i].pos;
-  return k;
-}
-
 int la_cmd_run(la_dist d, la_cli *o) {
   const int rank = la_dist_rank(d), P = la_dist_size(d);
   la_job job;
   la_pout out = {0};
   la_den_stats stats = {0};
-  la_state state = {0}, local = {0};
-  la_xstate xs = {0}; /* --reproducible: the exact prefix or summary (§4.7) */
-  la_dist_req req = NULL;
   la_ckpt ck = {0};
-  la_lane *lanes = NULL;
-  la_state *ls = NULL; /* per lane: pass 1 the partial key sum, pass 2 the prefix state */
-  int nmy = 0, L = P, pass = 2, stop = 0;
+  la_stream plan = NULL;
+  la_lane *lanes = NULL; /* from a checkpoint */
+  la_state *ls = NULL;
+  int nmy = 0, stop = 0;
   int64_t lane0 = 0;
-  void *raw = NULL;
-  double *lsc = NULL;
   void *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
   char partial[4200] = "";
   int exitc = 1;
@@ -79,20 +33,12 @@ int la_cmd_run(la_dist d, la_cli *o) {
   la_status st = la_job_setup(&job, d, o, 0);
   const int r = st == LA_OK ? la_featmap_width(job.fm) : 0;
   if (st == LA_OK) {
-    st = la_state_init(&state, job.H, r, job.dv);
-    if (st == LA_OK) st = la_state_init(&local, job.H, r, job.dv);
-    if (st == LA_OK) st = la_den_stats_init(&stats);
-    if (st == LA_OK && o->cfg.reproducible) st = la_xstate_init(&xs, job.H, r, job.dv);
+    st = la_den_stats_init(&stats);
     if (st != LA_OK) la_error_prefix(st, "engine: ");
     st = la_dist_agree(d, st);
   }
-  la_engine eng = job.eng;
-  /* Windows and bidirectional segments hold the rank's shard in memory (O(N/P)); everything
-   * else streams in blocks of --block-tokens rows. */
-  const int in_memory = st == LA_OK && ((o->cfg.window > 0 && o->cfg.window < job.N) ||
-                                        (job.seg && o->cfg.mode == LA_BIDIRECTIONAL));
+  const int in_memory = st == LA_OK && la_stream_holds_shard(job.eng, job.N);
   const int repro = o->cfg.reproducible;
-  const int bidir = o->cfg.mode == LA_BIDIRECTIONAL;
   if (st == LA_OK && o->checkpoint && (in_memory || repro)) {
     st = la_error(LA_ERR_ARG, "--checkpoint: %s", repro ? "not with --reproducible in this version"
                   : o->cfg.window > 0 ? "a run with --window holds each rank's shard in memory and has "
@@ -104,33 +50,20 @@ int la_cmd_run(la_dist d, la_cli *o) {
     st = la_ckpt_init(d, &ck, o, &job, r);
     if (st == LA_OK) st = la_ckpt_load(d, &ck, &nmy, &lane0, &lanes, &ls, &stats);
   }
-  int64_t nloc = 0, row0 = 0, B = o->block;
   if (st == LA_OK && !ck.found) { /* a fresh start: one lane per rank */
-    la_engine_ownership(eng, job.N, P, rank, &nloc, &row0);
-    nmy = 1;
-    lane0 = rank;
-    lanes = la_calloc(1, sizeof *lanes);
-    ls = la_calloc(1, sizeof *ls);
-    if (!lanes || !ls || la_state_init(&ls[0], job.H, r, job.dv) != LA_OK) {
-      st = la_error(LA_ERR_NOMEM, "out of memory for the scan state");
-      nmy = ls ? 1 : 0; /* for la_ckpt_free_lanes */
-    } else {
-      lanes[0] = (la_lane){row0, row0 + nloc, row0};
-    }
-    pass = (bidir || P > 1) && !in_memory ? 1 : 2;
-    st = la_dist_agree(d, st);
+    st = la_stream_create(d, job.eng, job.N, o->block, &plan);
   } else if (st == LA_OK) {
-    L = ck.lanes;
-    pass = ck.pass;
+    st = la_stream_resume(d, job.eng, job.N, o->block, ck.pass, ck.lanes, lane0, nmy, lanes, ls,
+                          &plan);
     job.ckpt_resumed = ck.tokens_done;
     job.ckpt_pass = ck.pass;
     job.ckpt_ranks = ck.lanes;
-    if (rank == 0)
+    if (rank == 0 && st == LA_OK)
       fprintf(stderr, "linattn: resuming from %s/ckpt.%lld: pass %d, %lld tokens of output done, "
               "%d lanes on %d ranks\n", ck.dir, (long long)ck.seq, ck.pass,
-              (long long)ck.tokens_done, L, P);
+              (long long)ck.tokens_done, ck.lanes, P);
   }
-  const int corrected = !bidir && L > 1 && !in_memory && !repro; /* lane starts: local+correct */
+  la_ckpt_free_lanes(nmy, lanes, ls); /* the plan holds its copy */
   if (st == LA_OK && o->out) {
     int64_t shp[3] = {job.N, job.H, job.dv};
     if (o->checkpoint) {
@@ -138,7 +71,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
       snprintf(partial, sizeof partial, "%s.partial", o->out);
       if (rank == 0 && ck.found) {
         resume = la_path_exists(partial);
-        if (!resume && pass == 2) {
+        if (!resume && ck.pass == 2) {
           st = la_error(LA_ERR_IO, "--checkpoint: %s/ckpt.%lld holds outputs in %s, which is "
                         "missing (remove the folder to start over)", ck.dir, (long long)ck.seq, partial);
         }
@@ -151,153 +84,55 @@ int la_cmd_run(la_dist d, la_cli *o) {
       st = la_pout_open(d, o->out, job.dt, 3, shp, o->force, &out);
     }
   }
-  int64_t maxlen = 0, nsteps = 0;
-  if (st == LA_OK) {
-    int64_t mine = 0, maxloc = 0;
-    for (int i = 0; i < nmy; i++)
-      mine = lanes[i].end - lanes[i].start > mine ? lanes[i].end - lanes[i].start : mine;
-    MPI_Allreduce(&mine, &maxloc, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(d));
-    if (repro) { /* streaming blocks on the reproducible grid (§4.7) */
-      const int64_t R = la_engine_repro_block(eng);
-      B = (B + R - 1) / R * R;
-    }
-    if (in_memory) B = maxloc > 0 ? maxloc : 1;
-    maxlen = B > mine && mine > 0 ? mine : B; /* block buffers */
-    size_t es = la_dtype_size(job.dt), hb = (size_t)maxlen * job.H;
+  if (st == LA_OK) { /* the caller's block buffers, of the plan's size */
+    const int64_t rows = la_stream_block_rows(plan);
+    size_t es = la_dtype_size(job.dt), hb = (size_t)rows * job.H;
     bq = la_alloc_rows(es * hb * job.dk + 1);
     bk = la_alloc_rows(es * hb * job.dk + 1);
     bv = la_alloc_rows(es * hb * job.dv + 1);
     bo = la_alloc_rows(es * hb * job.dv + 1);
-    if (corrected) {
-      raw = la_alloc_rows(es * hb * (job.dv + 1) + 1);
-      lsc = la_malloc(sizeof(double) * hb + 1);
-    }
-    if (!bq || !bk || !bv || !bo || (corrected && (!raw || !lsc))) {
-      st = la_error(LA_ERR_NOMEM, "out of memory for the block buffers of %lld tokens (lower --block-tokens)", (long long)maxlen);
-    }
+    if (!bq || !bk || !bv || !bo)
+      st = la_error(LA_ERR_NOMEM, "out of memory for the block buffers of %lld tokens (lower --block-tokens)", (long long)rows);
     st = la_dist_agree(d, st);
   }
-  /* the lanes' positions at the start of a pass: the steps are counted from them */
-  la_lane *at = NULL;
-  if (st == LA_OK) {
-    at = la_malloc(sizeof *at * (size_t)(nmy > 0 ? nmy : 1));
-    st = la_dist_agree(d, at ? LA_OK : la_error(LA_ERR_NOMEM, "out of memory for the lane table"));
-  }
+  /* The plan's steps: read, feed, write; progress and checkpoints between them. */
   double tp0 = MPI_Wtime(), last = 0;
-  int64_t total = st == LA_OK ? tokens_left(lanes, nmy) : 0, done = 0;
-  /* Pass 1: key summaries (bidirectional, or the lane totals to be exscanned). */
-  if (st == LA_OK && pass == 1) {
-    int64_t my = steps_of(lanes, nmy, B);
-    MPI_Allreduce(&my, &nsteps, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(d));
-    memcpy(at, lanes, sizeof *at * (size_t)nmy);
-    for (int64_t s = 0; s < nsteps && st == LA_OK && !stop; s++) {
-      step_t w = step_at(at, nmy, B, s);
-      if (w.n > 0) st = la_job_read(&job, 1, w.lo, w.n, bk);
-      if (st == LA_OK && w.n > 0) st = la_job_read(&job, 2, w.lo, w.n, bv);
+  int64_t total = 0, done = 0;
+  int pass = 0;
+  la_stream_block b;
+  while (st == LA_OK && !stop && (st = la_stream_next(plan, &b)) == LA_OK && b.pass) {
+    if (b.pass != pass) { /* a pass begins */
+      if (pass) tp0 = MPI_Wtime();
+      pass = b.pass;
+      total = la_stream_tokens_left(plan);
+      done = 0;
+      last = 0;
+    }
+    la_status rs = b.q ? la_job_read(&job, 0, b.row0, b.n, bq) : LA_OK;
+    if (rs == LA_OK && b.kv) rs = la_job_read(&job, 1, b.row0, b.n, bk);
+    if (rs == LA_OK && b.kv) rs = la_job_read(&job, 2, b.row0, b.n, bv);
+    st = la_stream_feed(plan, rs, bq, bk, bv, bo, &stats);
+    if (st == LA_OK && o->out && b.pass == 2) { /* every rank agrees, idle or not */
       double t0 = MPI_Wtime();
-      if (st == LA_OK && w.n > 0)
-        st = repro ? la_engine_accumulate_exact(eng, w.lo, w.n, bk, bv, &xs)
-                   : la_engine_accumulate(eng, w.lo, w.n, bk, bv, &ls[w.i]);
-      job.t_compute += MPI_Wtime() - t0;
-      if (st == LA_OK && w.n > 0) lanes[w.i].pos = w.lo + w.n;
-      done += w.n;
-      st = la_dist_agree(d, st);
-      la_job_progress(&job, "pass 1/2 (keys)", done, total, tp0, &last);
-      if (st == LA_OK && o->checkpoint && s + 1 < nsteps) {
-        int f = la_ckpt_poll(d, &ck);
-        if (f) st = la_ckpt_write(d, &ck, 1, L, lane0, nmy, lanes, ls, &stats, &out);
-        stop = f & LA_CKPT_STOP;
-      }
-    }
-    /* the rank total (lanes in order), then the collective and each lane's prefix */
-    if (st == LA_OK && !stop && !repro && nmy == 0) { /* a rank without lanes: identity */
-      la_state_reset(&state);
-    } else if (st == LA_OK && !stop && !repro) {
-      state_copy(&state, &ls[0]);
-      for (int i = 1; i < nmy; i++) la_state_combine(&state, &ls[i]);
-    }
-    if (st == LA_OK && !stop && repro) {
-      st = bidir ? la_dist_xallreduce(d, &xs) : la_dist_xexscan(d, &xs);
-      if (st == LA_OK && bidir) la_xstate_round(&xs, la_map_is_stabilized(o->cfg.map), &ls[0]);
-    } else if (st == LA_OK && !stop && bidir) {
-      st = la_dist_allreduce(d, &state);
-      for (int i = 0; st == LA_OK && i < nmy; i++) state_copy(&ls[i], &state);
-    } else if (st == LA_OK && !stop && L == P && nmy == 1) {
-      st = la_dist_iexscan_begin(d, &state, &req); /* ends in the first step of pass 2 */
-    } else if (st == LA_OK && !stop) { /* lanes of a resumed run: the rank prefix, then */
-      st = la_dist_exscan(d, &state);  /* lane by lane: ls[i] from lane total to prefix */
-      for (int i = 0; st == LA_OK && i < nmy; i++) {
-        state_copy(&local, &ls[i]);
-        state_copy(&ls[i], &state);
-        la_state_combine(&state, &local);
-      }
-    }
-    if (st == LA_OK && !stop) {
-      pass = 2;
-      for (int i = 0; i < nmy; i++) lanes[i].pos = lanes[i].start;
-    }
-  }
-  tp0 = MPI_Wtime();
-  last = 0;
-  done = 0;
-  total = st == LA_OK ? tokens_left(lanes, nmy) : 0;
-  /* Pass 2: outputs. */
-  if (st == LA_OK && !stop) {
-    int64_t my = steps_of(lanes, nmy, B);
-    MPI_Allreduce(&my, &nsteps, 1, MPI_INT64_T, MPI_MAX, la_dist_comm(d));
-    if (in_memory && nsteps < 1) nsteps = 1; /* la_dist_forward is collective */
-  }
-  if (st == LA_OK && !stop) memcpy(at, lanes, sizeof *at * (size_t)nmy);
-  for (int64_t s = 0; s < nsteps && st == LA_OK && !stop; s++) {
-    step_t w = step_at(at, nmy, B, s);
-    if (w.n > 0) st = la_job_read(&job, 0, w.lo, w.n, bq);
-    if ((!bidir || in_memory) && w.n > 0 && st == LA_OK) st = la_job_read(&job, 1, w.lo, w.n, bk);
-    if ((!bidir || in_memory) && w.n > 0 && st == LA_OK) st = la_job_read(&job, 2, w.lo, w.n, bv);
-    double t0 = MPI_Wtime();
-    if (in_memory) {
-      /* one block per rank: la_dist_forward combines the masks across ranks (and merges the
-       * denominator statistics over ranks itself) */
-      st = la_dist_agree(d, st);
-      if (st == LA_OK && (st = la_dist_forward(d, eng, w.n, w.lo, bq, bk, bv, bo, &stats)) != LA_OK)
-        la_error_prefix(st, "forward: ");
-    } else if (req || (corrected && w.n > 0 && w.lo == lanes[w.i].start)) {
-      /* Causal, at the start of a lane of many: the lane's outputs from a zero state (while
-       * the rank prefix travels, in a fresh run), then the correction phi(q)^T P and
-       * state = P (+) local. A resumed lane start takes the same path: the same bits. */
-      la_status lst = st;
-      if (lst == LA_OK && w.n > 0) {
-        la_state_reset(&local);
-        lst = la_engine_apply_local(eng, w.lo, w.n, bq, bk, bv, &local, raw, lsc);
-      }
-      if (req) {
-        st = la_dist_iexscan_end(d, &req, &state);
-        if (st == LA_OK) state_copy(&ls[0], &state); /* the one lane's prefix */
-      }
-      if (st == LA_OK) st = lst;
-      if (st == LA_OK && w.n > 0) st = la_engine_correct(eng, w.lo, w.n, bq, &ls[w.i], raw, lsc, bo, &stats);
-      if (st == LA_OK && w.n > 0) la_state_combine(&ls[w.i], &local);
-    } else if (st == LA_OK && w.n > 0 && repro && !bidir) {
-      st = la_engine_apply_exact(eng, w.lo, w.n, bq, bk, bv, &xs, bo, &stats);
-    } else if (st == LA_OK && w.n > 0) {
-      st = la_engine_apply(eng, w.lo, w.n, bq, bk, bv, &ls[w.i], bo, &stats);
-    }
-    job.t_compute += MPI_Wtime() - t0;
-    if (st == LA_OK && w.n > 0 && o->out) {
-      t0 = MPI_Wtime();
-      st = la_pout_write(&out, w.lo, w.n, bo);
+      if (b.out) st = la_pout_write(&out, b.row0, b.n, bo);
       job.t_write += MPI_Wtime() - t0;
+      st = la_dist_agree(d, st);
     }
-    if (st == LA_OK && w.n > 0) lanes[w.i].pos = w.lo + w.n;
-    done += w.n;
-    st = la_dist_agree(d, st);
-    la_job_progress(&job, bidir || L > 1 ? "pass 2/2 (outputs)" : "outputs", done, total, tp0, &last);
-    if (st == LA_OK && o->checkpoint && s + 1 < nsteps) {
+    done += b.n;
+    int L = 0, pn = 0, n2 = 0;
+    int64_t l0 = 0;
+    const la_lane *pl = NULL;
+    const la_state *ps = NULL;
+    la_stream_lanes(plan, &pn, &L, &l0, &n2, &pl, &ps);
+    la_job_progress(&job, b.pass == 1 ? "pass 1/2 (keys)" : o->cfg.mode == LA_BIDIRECTIONAL || L > 1
+                    ? "pass 2/2 (outputs)" : "outputs", done, total, tp0, &last);
+    if (st == LA_OK && o->checkpoint && !b.last) {
       int f = la_ckpt_poll(d, &ck);
-      if (f) st = la_ckpt_write(d, &ck, 2, L, lane0, nmy, lanes, ls, &stats, &out);
+      if (f) st = la_ckpt_write(d, &ck, pn, L, l0, n2, pl, ps, &stats, &out);
       stop = f & LA_CKPT_STOP;
     }
   }
-  free(at);
+  if (plan) job.t_compute += la_stream_compute_seconds(plan);
   job.ckpt_written = ck.written;
   if (st == LA_OK && stop) { /* checkpointed on a signal: keep the partial output, exit 75 */
     la_status cs = o->out ? la_pout_finish(d, &out, 1) : LA_OK;
@@ -310,7 +145,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
     }
     st = cs;
   }
-  if (st == LA_OK && !in_memory) st = la_dist_reduce_stats(d, &stats);
+  if (st == LA_OK) st = la_stream_finish(plan, &stats);
   if (st == LA_OK) st = la_job_verdict(&job, &stats, "output");
   /* a failure before any checkpoint existed has nothing to resume: no partial output stays */
   if (st != LA_OK && o->checkpoint && !ck.found && ck.written == 0) out.keep = 0;
@@ -342,13 +177,8 @@ cleanup:
   free(bk);
   free(bv);
   free(bo);
-  free(raw);
-  free(lsc);
-  la_ckpt_free_lanes(nmy, lanes, ls);
+  la_stream_destroy(&plan);
   la_ckpt_free(&ck);
-  la_state_free(&state);
-  la_state_free(&local);
-  la_xstate_free(&xs);
   la_den_stats_free(&stats);
   la_job_close(&job);
   return exitc;

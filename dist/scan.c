@@ -21,26 +21,12 @@
 #include <string.h>
 #include "dist_internal.h"
 #include "la_alloc.h"
+#include "scan_element.h"
 #include "scan_names.h"
 
 enum { LA_SCAN_TAG = 0x5ca7 };
 
 const char *const la_scan_algorithm_names[] = LA_SCAN_ALGORITHM_NAMES; /* scan_names.h */
-
-/* b <- a (+) b over count heads of per doubles (a from earlier ranks). */
-static void el_op(const double *a, double *b, int count, size_t per) {
-  const size_t rsz = per - 2;
-#ifdef LA_SMPI
-  if (la_smpi_combine((size_t)count * per)) return; /* simulated cost (docs/simulation.md) */
-#endif
-  for (int h = 0; h < count; h++) {
-    const double *ah = a + h * per;
-    double *bh = b + h * per;
-    int af = ah[rsz + 1] != 0, bf = bh[rsz + 1] != 0;
-    la_state_combine_head_right(ah, ah + rsz, &af, bh, bh + rsz, &bf, rsz);
-    bh[rsz + 1] = bf;
-  }
-}
 
 size_t la_scan_scratch_doubles(la_scan_algorithm a, int P, int count, size_t per, int pieces) {
   const size_t total = (size_t)count * per;
@@ -92,7 +78,7 @@ static int scan_chain(MPI_Comm comm, int rank, int P, const double *in, double *
   if (rank > 0) rc = MPI_Recv(out, n, MPI_DOUBLE, rank - 1, LA_SCAN_TAG, comm, MPI_STATUS_IGNORE);
   if (rc == MPI_SUCCESS && rank < P - 1) {
     copy_d(tmp, in, (size_t)n);
-    if (rank > 0) el_op(out, tmp, count, per);
+    if (rank > 0) la_scan_el_combine_right(out, tmp, count, per);
     rc = MPI_Send(tmp, n, MPI_DOUBLE, rank + 1, LA_SCAN_TAG, comm);
   }
   return rc;
@@ -107,7 +93,7 @@ static int scan_allgather(MPI_Comm comm, int rank, const double *in, double *out
   copy_d(out, all, total);
   for (int q = 1; q < rank; q++) {
     double *e = all + (size_t)q * total; /* e <- out (+) e, then out <- e */
-    el_op(out, e, count, per);
+    la_scan_el_combine_right(out, e, count, per);
     copy_d(out, e, total);
   }
   return rc;
@@ -129,12 +115,12 @@ static int scan_doubling(MPI_Comm comm, int rank, int P, const double *in, doubl
                       MPI_DOUBLE, dst, LA_SCAN_TAG, comm, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) break;
     if (rank > dst) { /* recv covers ranks below this group half: it goes on the left */
-      el_op(recv, partial, count, per);
-      if (have) el_op(recv, out, count, per);
+      la_scan_el_combine_right(recv, partial, count, per);
+      if (have) la_scan_el_combine_right(recv, out, count, per);
       else copy_d(out, recv, total);
       have = 1;
     } else { /* recv covers ranks above: partial <- partial (+) recv */
-      el_op(partial, recv, count, per);
+      la_scan_el_combine_right(partial, recv, count, per);
       copy_d(partial, recv, total);
     }
   }
@@ -170,7 +156,7 @@ static int scan_pipelined(MPI_Comm comm, int rank, int P, const double *in, doub
       s[h * pp + L] = in[h * per + rsz];
       s[h * pp + L + 1] = in[h * per + rsz + 1];
     }
-    if (rank > 0) el_op(recv, s, count, pp);
+    if (rank > 0) la_scan_el_combine_right(recv, s, count, pp);
     rc = MPI_Isend(s, n, MPI_DOUBLE, rank + 1, LA_SCAN_TAG, comm, &req[j & 1]);
   }
   for (int i = 0; i < 2; i++)

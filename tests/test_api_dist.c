@@ -7,8 +7,11 @@
  * no engine code): causal and bidirectional, packed sequences that span ranks, causal
  * windows that reach back across several ranks, both precisions, ranks with no rows.
  * Tolerances as in test_api.c (normwise over the whole sequence, f64 1e-12, f32 1e-5; the
- * rank split only changes the summation order). Every rank counts its failures; the exit status is the MPI_MAX over
- * ranks (SUNDIALS style) and rank 0 prints the summary. */
+ * rank split only changes the summation order). The streaming plan (la_stream_*) is driven in
+ * blocks of 1, 3 and 7 rows (and whole shards, reproducible) on the same rows, against the same reference and,
+ * where it holds the shard or is reproducible, bitwise against la_dist_forward (--reproducible:
+ * N = 300 on a grid of 64 tokens). Every rank counts its failures; the exit status is the
+ * MPI_MAX over ranks (SUNDIALS style) and rank 0 prints the summary. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +28,8 @@
 static double tol_of(la_dtype dt) { return dt == LA_F32 ? TOL32 : TOL64; }
 static size_t esz(la_dtype dt) { return dt == LA_F32 ? sizeof(float) : sizeof(double); }
 static int RANK, SIZE;
+static int REPRO; /* run_dist: la_config.reproducible (forward and the plan only) */
+static int STREAM; /* run_dist: also drive the streaming plan */
 static double worst_err[2];
 static double maxabs(const double *x, size_t cnt) {
   double m = 0;
@@ -210,6 +215,74 @@ typedef struct {
   int segments;
 } dcase;
 
+/* The streaming plan (la_stream_*) in blocks of `block` rows (< 1: whole shards) on the same
+ * rows: every rank takes the same steps, each block's outputs land at their rows, and the
+ * result matches the naive reference; a plan that holds the shard, and any reproducible plan,
+ * are bitwise la_dist_forward's. */
+static void run_stream(la_dist d, la_engine e, la_dtype dt, int64_t N, const double *q,
+                       const double *k, const double *v, const double *ref, const void *fwd,
+                       int64_t n, int64_t block, const char *label) {
+  int H, r, dv;
+  la_engine_shape(e, &H, &r, &dv);
+  const int dk = la_engine_input_dim(e);
+  const size_t es = esz(dt);
+  la_stream s = NULL;
+  la_status st = la_stream_create(d, e, N, block, &s);
+  CHECK(st == LA_OK && s, "la_stream_create %s block %lld: status %d", label, (long long)block, (int)st);
+  if (st != LA_OK) return;
+  const int64_t rows = la_stream_block_rows(s);
+  CHECK(rows >= 1 && (block < 1 || rows <= block || la_engine_reproducible(e) || la_stream_holds_shard(e, N)),
+        "la_stream_block_rows %s: %lld for block %lld", label, (long long)rows, (long long)block);
+  int64_t mine, row0;
+  la_engine_ownership(e, N, SIZE, RANK, &mine, &row0);
+  CHECK(mine == n, "la_stream %s: the plan's rows are the caller's (%lld, %lld)", label,
+        (long long)mine, (long long)n);
+  char *all = malloc(es * (size_t)(mine + 1) * H * dv);
+  void *bo = malloc(es * (size_t)rows * H * dv);
+  la_den_stats stats;
+  la_den_stats_init(&stats);
+  la_stream_block b;
+  int steps[2] = {0, 0}, bad = 0;
+  int64_t got_rows = 0;
+  while ((st = la_stream_next(s, &b)) == LA_OK && b.pass) {
+    steps[b.pass - 1]++;
+    bad |= b.n < 0 || b.n > rows || (b.n > 0 && (b.row0 < row0 || b.row0 + b.n > row0 + mine));
+    void *bq = b.q ? nv_to_dtype(dt, q + (size_t)b.row0 * H * dk, (size_t)b.n * H * dk) : NULL;
+    void *bk = b.kv ? nv_to_dtype(dt, k + (size_t)b.row0 * H * dk, (size_t)b.n * H * dk) : NULL;
+    void *bv = b.kv ? nv_to_dtype(dt, v + (size_t)b.row0 * H * dv, (size_t)b.n * H * dv) : NULL;
+    st = la_stream_feed(s, LA_OK, bq, bk, bv, bo, &stats);
+    if (st == LA_OK && b.out) {
+      memcpy(all + es * (size_t)(b.row0 - row0) * H * dv, bo, es * (size_t)b.n * H * dv);
+      got_rows += b.n;
+    }
+    free(bq); free(bk); free(bv);
+    if (st != LA_OK) break;
+  }
+  CHECK(st == LA_OK && !bad && got_rows == mine && la_stream_tokens_left(s) == 0,
+        "la_stream %s block %lld: status %d, blocks within the rank's rows %d, %lld of %lld rows out",
+        label, (long long)block, (int)st, !bad, (long long)got_rows, (long long)mine);
+  int mx[2], mn[2];
+  MPI_Allreduce(steps, mx, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(steps, mn, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  CHECK(mx[0] == mn[0] && mx[1] == mn[1], "la_stream %s block %lld: every rank takes the same steps "
+        "(pass 1 %d..%d, pass 2 %d..%d)", label, (long long)block, mn[0], mx[0], mn[1], mx[1]);
+  if (st == LA_OK) st = la_stream_finish(s, &stats);
+  CHECK(st == LA_OK && stats.rows == N * H, "la_stream_finish %s: merged stats rows %lld", label,
+        (long long)stats.rows);
+  double *gd = malloc(sizeof(double) * (size_t)(mine + 1) * H * dv);
+  nv_from_dtype(dt, all, gd, (size_t)mine * H * dv);
+  double err = nv_relerr_floor(gd, ref + (size_t)row0 * H * dv, (size_t)mine * H * dv,
+                               maxabs(ref, (size_t)N * H * dv));
+  CHECK(err <= tol_of(dt), "la_stream %s block %lld: rel err %.3g", label, (long long)block, err);
+  if (fwd && (la_engine_reproducible(e) || la_stream_holds_shard(e, N)))
+    CHECK(!memcmp(all, fwd, es * (size_t)mine * H * dv), "la_stream %s block %lld: bitwise "
+          "la_dist_forward's outputs", label, (long long)block);
+  la_den_stats_free(&stats);
+  la_stream_destroy(&s);
+  CHECK(s == NULL, "la_stream_destroy sets the handle to NULL");
+  free(all); free(bo); free(gd);
+}
+
 static void run_dist(la_dist d, const dcase *dc, int64_t N, la_dtype dt, int chunk, int threads,
                      const int64_t *off, int noff) {
   const int H = 2, dk = 4, dv = 3, m = 5;
@@ -237,6 +310,7 @@ static void run_dist(la_dist d, const dcase *dc, int64_t N, la_dtype dt, int chu
   c.chunk = chunk;
   c.threads = threads;
   c.window = dc->window;
+  c.reproducible = REPRO;
   la_featmap fm;
   la_featmap_create(&c, H, dk, &fm);
   la_engine e;
@@ -251,7 +325,7 @@ static void run_dist(la_dist d, const dcase *dc, int64_t N, la_dtype dt, int chu
   nv_backward(&f, &op, N, dv, q, k, v, g, rq, rk, rv);
   /* this rank's rows */
   int64_t n, row0;
-  la_split_ownership(N, SIZE, RANK, &n, &row0);
+  la_engine_ownership(e, N, SIZE, RANK, &n, &row0); /* la_split_ownership unless REPRO */
   void *qe = nv_to_dtype(dt, q + (size_t)row0 * H * dk, (size_t)n * H * dk);
   void *ke = nv_to_dtype(dt, k + (size_t)row0 * H * dk, (size_t)n * H * dk);
   void *ve = nv_to_dtype(dt, v + (size_t)row0 * H * dv, (size_t)n * H * dv);
@@ -281,6 +355,19 @@ static void run_dist(la_dist d, const dcase *dc, int64_t N, la_dtype dt, int chu
           "la_dist_forward %s: merged den min/max %.17g %.17g, want %.17g %.17g", label, st.min, st.max, ds.min,
           ds.max);
   la_den_stats_free(&st);
+  /* the streaming plan in odd blocks, and whole shards */
+  if (STREAM) { /* odd blocks on the small sequence, 3 and whole shards on the larger */
+    const int64_t blocks[] = {N < 10 ? 1 : 3, N < 10 ? 0 : 7, 0};
+    for (int i = 0; i < 3; i++)
+      if (i < 2 || REPRO) run_stream(d, e, dt, N, q, k, v, ref, s == LA_OK ? out : NULL, n, blocks[i], label);
+  }
+  if (REPRO) { /* grad refuses --reproducible */
+    free(q); free(k); free(v); free(g); free(ref); free(rq); free(rk); free(rv);
+    free(qe); free(ke); free(ve); free(ge); free(out); free(dq); free(dke); free(dve); free(got);
+    la_engine_destroy(&e);
+    la_featmap_destroy(&fm);
+    return;
+  }
   /* backward */
   memset(dq, 0xff, esz(dt) * (size_t)n * H * dk);
   memset(dke, 0xff, esz(dt) * (size_t)n * H * dk);
@@ -330,9 +417,23 @@ static void test_dist_operator(void) {
   for (int i = 0; i < ncase; i++)
     for (int dt = 0; dt < 2; dt++)
       for (int v = 0; v < 2; v++) { /* chunk 4 on one thread, the default chunk on two */
+        /* the plan once per case and dtype, float64 only above 4 ranks (every step of a plan is
+         * collective, and 7 ranks share 2 cores in CI) */
+        STREAM = v == 0 && (dt == LA_F64 || SIZE <= 4);
         run_dist(d, &cases[i], 53, (la_dtype)dt, v ? 0 : 4, v ? 2 : 1, off53, 9);
         if (v == 0 && i < 9) run_dist(d, &cases[i], 5, (la_dtype)dt, 2, 1, off5, 3);
       }
+  /* --reproducible: chunk 1, so the grid's blocks are 64 tokens and N = 300 spans 5 of them;
+   * the plan in any blocks is bitwise la_dist_forward (on la_engine_ownership's rows) */
+  const int64_t off300[] = {0, 1, 64, 65, 200, 299, 300};
+  REPRO = STREAM = 1;
+  for (int i = 0; i < ncase; i += SIZE > 4 ? 2 : 1)
+    /* windows only while every rank owns grid blocks (5 of them): forward_window_exact waits
+     * for rows that no sender sends to a rank that owns none (being fixed separately) */
+    if (cases[i].window != 1 && (cases[i].window == 0 || SIZE <= 5))
+      run_dist(d, &cases[i], 300, LA_F64, 1, 1, off300, 7);
+  run_dist(d, &cases[1], 300, LA_F32, 1, 2, off300, 7);
+  REPRO = 0;
   la_dist_destroy(&d);
 }
 

@@ -135,7 +135,11 @@ int main(int argc, char **argv) {
       else
         for (int q = P - 1; q > rank; q--) { make(q, seed, &tmp); fold(&want, &tmp); want = tmp; }
       for (size_t ai = 0; ai < sizeof algs / sizeof *algs; ai++) {
-        la_dist_set_scan_algorithm(d, algs[ai].a, algs[ai].pieces);
+        la_config cfg;
+        la_config_default(&cfg);
+        cfg.scan_algorithm = algs[ai].a;
+        cfg.scan_pieces = algs[ai].pieces;
+        la_dist_use_config(d, &cfg);
         to_state(&mine, &s);
         la_status st = dir == 0 ? la_dist_exscan(d, &s) : la_dist_exscan_reverse(d, &s);
         CHECK(st == LA_OK, "%s %s seed %d: status %d", algs[ai].name, dir ? "reverse" : "forward",

@@ -28,6 +28,25 @@ typedef enum {
   LA_MAP_COUNT
 } la_map_kind;
 
+/* How the causal exscans of the distributed library combine the rank summaries
+ * (la_config.scan_algorithm; docs/design.md §4.5 "Scan algorithms"): MPI_Exscan, recursive
+ * doubling, LASP's chain, LASP-2's all-gather, or ZeCO's pipelined All-Scan in
+ * la_config.scan_pieces pieces. All give the same prefixes up to float64 rounding of the
+ * bracketing. LA_SCAN_AUTO picks, at each scan, the point-to-point algorithm that a
+ * latency-bandwidth model predicts fastest for that scan's P and state size
+ * (la_scan_auto_choice in linattn/dist.h). The bidirectional allreduce is always
+ * MPI_Allreduce. The names are la_scan_algorithm_names (linattn/dist.h). */
+typedef enum {
+  LA_SCAN_AUTO = 0,
+  LA_SCAN_EXSCAN,
+  LA_SCAN_DOUBLING,
+  LA_SCAN_CHAIN,
+  LA_SCAN_ALLGATHER,
+  LA_SCAN_PIPELINED
+} la_scan_algorithm;
+#define LA_SCAN_PIECES_DEFAULT 8
+#define LA_SCAN_PIECES_MAX 65536
+
 /* §1 denominator policies. */
 typedef enum { LA_DEN_ERROR = 0, LA_DEN_ADD, LA_DEN_CLAMP, LA_DEN_ZERO_EMPTY } la_den_policy;
 
@@ -60,6 +79,8 @@ typedef struct {
   int64_t window;           /* --window W (causal): keys i-W < j <= i; 0 = none */
   la_kernel_choice kernels; /* --kernels auto|avx512|avx2|generic|blas */
   int reproducible;         /* --reproducible: bitwise the same for any ranks and threads */
+  la_scan_algorithm scan_algorithm; /* --scan-algorithm (distributed causal scans only) */
+  int scan_pieces;          /* --scan-pieces: pieces of the pipelined scan; 0 = the default, 8 */
 } la_config;
 
 /* Bounds of the tunables. */
@@ -253,6 +274,8 @@ la_dtype la_engine_dtype(const la_engine eng);
 int64_t la_engine_window(const la_engine eng);
 int la_engine_reproducible(const la_engine eng); /* la_config.reproducible (§4.7) */
 int la_engine_input_dim(const la_engine eng);
+/* 1 if the engine's map carries a log-scale stabilizer (la_map_is_stabilized). */
+int la_engine_stabilized(const la_engine eng);
 
 /* Keys pass: state <- state (+) summary(keys of this block), for every head. Inputs are
  * [n, H, dk] and [n, H, dv] in the engine's dtype; token0 is the block's first global token.

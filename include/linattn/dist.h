@@ -42,24 +42,12 @@ la_status la_dist_allreduce(la_dist d, la_state *state);
  * (a scan over the reversed communicator); the last rank gets the identity. */
 la_status la_dist_exscan_reverse(la_dist d, la_state *state);
 
-/* How the causal exscans (la_dist_exscan, _reverse, the nonblocking pair below) combine the
- * rank summaries (docs/design.md §4.5 "Scan algorithms"): MPI_Exscan, recursive doubling,
- * LASP's chain, LASP-2's all-gather, or ZeCO's pipelined All-Scan in `pieces` pieces (< 1:
- * the default, 8). All give the same prefixes up to float64 rounding of the bracketing.
- * LA_SCAN_AUTO picks, at each scan, the point-to-point algorithm that a latency-bandwidth
- * model predicts fastest for that scan's P and state size (la_scan_auto_choice; docs/design.md
- * §4.5 "auto"). Not Collective, but every rank must set the same. The bidirectional
- * allreduce is always MPI_Allreduce. */
-typedef enum {
-  LA_SCAN_AUTO = 0,
-  LA_SCAN_EXSCAN,
-  LA_SCAN_DOUBLING,
-  LA_SCAN_CHAIN,
-  LA_SCAN_ALLGATHER,
-  LA_SCAN_PIPELINED
-} la_scan_algorithm;
+/* The causal exscans (la_dist_exscan, _reverse, the nonblocking pair below) combine the rank
+ * summaries by cfg->scan_algorithm in cfg->scan_pieces pieces (la_scan_algorithm, core.h;
+ * docs/design.md §4.5 "Scan algorithms"); the other fields are not read. A new d uses auto
+ * with 8 pieces. Not Collective, but every rank must pass the same. */
 extern const char *const la_scan_algorithm_names[]; /* indexed by la_scan_algorithm, NULL-ended */
-void la_dist_set_scan_algorithm(la_dist d, la_scan_algorithm a, int pieces);
+void la_dist_use_config(la_dist d, const la_config *cfg);
 /* The algorithm of the last causal scan on d (auto resolved); before any, the one set
  * (LA_SCAN_AUTO when auto). */
 la_scan_algorithm la_dist_scan_algorithm(const la_dist d);
@@ -87,7 +75,8 @@ la_status la_dist_reduce_stats(la_dist d, la_den_stats *st);
 
 /* Collective: the whole forward on a sequence sharded by la_split_ownership; each rank
  * passes its own rows (n_local may be 0), with the engine's segments and window combined
- * across ranks (§3, §4). stats are merged over ranks on every rank. */
+ * across ranks (§3, §4). stats (may be NULL) are merged over ranks on every rank. The
+ * streaming plan's in-memory form: la_stream_in_memory, one la_stream_feed, la_stream_finish. */
 la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
                           const void *q, const void *k, const void *v, void *out,
                           la_den_stats *stats);
@@ -98,6 +87,105 @@ la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row
 la_status la_dist_backward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
                            const void *q, const void *k, const void *v, const void *g,
                            void *dq, void *dk, void *dv, la_den_stats *stats);
+
+/* ---- The streaming plan (dist/stream.c; docs/design.md §4.5 "The streaming plan") ----
+ *
+ * The forward of a sequence of N tokens over the ranks of d, fed from the caller's buffers
+ * in blocks of a rank's rows, so that no rank holds more than a block of Q, K, V or outputs.
+ * The plan decides which rows come next and which inputs it reads; the caller reads them
+ * (from files, a generator, memory) and keeps the outputs it is handed:
+ *
+ *     la_stream s;  la_stream_block b;
+ *     la_stream_create(d, eng, N, block, &s);          // allocate la_stream_block_rows(s) rows
+ *     while (la_stream_next(s, &b) == LA_OK && b.pass) {
+ *       read rows [b.row0, b.row0 + b.n) of Q (if b.q), K and V (if b.kv) into q, k, v;
+ *       if (la_stream_feed(s, read_status, q, k, v, out, &stats) != LA_OK) break;
+ *       if (b.out) keep out's b.n rows;                 // rows [b.row0, b.row0 + b.n)
+ *     }
+ *     la_stream_finish(s, &stats);  la_stream_destroy(&s);
+ *
+ * Every rank takes the same number of steps (a rank whose rows are done gets idle steps, n =
+ * 0, and still calls la_stream_feed), so that errors are agreed at each step. Causal mode
+ * with P > 1 takes two passes: pass 1 reads K and V and sums each rank's keys; then the ranks'
+ * sums are combined by the scan of la_dist_use_config (overlapped with the first block of
+ * pass 2); pass 2 reads Q, K, V and hands out outputs. Bidirectional mode also takes two
+ * passes (pass 2 reads only Q). One causal rank takes only pass 2. A window shorter than N,
+ * or bidirectional segments, hold each rank's shard in memory: one step of all its rows
+ * (la_stream_holds_shard). With la_config.reproducible the blocks lie on the grid of
+ * la_engine_repro_block and the outputs are bitwise the same for any ranks, blocks and
+ * threads (§4.7).
+ *
+ * The work is a list of lanes: global token ranges [start, end), done up to pos in the
+ * current pass, each with its scan state (pass 1: the partial sum of the lane's keys; pass 2:
+ * the prefix at pos). A fresh plan has one lane per rank (la_engine_ownership); a plan resumed
+ * from a checkpoint has the lanes the checkpoint gave this rank (docs/design.md §6
+ * "Checkpoints"). */
+typedef struct {
+  int64_t start, end, pos; /* global tokens [start, end); [start, pos) done in this pass */
+} la_lane;
+
+typedef struct la_stream_s *la_stream;
+
+/* The next step of a plan (la_stream_next). pass = 0: the plan is done. */
+typedef struct {
+  int pass;         /* 1: key summaries, 2: outputs; 0: done */
+  int64_t row0, n;  /* this rank's global rows [row0, row0 + n); n = 0: an idle step */
+  int q, kv;        /* the feed reads Q (q), and K and V (kv), of these rows */
+  int out;          /* the feed writes these rows' outputs */
+  int last;         /* the last step of this pass */
+} la_stream_block;
+
+/* 1 when the plan of this engine for N tokens holds each rank's shard in memory (a window
+ * shorter than N, or bidirectional segments): one step of all the rank's rows, and no
+ * streaming position to checkpoint. Not Collective. */
+int la_stream_holds_shard(const la_engine eng, int64_t N);
+/* Collective: a plan for the forward of N tokens with the engine eng (its configuration, its
+ * segments and window; the engine must outlive the plan), in blocks of at most `block` rows
+ * per rank (< 1: a rank's whole shard; rounded up to the reproducible grid with
+ * la_config.reproducible). One lane per rank: its rows by la_engine_ownership. The scan's
+ * algorithm is d's (la_dist_use_config). Errors (LA_ERR_ARG, LA_ERR_NOMEM) are agreed. */
+la_status la_stream_create(la_dist d, la_engine eng, int64_t N, int64_t block, la_stream *s);
+/* Collective: the plan of la_stream_create resumed at a checkpointed position: pass (1 or 2)
+ * of a run of L lanes, of which this rank continues nmy (nmy may be 0) from global lane index
+ * lane0, with their positions and states (copied). Streaming only: not for a plan that holds
+ * the shard, nor with la_config.reproducible (LA_ERR_ARG). */
+la_status la_stream_resume(la_dist d, la_engine eng, int64_t N, int64_t block, int pass, int L,
+                           int64_t lane0, int nmy, const la_lane *lanes, const la_state *states,
+                           la_stream *s);
+/* Collective: the in-memory plan of la_dist_forward: one step of the caller's own rows
+ * [row0, row0 + n_local) (n_local may be 0; la_split_ownership, or la_engine_ownership with
+ * la_config.reproducible), every mask of §3 combined across ranks. */
+la_status la_stream_in_memory(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
+                              la_stream *s);
+/* The most rows a step hands this rank: the caller's buffers hold this many rows of Q, K
+ * ([rows, H, dk]), V and outputs ([rows, H, dv]) in the engine's dtype. Not Collective. */
+int64_t la_stream_block_rows(const la_stream s);
+/* Collective: the next step into *b (b->pass = 0: done). Between the passes it runs the
+ * collective of the ranks' key sums. Returns the collective's agreed status. */
+la_status la_stream_next(la_stream s, la_stream_block *b);
+/* Collective: feed the step of the last la_stream_next: q, k, v hold its rows (those it
+ * reads; the others may be NULL) and out receives its outputs when b.out (out is not read
+ * otherwise). in is the caller's status for the block (e.g. of reading it): when not LA_OK,
+ * the block is not computed and the collective steps still run. Denominator statistics go
+ * into stats (may be NULL), on this rank only until la_stream_finish. Returns the status
+ * agreed over the ranks (la_dist_agree); after a failure the plan only accepts
+ * la_stream_destroy. */
+la_status la_stream_feed(la_stream s, la_status in, const void *q, const void *k, const void *v,
+                         void *out, la_den_stats *stats);
+/* Collective, after the last step: merge stats (may be NULL) over the ranks, in place on
+ * every rank. */
+la_status la_stream_finish(la_stream s, la_den_stats *stats);
+/* Tokens of this rank's lanes not yet done in the current pass. Not Collective. */
+int64_t la_stream_tokens_left(const la_stream s);
+/* The plan's position, for a checkpoint (not to be changed): the pass, the run's lane count
+ * L, this rank's first global lane index and its nmy lanes with their states. Not
+ * Collective. */
+void la_stream_lanes(const la_stream s, int *pass, int *L, int64_t *lane0, int *nmy,
+                     const la_lane **lanes, const la_state **states);
+/* Seconds this rank spent computing in la_stream_feed (reading and agreeing excluded). */
+double la_stream_compute_seconds(const la_stream s);
+/* Not Collective (a plan stopped at a checkpoint is destroyed as it is); NULL-safe. */
+void la_stream_destroy(la_stream *s);
 
 /* ---- Exact softmax attention across ranks (dist/softmax_ring.c; docs/design.md §4.6) ---- */
 

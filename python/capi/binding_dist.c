@@ -29,7 +29,10 @@ static int open_comm(int comm_f, const char *scan, la_dist *d) {
   LA_CHECK(found, LA_ERR_ARG, "scan_algorithm '%s' is not auto, exscan, doubling, chain, "
            "allgather or pipelined", scan);
   LA_TRY(la_dist_create(MPI_Comm_f2c((MPI_Fint)comm_f), d));
-  la_dist_set_scan_algorithm(*d, a, 0);
+  la_config cfg;
+  la_config_default(&cfg);
+  cfg.scan_algorithm = a;
+  la_dist_use_config(*d, &cfg);
   return LA_OK;
 }
 

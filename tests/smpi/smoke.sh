@@ -15,7 +15,7 @@ d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 smpicc -std=c11 -O1 -D_GNU_SOURCE -DLA_SMPI -I"$src/include" -I"$src/core" -I"$src/dist" \
   -I"$src/tools/smpi" "$src/tools/smpi/simscan.c" "$src/tests/smpi/stubs.c" \
-  "$src/dist/comm.c" "$src/dist/scan.c" "$src/dist/scan_model.c" "$src/dist/smpi_model.c" \
+  "$src/dist/comm.c" "$src/dist/scan_element.c" "$src/dist/scan.c" "$src/dist/scan_model.c" "$src/dist/smpi_model.c" \
   "$src/core/state.c" "$src/core/ownership.c" "$src/core/status.c" "$src/core/alloc.c" "$src/core/exact.c" \
   -o "$d/linattn_smpi" -lm || { echo "FAIL: smpicc"; exit 1; }
 /usr/bin/python3 "$src/tools/smpi/platform.py" "$d" --nodes 32 --leaf 8 --ranks-per-node 2 || exit 1

@@ -16,7 +16,8 @@
  *       the causal forward of dist/forward.c (forward_causal): keys pass, scan, apply from
  *       the prefix; each phase charged n x its measured seconds
  *       per token (smpi_execute_flops at the host's speed), the scan real. One rank: the
- *       plain apply. With B > 0, linattn run's streaming instead (docs/design.md §4.5): only
+ *       plain apply. With B > 0, the streaming plan's instead (dist/stream.c, docs/design.md
+ *       §4.5 "The streaming plan"; the model has no engine, so it charges the plan's phases): only
  *       the first B tokens are applied locally and corrected, the rest applied. */
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include <smpi/smpi.h>
 #include "dist_internal.h"
 #include "linattn/linattn.h"
+#include "scan_element.h"
 #include "simscan.h"
 
 /* No mutable globals: the simulated ranks share them (smpi/privatization:no). */
@@ -94,7 +96,7 @@ static int cmd_scan(la_dist d, int argc, char **argv) {
   if (la_state_init(&s, H, r, dv) != LA_OK || (check && (la_state_init(&want, H, r, dv) != LA_OK ||
                                                           la_state_init(&tmp, H, r, dv) != LA_OK)))
     die("out of memory for the states");
-  const size_t per = (size_t)r * (dv + 1) + 2, rsz = per - 2;
+  const size_t per = la_scan_el_doubles(r, dv), rsz = per - 2;
   if (check) { /* the serial fold of ranks 0..rank-1, from the library's operator */
     for (int q = 0; q < rank; q++) {
       make(q, &tmp);
@@ -104,7 +106,9 @@ static int cmd_scan(la_dist d, int argc, char **argv) {
   int bad = 0;
   if (rank == 0) printf("alg,ranks,heads,r,dv,state_bytes,pieces,seconds,model_seconds,used,check_rel\n");
   for (int i = 0; i < na; i++) {
-    la_dist_set_scan_algorithm(d, algs[i], K);
+    /* only the scan settings are read (the smoke build links no core/config.c) */
+    const la_config cfg = {.scan_algorithm = algs[i], .scan_pieces = K};
+    la_dist_use_config(d, &cfg);
     if (check) make(rank, &s);
     MPI_Barrier(MPI_COMM_WORLD);
     const double c0 = la_dist_comm_seconds(d);
@@ -176,7 +180,9 @@ static int cmd_forward(la_dist d, int argc, char **argv) {
   if (la_state_init(&st, H, dk, dv) != LA_OK) die("out of memory for the state");
   if (rank == 0) printf("alg,ranks,tokens,tokens_per_rank,heads,dk,dv,seconds,comm_seconds,compute_seconds,used\n");
   for (int i = 0; i < na; i++) {
-    la_dist_set_scan_algorithm(d, algs[i], K);
+    /* only the scan settings are read (the smoke build links no core/config.c) */
+    const la_config cfg = {.scan_algorithm = algs[i], .scan_pieces = K};
+    la_dist_use_config(d, &cfg);
     la_state_reset(&st);
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime(), c0 = la_dist_comm_seconds(d);
@@ -191,8 +197,8 @@ static int cmd_forward(la_dist d, int argc, char **argv) {
         die("the scan failed");
       charge((double)n * c[0]);
       comp = (double)n * (c[1] + c[0]);
-    } else { /* streaming (run, --block-tokens B), dist/run.c: block 0 is applied locally
-                while the scan travels and corrected, the rest applied from the prefix */
+    } else { /* the streaming plan (dist/stream.c; run --block-tokens B): block 0 is applied
+                locally while the scan travels and corrected, the rest applied from the prefix */
       const double b0 = B < n ? (double)B : (double)n, rest = (double)n - b0;
       la_dist_req req = NULL;
       charge((double)n * c[1]);

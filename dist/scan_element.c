@@ -1,0 +1,48 @@
+/* The scan element's packed layout (scan_element.h; docs/design.md §4.1). */
+#include <string.h>
+#include "dist_internal.h"
+#include "scan_element.h"
+
+size_t la_scan_el_doubles(int r, int dv) { return (size_t)r * (size_t)(dv + 1) + 2; }
+
+void la_scan_el_pack(const la_state *s, double *buf) {
+  const size_t rsz = (size_t)s->r * (s->dv + 1), per = rsz + 2;
+  for (int h = 0; h < s->heads; h++) {
+    memcpy(buf + h * per, s->sz + h * rsz, sizeof(double) * rsz);
+    buf[h * per + rsz] = s->m[h];
+    buf[h * per + rsz + 1] = s->f[h];
+  }
+}
+
+void la_scan_el_unpack(const double *buf, la_state *s) {
+  const size_t rsz = (size_t)s->r * (s->dv + 1), per = rsz + 2;
+  for (int h = 0; h < s->heads; h++) {
+    memcpy(s->sz + h * rsz, buf + h * per, sizeof(double) * rsz);
+    s->m[h] = buf[h * per + rsz];
+    s->f[h] = buf[h * per + rsz + 1] != 0;
+  }
+}
+
+void la_scan_el_combine_right(const double *a, double *b, int count, size_t per) {
+  const size_t rsz = per - 2;
+#ifdef LA_SMPI
+  if (la_smpi_combine((size_t)count * per)) return; /* simulated cost (docs/simulation.md) */
+#endif
+  for (int h = 0; h < count; h++) {
+    const double *ah = a + h * per;
+    double *bh = b + h * per;
+    int af = ah[rsz + 1] != 0, bf = bh[rsz + 1] != 0;
+    la_state_combine_head_right(ah, ah + rsz, &af, bh, bh + rsz, &bf, rsz);
+    bh[rsz + 1] = bf;
+  }
+}
+
+void la_scan_el_fold(la_state *s, const double *buf, int with_flags) {
+  const size_t rsz = (size_t)s->r * (s->dv + 1), per = rsz + 2;
+  for (int h = 0; h < s->heads; h++) {
+    const double *b = buf + h * per;
+    int f0 = 0, f1 = with_flags && b[rsz + 1] != 0;
+    la_state_combine_head(s->sz + h * rsz, s->m + h, with_flags ? s->f + h : &f0, b, b + rsz,
+                          &f1, rsz);
+  }
+}
