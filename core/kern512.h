@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include "simd.h"
 
-/* kern512_cpu.c (compiled without AVX-512, so the check runs anywhere):
+/* simd_cpu.c (compiled without AVX-512, so the check runs anywhere):
  * la_k512_available: this build has the kernels and the CPU reports AVX-512F;
- * la_k512_enabled: the process default, la_kernels_resolve(LA_KERNELS_AUTO) (core.h). */
+ * la_k512_enabled: the process default (auto, or LINATTN_KERNELS) is the AVX-512 table. */
 int la_k512_available(void);
 int la_k512_enabled(void);
 /* C[M x N] = (acc ? C : 0) + A B, row-major B and C; A(i, k) = A[i*ars + k*acs].

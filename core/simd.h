@@ -3,8 +3,8 @@
  * picks one table when it is created (la_simd_choose, simd_cpu.c), from what the CPU reports
  * or from --kernels; NULL means the generic C templates with OpenBLAS for the products. Every
  * entry computes what the generic template beside its call computes, and every entry of a
- * table is set (tests/test_api.c checks it). Adding an instruction set means adding a table, not editing the
- * templates (chunk_impl.h, backward_impl.h, maps.c, gemm.c).
+ * table is set (tests/test_simd.c checks it). Adding an instruction set means adding a table,
+ * not editing the templates (chunk_impl.h, backward_impl.h, maps.c, gemm.c).
  *
  * Conventions shared by every table (the AVX-512 one, kern512.c, documents them in full):
  * row-major float32 unless the name says f64; a GEMM's A(i, k) = A[i ars + k acs]; tri as in
