@@ -35,8 +35,9 @@ Every implementation sees the same inputs: fwdbwd's synthetic rows (la_synth_row
 G = tensors 0-3 of --seed), dumped to .npy once per length.
 
 Timing alternates: each round runs fwdbwd (one warm-up call and one timed call of each mode,
-a new process), then one call of the binding and of every peer in this process; best of the
-rounds. The chunk loop at lengths above --loop-full-max runs in one round only (its time is
+a new process), then one call of the binding and of every peer in this process, in an order
+rotated every round (the first call after fwdbwd's process finds data and threads cold; a
+fixed order gave that cost to one implementation); best of the rounds. The chunk loop at lengths above --loop-full-max runs in one round only (its time is
 one call, not a best of several) and is skipped where its previous length's call, scaled
 linearly, would exceed --loop-cap-s.
 
@@ -275,14 +276,17 @@ def main():
                                       a.c_warmup])
             for m in ("fresh", "reused"):
                 t["c_" + m].add(float(c[m]["fwd_s"]), float(c[m]["bwd_s"]))
-            for name, fn, lv, g in impls:
-                t[name].add(*(call_nocache if name == "binding_nocache" else call_once)(fn, lv, g))
-            if r < loop_rounds:
-                if L > a.loop_full_max:
+            # the in-process calls in an order rotated every round: the first call after
+            # fwdbwd's subprocess finds its data and threads cold (1.1-1.4 ms more at L = 4096),
+            # and a fixed order put that cost on the binding alone
+            order = impls + ([loop] if r < loop_rounds else [])
+            for name, fn, lv, g in order[r % len(order):] + order[:r % len(order)]:
+                if name == loop[0] and L > a.loop_full_max:
                     log("L = %d: the chunk loop, one call (%s)" % (
                         L, "about %.0f s" % (loop_pred * L) if loop_pred else "?"))
-                t[loop[0]].add(*call_once(loop[1], loop[2], loop[3]))
-                loop_pred = t[loop[0]].t / L
+                t[name].add(*(call_nocache if name == "binding_nocache" else call_once)(fn, lv, g))
+                if name == loop[0]:
+                    loop_pred = t[loop[0]].t / L
             log("L = %d: round %d/%d, best so far: binding %.4f s, binding_nocache %.4f, "
                 "c_fresh %.4f, c_reused %.4f, %s" % (
                 L, r + 1, a.rounds, t["binding"].t, t["binding_nocache"].t, t["c_fresh"].t,
