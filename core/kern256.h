@@ -23,6 +23,11 @@ void la_k256_gemm(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t 
 /* dst[j][i] = src[i][j], i < rows, j < cols. */
 void la_k256_transpose(int rows, int cols, const float *src, ptrdiff_t lds, float *dst,
                        ptrdiff_t ldd);
+/* The same GEMM in float64 (kern256_f64.c): a 6 x 8 register tile, the same 6-row tiles and
+ * tri rules. */
+void la_k256_gemm_f64(int M, int N, int K, const double *A, ptrdiff_t ars, ptrdiff_t acs,
+                      const double *B, ptrdiff_t ldb, double *C, ptrdiff_t ldc, int acc,
+                      int tri);
 /* The den column of a chunk (simd.h's den_column), 8 rows at a time. */
 void la_k256_den_column(int len, const float *A, ptrdiff_t lda, const float *phiq, int r,
                         const float *zf, float *out, ptrdiff_t ldo);

@@ -3,7 +3,7 @@
  * picks one table when it is created (la_simd_choose, simd_cpu.c), from what the CPU reports
  * or from --kernels; NULL means the generic C templates with OpenBLAS for the products. Every
  * entry computes what the generic template beside its call computes, and every entry of a
- * table is set (tests/test_simd.c checks it). Adding an instruction set means adding a table,
+ * table but gemm_f64 is set (tests/test_simd.c checks it). Adding an instruction set means adding a table,
  * not editing the templates (chunk_impl.h, backward_impl.h, maps.c, gemm.c).
  *
  * Conventions shared by every table (the AVX-512 one, kern512.c, documents them in full):
@@ -34,6 +34,11 @@ typedef struct la_simd_s {
                const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc, int tri);
   void (*transpose)(int rows, int cols, const float *src, ptrdiff_t lds, float *dst,
                     ptrdiff_t ldd);
+  /* gemm in float64 (the float64 engine's chunk products, core/gemm.c): the only entry that
+   * may be NULL, where OpenBLAS's small DGEMM is the faster (measured: docs/design.md §5.5
+   * "float64 products"); then the float64 products stay on OpenBLAS. */
+  void (*gemm_f64)(int M, int N, int K, const double *A, ptrdiff_t ars, ptrdiff_t acs,
+                   const double *B, ptrdiff_t ldb, double *C, ptrdiff_t ldc, int acc, int tri);
   /* the chunk products' own reductions; the products themselves are composed of these and
    * gemm / transpose once for every table (simd_compose.h, docs/design.md §5.5):
    * den_column: out[i ldo] = sum_{j <= i} A[i][j] (A lower triangular, ld lda, read up to
