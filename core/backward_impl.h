@@ -137,11 +137,11 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
   /* [num | den] of the piece */
 #ifdef LA_SIMD_F32
   if (kc) {
-    e->simd->causal_chunk(len, r, dv, w->phiq, w->phik, vrow, (ptrdiff_t)H * dv,
+    la_simd_causal_chunk(e->simd, len, r, dv, w->phiq, w->phik, vrow, (ptrdiff_t)H * dv,
                          mprev != -INFINITY ? sf : NULL, o, tmp, w->kT, A, w->zf, e->C);
     state_add_tmp(e, w, sz, m); /* sz += the key summary; sf keeps the prefix for dq */
   } else if (k5 && mprev != -INFINITY) {
-    e->simd->query_apply(len, r, dv, w->phiq, sf, o, w->zf);
+    la_simd_query_apply(e->simd, len, r, dv, w->phiq, sf, o, w->zf);
   } else
 #endif
   if (mprev != -INFINITY)
@@ -157,7 +157,7 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
   /* dphi_s(q) = AB (S|z)^T (+ intra: tril(AB [V|1]^T) Phi_k) */
 #ifdef LA_SIMD_F32
   if (k5)
-    e->simd->bwd_dq(len, r, dv, AB, mprev != -INFINITY ? sf : NULL, w->phik, vrow,
+    la_simd_bwd_dq(e->simd, len, r, dv, AB, mprev != -INFINITY ? sf : NULL, w->phik, vrow,
                    (ptrdiff_t)H * dv, dphi, A, w->tb, e->C, !bidir);
   else
 #endif
@@ -173,7 +173,7 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
   /* reverse-scan element: queries before the block's first segment start */
   if (token0 + p0 < cut) {
 #ifdef LA_SIMD_F32
-    if (k5) e->simd->bwd_query_sum(len, r, dv, w->phiq, AB, tmp);
+    if (k5) la_simd_bwd_query_sum(e->simd, len, r, dv, w->phiq, AB, tmp);
     else
 #endif
     LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len, (LA_REAL)1, w->phiq, r, AB,
@@ -289,7 +289,7 @@ static void reverse_core(la_engine e, la_work *w, int h, int64_t token0, int64_t
 #ifdef LA_SIMD_F32
   if (e->simd) { /* the table's: the same products, triangles by tiles */
     if (have) e->simd->to_f32(rsz, dsz, sf);
-    e->simd->bwd_reverse(len, r, dv, AB, w->phiq, w->phik, w->vp, have ? sf : NULL, dphi, dvp,
+    la_simd_bwd_reverse(e->simd, len, r, dv, AB, w->phiq, w->phik, w->vp, have ? sf : NULL, dphi, dvp,
                         (ptrdiff_t)ldv, tmp, A, w->kT, w->tb, e->C, !bidir);
     if (!bidir) {
       e->simd->add_to_f64(rsz, dsz, tmp);
@@ -398,7 +398,7 @@ static void tape_piece(la_engine e, la_work *w, int h, int64_t p0, int len, cons
   /* dphi_s(q) = AB (S|z)^T + tril(AB [V|1]^T) Phi_k */
 #ifdef LA_SIMD_F32
   if (e->simd)
-    e->simd->bwd_dq(len, r, dv, AB, S, phik, v + p0 * ldv + (int64_t)h * dv, ldv, dphi, A, w->tb,
+    la_simd_bwd_dq(e->simd, len, r, dv, AB, S, phik, v + p0 * ldv + (int64_t)h * dv, ldv, dphi, A, w->tb,
                    e->C, 1);
   else
 #endif

@@ -196,7 +196,7 @@ static void accum_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
 #ifdef LA_SIMD_F32
   if (e->simd && nseg == 1) {
     const int64_t ldv = (int64_t)e->H * e->dv;
-    e->simd->key_summary(len, e->r, e->dv, w->phik, v + c0 * ldv + (int64_t)h * e->dv, ldv,
+    la_simd_key_summary(e->simd, len, e->r, e->dv, w->phik, v + c0 * ldv + (int64_t)h * e->dv, ldv,
                         w->tmp);
     state_add_tmp(e, w, sz, m);
     return;
@@ -385,7 +385,7 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     if (sfok) { /* sf = base + sz already, from the previous chunk's update */
     } else if (base) e->simd->sum_to_f32(rsz, base, sz, sf); /* base_plus, vectorized */
     else if (live) e->simd->to_f32(rsz, sz, sf);
-    e->simd->causal_chunk(len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
+    la_simd_causal_chunk(e->simd, len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
                          ldv, live ? sf : NULL, o, w->tmp, w->kT, A, w->zf, C);
     for (int i = 0; i < len; i++) w->aq[i] += w->mseg[0];
     if (raw) store_raw(e, w, h, c0, len, raw, lsc);
@@ -473,7 +473,7 @@ static void bidir_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   const int r = e->r, dv1 = e->dv + 1;
   features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
 #ifdef LA_SIMD_F32
-  if (e->simd) e->simd->query_apply(len, r, e->dv, w->phiq, sf, w->o, w->zf);
+  if (e->simd) la_simd_query_apply(e->simd, len, r, e->dv, w->phiq, sf, w->o, w->zf);
   else
 #endif
   LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, w->phiq, r, sf,

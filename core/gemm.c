@@ -1,8 +1,9 @@
 /* The GEMMs of the chunk kernels (chunk_impl.h, window_impl.h, backward_impl.h),
  * docs/design.md §4.2. float32 runs on the engine's kernel table's GEMM when it has one (simd.h)
  * (alpha = 1, beta in {0, 1}, row-major; op(B) = B^T is first transposed into the thread's
- * workspace, sized at engine creation), otherwise on OpenBLAS. float64 is OpenBLAS, with
- * op(B) = B^T transposed the same way: OpenBLAS 0.3.21 runs these small row-major NN
+ * workspace, sized at engine creation), otherwise on OpenBLAS. float64 runs the same way on
+ * the table's gemm_f64 where it has one (the avx2 table: §5.5 "float64 products"), otherwise
+ * on OpenBLAS, with op(B) = B^T transposed the same way: OpenBLAS 0.3.21 runs these small row-major NN
  * products on its small-matrix kernels but packs both operands of an NT one (18 % of the
  * float64 causal time, measured). */
 #include "engine_internal.h"
@@ -31,7 +32,22 @@ blas:
 void la_gemm_f64(const la_engine e, la_work *w, CBLAS_LAYOUT lay, CBLAS_TRANSPOSE ta,
                  CBLAS_TRANSPOSE tb, int M, int N, int K, double alpha, const double *A,
                  int lda, const double *B, int ldb, double beta, double *C, int ldc) {
-  (void)e;
+  const la_simd *k = e->fm->simd; /* float64 engines: the maps' table */
+  if (k && k->gemm_f64 && lay == CblasRowMajor && alpha == 1.0 && (beta == 0.0 || beta == 1.0) &&
+      (tb == CblasNoTrans || (size_t)K * N <= w->tb_cap)) {
+    const double *Bp = B;
+    ptrdiff_t ldbp = ldb;
+    if (tb == CblasTrans && M > 0 && N > 0 && K > 0) { /* B is N x K: its transpose K x N */
+      double *t = w->tb;
+      for (int i = 0; i < N; i++)
+        for (int j = 0; j < K; j++) t[(size_t)j * N + i] = B[(size_t)i * ldb + j];
+      Bp = t;
+      ldbp = N;
+    }
+    k->gemm_f64(M, N, K, A, ta == CblasNoTrans ? lda : 1, ta == CblasNoTrans ? 1 : lda, Bp,
+                ldbp, C, ldc, beta == 1.0, 0);
+    return;
+  }
   if (lay == CblasRowMajor && tb == CblasTrans && M > 0 && N > 0 && K > 0 &&
       (size_t)K * N <= w->tb_cap) { /* B is N x K: its transpose K x N, row-major, ld N */
     double *t = w->tb;

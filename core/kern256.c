@@ -1,6 +1,7 @@
 /* AVX2 + FMA float32 kernels for the chunk products of docs/design.md §4.2, the la_simd table's
- * GEMM entries for CPUs without AVX-512 (§5.5 "Kernels per instruction set"). Only this file and
- * kern256_bwd.c are compiled with -mavx2 -mfma; nothing here runs unless la_k256_available().
+ * GEMM entries for CPUs without AVX-512 (§5.5 "Kernels per instruction set"). Only this file (and
+ * kern256_maps.c) is compiled with -mavx2 -mfma; nothing here runs unless la_k256_available().
+ * The chunk products composed of these kernels are simd_compose.c's (§5.5 "Composed products").
  * Same scheme as kern512.c: row-major operands read in place (no packing: the chunk GEMMs are
  * 64 x 64 x 64, where OpenBLAS spends its time packing), C kept in registers.
  * Register tile 6 x 16 (BLIS's Haswell shape): 12 ymm accumulators + 2 of B + 1 broadcast = 15
@@ -187,19 +188,6 @@ void la_k256_transpose(int rows, int cols, const float *src, ptrdiff_t lds, floa
       dst[(ptrdiff_t)j * ldd + i] = src[(ptrdiff_t)i * lds + j];
 }
 
-void la_k256_zero_tile_upper(int len, float *A, ptrdiff_t lda) {
-  for (int i = 0; i < len; i++) {
-    float *ai = A + (ptrdiff_t)i * lda;
-    const int edge = (i / 6) * 6 + 6 < len ? (i / 6) * 6 + 6 : len;
-    for (int j = i + 1; j < edge; j++) ai[j] = 0;
-  }
-}
-
-/* zf = column dv of sf (r x (dv+1)), made contiguous for den_column. */
-static void z_column(int r, int dv, const float *sf, float *zf) {
-  for (int k = 0; k < r; k++) zf[k] = sf[(ptrdiff_t)k * (dv + 1) + dv];
-}
-
 /* Lane i of the result = the sum of the 8 lanes of v[i] (an add tree, as kern512's
  * reduce16x16). */
 AI __m256 reduce8x8(const __m256 v[8]) {
@@ -212,8 +200,8 @@ AI __m256 reduce8x8(const __m256 v[8]) {
 /* The den column of a chunk, 8 rows at a time: for i < len,
  *   out[i * ldo] = sum_{j <= i} A[i][j] (A lower triangular, read up to j = i; NULL: none)
  *                  + phiq_i . zf (zf NULL: none).  A has ld lda; phiq rows of r. */
-static void den_column(int len, const float *A, ptrdiff_t lda, const float *phiq, int r,
-                       const float *zf, float *out, ptrdiff_t ldo) {
+void la_k256_den_column(int len, const float *A, ptrdiff_t lda, const float *phiq, int r,
+                        const float *zf, float *out, ptrdiff_t ldo) {
   for (int i0 = 0; i0 < len; i0 += 8) {
     __m256 v[8];
     for (int u = 0; u < 8; u++) {
@@ -246,52 +234,31 @@ static void den_column(int len, const float *A, ptrdiff_t lda, const float *phiq
   }
 }
 
-/* Causal chunk of docs/design.md §4.2 (la_k512_causal_chunk, the same steps). */
-void la_k256_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
-                          const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
-                          float *kT, float *A, float *zf, int C) {
-  const int dv1 = dv + 1;
-  la_k256_transpose(len, r, phik, r, kT, C);
-  /* A = tril(Phi_q Phi_k^T): row tile i0 needs columns j < i0 + 6 only */
-  la_k256_gemm(len, len, r, phiq, r, 1, kT, C, A, C, 0, 2);
-  la_k256_zero_tile_upper(len, A, C);
-  if (sf) {
-    la_k256_gemm(len, dv, r, phiq, r, 1, sf, dv1, o, dv1, 0, 0);
-    z_column(r, dv, sf, zf);
-  }
-  den_column(len, A, C, phiq, r, sf ? zf : NULL, o + dv, dv1); /* den = sum_{j<=i} A_ij + phiq_i.z */
-  la_k256_gemm(len, dv, len, A, C, 1, V, ldv, o, dv1, sf != NULL, 1);
-  la_k256_key_summary(len, r, dv, phik, V, ldv, tmp);
-}
-
-/* tmp = [Phi_k^T V | Phi_k^T 1]: the GEMM reads Phi_k^T in place (a tile's six broadcasts are
- * adjacent floats); z_i = sum_k phik[k r + i] in k order, 8 features per register. */
-void la_k256_key_summary(int len, int r, int dv, const float *phik, const float *V,
-                         ptrdiff_t ldv, float *tmp) {
-  const int dv1 = dv + 1;
-  la_k256_gemm(r, dv, len, phik, 1, r, V, ldv, tmp, dv1, 0, 0);
+/* out[i ldo] = sum_k w_k phik[k r + i] (w NULL: w_k = 1, a plain add), k in order, 8 features
+ * per register: the key summary's z column and the backward's Phi_q^T b. */
+void la_k256_colsum(int len, int r, const float *phi, const float *w, ptrdiff_t ldw, float *out,
+                    ptrdiff_t ldo) {
   for (int i0 = 0; i0 < r; i0 += 8) {
     __m256 z = _mm256_setzero_ps();
-    if (r - i0 >= 8)
-      for (int k = 0; k < len; k++) z = _mm256_add_ps(z, _mm256_loadu_ps(phik + (ptrdiff_t)k * r + i0));
-    else {
-      const __m256i mk = lanes(r - i0);
+    const int whole = r - i0 >= 8;
+    const __m256i mk = lanes(whole ? 8 : r - i0);
+    if (whole && !w)
+      for (int k = 0; k < len; k++) z = _mm256_add_ps(z, _mm256_loadu_ps(phi + (ptrdiff_t)k * r + i0));
+    else if (!w)
       for (int k = 0; k < len; k++)
-        z = _mm256_add_ps(z, _mm256_maskload_ps(phik + (ptrdiff_t)k * r + i0, mk));
-    }
+        z = _mm256_add_ps(z, _mm256_maskload_ps(phi + (ptrdiff_t)k * r + i0, mk));
+    else if (whole)
+      for (int k = 0; k < len; k++)
+        z = _mm256_fmadd_ps(_mm256_broadcast_ss(w + (ptrdiff_t)k * ldw),
+                            _mm256_loadu_ps(phi + (ptrdiff_t)k * r + i0), z);
+    else
+      for (int k = 0; k < len; k++)
+        z = _mm256_fmadd_ps(_mm256_broadcast_ss(w + (ptrdiff_t)k * ldw),
+                            _mm256_maskload_ps(phi + (ptrdiff_t)k * r + i0, mk), z);
     float t[8];
     _mm256_storeu_ps(t, z);
-    for (int u = 0; u < 8 && i0 + u < r; u++) tmp[(ptrdiff_t)(i0 + u) * dv1 + dv] = t[u];
+    for (int u = 0; u < 8 && i0 + u < r; u++) out[(ptrdiff_t)(i0 + u) * ldo] = t[u];
   }
-}
-
-/* Bidirectional rows (§4): o_i = [phiq_i Sf | phiq_i zf], sf = [Sf | zf] r x (dv+1). */
-void la_k256_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o,
-                         float *zf) {
-  const int dv1 = dv + 1;
-  la_k256_gemm(len, dv, r, phiq, r, 1, sf, dv1, o, dv1, 0, 0);
-  z_column(r, dv, sf, zf);
-  den_column(len, NULL, 0, phiq, r, zf, o + dv, dv1);
 }
 
 #else /* no AVX2 + FMA at compile time: never selected (la_k256_available returns 0) */
@@ -304,19 +271,12 @@ void la_k256_transpose(int rows, int cols, const float *src, ptrdiff_t lds, floa
                        ptrdiff_t ldd) {
   (void)rows; (void)cols; (void)src; (void)lds; (void)dst; (void)ldd;
 }
-void la_k256_zero_tile_upper(int len, float *A, ptrdiff_t lda) { (void)len; (void)A; (void)lda; }
-void la_k256_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
-                          const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
-                          float *kT, float *A, float *zf, int C) {
-  (void)len; (void)r; (void)dv; (void)phiq; (void)phik; (void)V; (void)ldv; (void)sf; (void)o;
-  (void)tmp; (void)kT; (void)A; (void)zf; (void)C;
+void la_k256_den_column(int len, const float *A, ptrdiff_t lda, const float *phiq, int r,
+                        const float *zf, float *out, ptrdiff_t ldo) {
+  (void)len; (void)A; (void)lda; (void)phiq; (void)r; (void)zf; (void)out; (void)ldo;
 }
-void la_k256_key_summary(int len, int r, int dv, const float *phik, const float *V,
-                         ptrdiff_t ldv, float *tmp) {
-  (void)len; (void)r; (void)dv; (void)phik; (void)V; (void)ldv; (void)tmp;
-}
-void la_k256_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o,
-                         float *zf) {
-  (void)len; (void)r; (void)dv; (void)phiq; (void)sf; (void)o; (void)zf;
+void la_k256_colsum(int len, int r, const float *phi, const float *w, ptrdiff_t ldw, float *out,
+                    ptrdiff_t ldo) {
+  (void)len; (void)r; (void)phi; (void)w; (void)ldw; (void)out; (void)ldo;
 }
 #endif

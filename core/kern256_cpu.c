@@ -1,4 +1,4 @@
-/* Whether the AVX2 + FMA kernels (kern256.c, kern256_bwd.c) may run (docs/design.md §5.5
+/* Whether the AVX2 + FMA kernels (kern256.c, kern256_f64.c, kern256_maps.c) may run (docs/design.md §5.5
  * "Kernels per instruction set"): compiled without ISA flags, like simd_cpu.c, so the check
  * itself runs on any CPU. */
 #include "kern256.h"

@@ -180,11 +180,6 @@ void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, floa
     }
 }
 
-/* zf = column dv of sf (r x (dv+1)), made contiguous for den_column. */
-static void z_column(int r, int dv, const float *sf, float *zf) {
-  for (int k = 0; k < r; k++) zf[k] = sf[(ptrdiff_t)k * (dv + 1) + dv];
-}
-
 /* Lane i of the result = the sum of the 16 lanes of v[i]: an add tree over pairs of rows,
  * then pairs of pairs, then the 128-bit lanes (about 3 operations a row, against a
  * dependent reduction per row). */
@@ -210,8 +205,8 @@ AI __m512 reduce16x16(const __m512 v[16]) {
  *   out[i * ldo] = sum_{j <= i} A[i][j] (A lower triangular, read up to j = i; NULL: none)
  *                  + phiq_i . zf (zf NULL: none).
  * A has ld lda; phiq rows of r. */
-static void den_column(int len, const float *A, ptrdiff_t lda, const float *phiq, int r,
-                       const float *zf, float *out, ptrdiff_t ldo) {
+void la_k512_den_column(int len, const float *A, ptrdiff_t lda, const float *phiq, int r,
+                        const float *zf, float *out, ptrdiff_t ldo) {
   for (int i0 = 0; i0 < len; i0 += 16) {
     __m512 v[16];
     for (int u = 0; u < 16; u++) {
@@ -596,66 +591,30 @@ int la_k512_finalize_plain_f64(int len, int dv, const double *o, const double *l
   return 1;
 }
 
-void la_k512_zero_tile_upper(int len, float *A, ptrdiff_t lda) {
-  for (int i = 0; i < len; i++) {
-    float *ai = A + (ptrdiff_t)i * lda;
-    const int edge = (i / 6) * 6 + 6 < len ? (i / 6) * 6 + 6 : len;
-    for (int j = i + 1; j < edge; j++) ai[j] = 0;
-  }
-}
-
-/* Causal chunk of docs/design.md §4.2 for one segment, rows i < len:
- *   o_i = [ phiq_i Sf + sum_{j<=i} (phiq_i . phik_j) v_j  |  phiq_i zf + sum_{j<=i} phiq_i . phik_j ]
- *   tmp = [ phik^T V | phik^T 1 ]   (the chunk's key summary, r x (dv+1))
- * sf = [Sf | zf] is r x (dv+1) or NULL for a zero state. Scratch: kT (r x C), A (C x C),
- * zf (r). */
-void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
-                          const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
-                          float *kT, float *A, float *zf, int C) {
-  const int dv1 = dv + 1;
-  la_k512_transpose(len, r, phik, r, kT, C);
-  /* A = tril(Phi_q Phi_k^T): row tile i0 needs columns j < i0 + 6 only */
-  la_k512_gemm(len, len, r, phiq, r, 1, kT, C, A, C, 0, 2);
-  la_k512_zero_tile_upper(len, A, C);
-  if (sf) {
-    la_k512_gemm(len, dv, r, phiq, r, 1, sf, dv1, o, dv1, 0, 0);
-    z_column(r, dv, sf, zf);
-  }
-  /* den = sum_{j <= i} A_ij + phiq_i . z */
-  den_column(len, A, C, phiq, r, sf ? zf : NULL, o + dv, dv1);
-  la_k512_gemm(len, dv, len, A, C, 1, V, ldv, o, dv1, sf != NULL, 1);
-  la_k512_key_summary(len, r, dv, phik, V, ldv, tmp);
-}
-
-/* tmp = [Phi_k^T V | Phi_k^T 1], the chunk's key summary (r x (dv+1)), for the causal chunk
- * and the keys pass alike (so that both give the same bits: --reproducible, §4.7). The GEMM
- * reads Phi_k^T in place (A(i, k) = phik[k r + i]: a tile's six broadcasts are adjacent
- * floats), no transpose; z_i = sum_k phik[k r + i] in k order, 16 features per register. */
-void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
-                         ptrdiff_t ldv, float *tmp) {
-  const int dv1 = dv + 1;
-  la_k512_gemm(r, dv, len, phik, 1, r, V, ldv, tmp, dv1, 0, 0);
+/* out[i ldo] = sum_k w_k phi[k r + i] (w NULL: w_k = 1, a plain add), k in order, 16
+ * features per register: the key summary's z column and the backward's Phi_q^T b. */
+void la_k512_colsum(int len, int r, const float *phi, const float *w, ptrdiff_t ldw, float *out,
+                    ptrdiff_t ldo) {
   for (int i0 = 0; i0 < r; i0 += 16) {
     const __mmask16 mk = r - i0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (r - i0)) - 1);
     __m512 z = _mm512_setzero_ps();
-    if (mk == 0xFFFF) /* plain loads when whole (la_k512_elu1) */
-      for (int k = 0; k < len; k++) z = _mm512_add_ps(z, _mm512_loadu_ps(phik + (ptrdiff_t)k * r + i0));
+    if (mk == 0xFFFF && !w) /* plain loads when whole (la_k512_elu1) */
+      for (int k = 0; k < len; k++) z = _mm512_add_ps(z, _mm512_loadu_ps(phi + (ptrdiff_t)k * r + i0));
+    else if (!w)
+      for (int k = 0; k < len; k++)
+        z = _mm512_add_ps(z, _mm512_maskz_loadu_ps(mk, phi + (ptrdiff_t)k * r + i0));
+    else if (mk == 0xFFFF)
+      for (int k = 0; k < len; k++)
+        z = _mm512_fmadd_ps(_mm512_set1_ps(w[(ptrdiff_t)k * ldw]),
+                            _mm512_loadu_ps(phi + (ptrdiff_t)k * r + i0), z);
     else
       for (int k = 0; k < len; k++)
-        z = _mm512_add_ps(z, _mm512_maskz_loadu_ps(mk, phik + (ptrdiff_t)k * r + i0));
+        z = _mm512_fmadd_ps(_mm512_set1_ps(w[(ptrdiff_t)k * ldw]),
+                            _mm512_maskz_loadu_ps(mk, phi + (ptrdiff_t)k * r + i0), z);
     float t[16];
     _mm512_storeu_ps(t, z);
-    for (int u = 0; u < 16 && i0 + u < r; u++) tmp[(ptrdiff_t)(i0 + u) * dv1 + dv] = t[u];
+    for (int u = 0; u < 16 && i0 + u < r; u++) out[(ptrdiff_t)(i0 + u) * ldo] = t[u];
   }
-}
-
-/* Bidirectional rows (§4): o_i = [phiq_i Sf | phiq_i zf], sf = [Sf | zf] r x (dv+1). */
-void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o,
-                         float *zf) {
-  const int dv1 = dv + 1;
-  la_k512_gemm(len, dv, r, phiq, r, 1, sf, dv1, o, dv1, 0, 0);
-  z_column(r, dv, sf, zf);
-  den_column(len, NULL, 0, phiq, r, zf, o + dv, dv1); /* den = phiq_i . z */
 }
 
 /* elu(x) + 1 (docs/design.md §2) for n rows of dk, 16 lanes at a time; domain: finite x.
@@ -761,20 +720,13 @@ void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, floa
                        ptrdiff_t ldd) {
   (void)rows; (void)cols; (void)src; (void)lds; (void)dst; (void)ldd;
 }
-void la_k512_zero_tile_upper(int len, float *A, ptrdiff_t lda) { (void)len; (void)A; (void)lda; }
-void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
-                          const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
-                          float *kT, float *A, float *zf, int C) {
-  (void)len; (void)r; (void)dv; (void)phiq; (void)phik; (void)V; (void)ldv; (void)sf; (void)o;
-  (void)tmp; (void)kT; (void)A; (void)zf; (void)C;
+void la_k512_den_column(int len, const float *A, ptrdiff_t lda, const float *phiq, int r,
+                        const float *zf, float *out, ptrdiff_t ldo) {
+  (void)len; (void)A; (void)lda; (void)phiq; (void)r; (void)zf; (void)out; (void)ldo;
 }
-void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
-                         ptrdiff_t ldv, float *tmp) {
-  (void)len; (void)r; (void)dv; (void)phik; (void)V; (void)ldv; (void)tmp;
-}
-void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o,
-                         float *zf) {
-  (void)len; (void)r; (void)dv; (void)phiq; (void)sf; (void)o; (void)zf;
+void la_k512_colsum(int len, int r, const float *phi, const float *w, ptrdiff_t ldw, float *out,
+                    ptrdiff_t ldo) {
+  (void)len; (void)r; (void)phi; (void)w; (void)ldw; (void)out; (void)ldo;
 }
 void la_k512_add_to_f64(size_t n, double *dst, const float *src) {
   (void)n; (void)dst; (void)src;

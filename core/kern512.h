@@ -1,4 +1,5 @@
-/* AVX-512 float32 chunk kernels (kern512.c), selected at run time. docs/design.md §4.2. */
+/* AVX-512 float32 chunk kernels (kern512.c), selected at run time. docs/design.md §4.2; the
+ * chunk products composed of these primitives are simd_compose.c's (§5.5). */
 #ifndef LINATTN_KERN512_H
 #define LINATTN_KERN512_H
 #include <stddef.h>
@@ -18,33 +19,12 @@ void la_k512_gemm(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t 
                   const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc, int tri);
 void la_k512_transpose(int rows, int cols, const float *src, ptrdiff_t lds, float *dst,
                        ptrdiff_t ldd);
-/* Zero A[i][j], i < j, inside each diagonal 6-row tile of a len x len product: what a tri = 2
- * product wrote past the lower triangle (columns past the tile's end are not written). */
-void la_k512_zero_tile_upper(int len, float *A, ptrdiff_t lda);
-void la_k512_causal_chunk(int len, int r, int dv, const float *phiq, const float *phik,
-                          const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
-                          float *kT, float *A, float *zf, int C);
-/* tmp = [Phi_k^T V | Phi_k^T 1] (r x (dv+1)) from phik (len x r) and V in place (ld ldv). */
-void la_k512_key_summary(int len, int r, int dv, const float *phik, const float *V,
-                         ptrdiff_t ldv, float *tmp);
-/* The backward's piece products (kern512_bwd.c, docs/design.md §4.4); ab = [a | b]
- * (len x (dv+1)), sf = (S|z) or dS' (r x (dv+1), NULL: zero). Scratch: A (C x C), tb
- * ((dv+1) x max(r, C)), kT (r x C). causal = 0 (bidirectional): no intra-piece terms, no tmp.
- * la_k512_bwd_dq:        dphi = ab sf^T + tril(ab [V|1]^T) phik            (len x r)
- * la_k512_bwd_reverse:   dphik = vp sf^T + triu(vp ab^T) phiq              (len x r),
- *                        dvo = phik sf[:, :dv] + triu(phik phiq^T) a (ld lddv), tmp = phiq^T ab
- * la_k512_bwd_query_sum: tmp = phiq^T ab                                   (r x (dv+1)) */
-void la_k512_bwd_dq(int len, int r, int dv, const float *ab, const float *sf, const float *phik,
-                    const float *V, ptrdiff_t ldv, float *dphi, float *A, float *tb, int C,
-                    int causal);
-void la_k512_bwd_reverse(int len, int r, int dv, const float *ab, const float *phiq,
-                         const float *phik, const float *vp, const float *sf, float *dphik,
-                         float *dvo, ptrdiff_t lddv, float *tmp, float *A, float *kT, float *tb,
-                         int C, int causal);
-void la_k512_bwd_query_sum(int len, int r, int dv, const float *phiq, const float *ab,
-                           float *tmp);
-void la_k512_query_apply(int len, int r, int dv, const float *phiq, const float *sf, float *o,
-                         float *zf);
+/* The den column of a chunk, 16 rows at a time (simd.h's den_column). */
+void la_k512_den_column(int len, const float *A, ptrdiff_t lda, const float *phiq, int r,
+                        const float *zf, float *out, ptrdiff_t ldo);
+/* Weighted column sums (simd.h's colsum), 16 features per register. */
+void la_k512_colsum(int len, int r, const float *phi, const float *w, ptrdiff_t ldw, float *out,
+                    ptrdiff_t ldo);
 /* favor+ / favor+orf (hyp = 0) and favor-hyp (hyp = 1) rows after the projection GEMM
  * (featmap_impl.h has the scalar form). */
 void la_k512_favor_post(int64_t n, int m, int dk, const float *x, int64_t ld, float *phi,

@@ -7,6 +7,7 @@
 #include "denominator.h"
 #include "engine_internal.h"
 #include "simd.h"
+#include "simd_compose.h"
 #include "la_blas.h"
 
 #define LA_REAL float

@@ -3,7 +3,7 @@
  * picks one table when it is created (la_simd_choose, simd_cpu.c), from what the CPU reports
  * or from --kernels; NULL means the generic C templates with OpenBLAS for the products. Every
  * entry computes what the generic template beside its call computes, and every entry of a
- * table is set (tests/test_simd.c checks it). Adding an instruction set means adding a table,
+ * table but gemm_f64 is set (tests/test_simd.c checks it). Adding an instruction set means adding a table,
  * not editing the templates (chunk_impl.h, backward_impl.h, maps.c, gemm.c).
  *
  * Conventions shared by every table (the AVX-512 one, kern512.c, documents them in full):
@@ -34,22 +34,21 @@ typedef struct la_simd_s {
                const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc, int tri);
   void (*transpose)(int rows, int cols, const float *src, ptrdiff_t lds, float *dst,
                     ptrdiff_t ldd);
-  /* the chunk products (kern512.h has each one's formula) */
-  void (*causal_chunk)(int len, int r, int dv, const float *phiq, const float *phik,
-                       const float *V, ptrdiff_t ldv, const float *sf, float *o, float *tmp,
-                       float *kT, float *A, float *zf, int C);
-  void (*key_summary)(int len, int r, int dv, const float *phik, const float *V, ptrdiff_t ldv,
-                      float *tmp);
-  void (*query_apply)(int len, int r, int dv, const float *phiq, const float *sf, float *o,
-                      float *zf);
-  void (*bwd_dq)(int len, int r, int dv, const float *ab, const float *sf, const float *phik,
-                 const float *V, ptrdiff_t ldv, float *dphi, float *A, float *tb, int C,
-                 int causal);
-  void (*bwd_reverse)(int len, int r, int dv, const float *ab, const float *phiq,
-                      const float *phik, const float *vp, const float *sf, float *dphik,
-                      float *dvo, ptrdiff_t lddv, float *tmp, float *A, float *kT, float *tb,
-                      int C, int causal);
-  void (*bwd_query_sum)(int len, int r, int dv, const float *phiq, const float *ab, float *tmp);
+  /* gemm in float64 (the float64 engine's chunk products, core/gemm.c): the only entry that
+   * may be NULL, where OpenBLAS's small DGEMM is the faster (measured: docs/design.md §5.5
+   * "float64 products"); then the float64 products stay on OpenBLAS. */
+  void (*gemm_f64)(int M, int N, int K, const double *A, ptrdiff_t ars, ptrdiff_t acs,
+                   const double *B, ptrdiff_t ldb, double *C, ptrdiff_t ldc, int acc, int tri);
+  /* the chunk products' own reductions; the products themselves are composed of these and
+   * gemm / transpose once for every table (simd_compose.h, docs/design.md §5.5):
+   * den_column: out[i ldo] = sum_{j <= i} A[i][j] (A lower triangular, ld lda, read up to
+   *   j = i; NULL: none) + phiq_i . zf (phiq rows of r; zf NULL: none), i < len;
+   * colsum: out[i ldo] = sum_{k < len} w[k ldw] phi[k r + i] in k order, i < r (w NULL: the
+   *   plain column sums). */
+  void (*den_column)(int len, const float *A, ptrdiff_t lda, const float *phiq, int r,
+                     const float *zf, float *out, ptrdiff_t ldo);
+  void (*colsum)(int len, int r, const float *phi, const float *w, ptrdiff_t ldw, float *out,
+                 ptrdiff_t ldo);
   /* the maps' vector forms (maps.c registers them per map) */
   void (*elu1)(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r,
                const la_simd_pf *pf);
@@ -78,8 +77,8 @@ typedef struct la_simd_s {
 } la_simd;
 
 /* The tables (simd_tables.c); each ISA's kernels are built in their own files. */
-extern const la_simd la_simd_avx512; /* kern512.c, kern512_bwd.c */
-extern const la_simd la_simd_avx2;   /* kern256.c, kern256_bwd.c, kern256_maps.c */
+extern const la_simd la_simd_avx512; /* kern512.c */
+extern const la_simd la_simd_avx2;   /* kern256.c, kern256_maps.c */
 
 /* *out = the table for choice (LINATTN_KERNELS overrides it; simd_cpu.c), or NULL for the
  * generic C templates with OpenBLAS (blas, generic, or auto on a CPU without a table).

@@ -1,6 +1,6 @@
 /* The kernel tables, one per instruction set (docs/design.md §5.5 "Kernels per instruction
  * set"; the type is simd.h). Compiled without ISA flags: a table only names functions, each
- * built in its own file with its ISA's flags (kern512*.c: AVX-512F; kern256*.c: AVX2 + FMA). On a build or CPU without
+ * built in its own file with its ISA's flags (kern512.c: AVX-512F; kern256*.c: AVX2 + FMA). On a build or CPU without
  * the ISA the table is never chosen (simd_cpu.c); its entries are then stubs that do nothing.
  * Adding an instruction set = its kernel files, one table here, one availability check and
  * one --kernels name in simd_cpu.c. */
@@ -13,12 +13,9 @@ const la_simd la_simd_avx512 = {
     .name = "avx512",
     .gemm = la_k512_gemm,
     .transpose = la_k512_transpose,
-    .causal_chunk = la_k512_causal_chunk,
-    .key_summary = la_k512_key_summary,
-    .query_apply = la_k512_query_apply,
-    .bwd_dq = la_k512_bwd_dq,
-    .bwd_reverse = la_k512_bwd_reverse,
-    .bwd_query_sum = la_k512_bwd_query_sum,
+    .gemm_f64 = NULL, /* OpenBLAS's SkylakeX DGEMM is 2x la_k256_gemm_f64 here (§5.5) */
+    .den_column = la_k512_den_column,
+    .colsum = la_k512_colsum,
     .elu1 = la_k512_elu1,
     .elu1_f64 = la_k512_elu1_f64,
     .favor_post = la_k512_favor_post,
@@ -40,12 +37,9 @@ const la_simd la_simd_avx2 = {
     .name = "avx2",
     .gemm = la_k256_gemm,
     .transpose = la_k256_transpose,
-    .causal_chunk = la_k256_causal_chunk,
-    .key_summary = la_k256_key_summary,
-    .query_apply = la_k256_query_apply,
-    .bwd_dq = la_k256_bwd_dq,
-    .bwd_reverse = la_k256_bwd_reverse,
-    .bwd_query_sum = la_k256_bwd_query_sum,
+    .gemm_f64 = la_k256_gemm_f64, /* 1.1-1.6x OpenBLAS's Haswell DGEMM at the chunk's shapes */
+    .den_column = la_k256_den_column,
+    .colsum = la_k256_colsum,
     .elu1 = la_k256_elu1,
     .elu1_f64 = la_k256_elu1_f64,
     .favor_post = la_k256_favor_post,

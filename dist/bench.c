@@ -48,7 +48,8 @@ typedef struct {
   char *text;
   size_t len;
   /* the best GEMM rate of --gemm-probe per thread count: [0] float32 (OpenBLAS SGEMM or the
-   * engine's kernel, the larger), [1] float64 (DGEMM); the efficiency column's denominator */
+   * engine's kernel, the larger), [1] float64 (DGEMM or the table's gemm_f64, the larger);
+   * the efficiency column's denominator */
   int nprobe;
   int probe_threads[LA_LIST_MAX + 1];
   double probe_gflops[2][LA_LIST_MAX + 1];
@@ -445,20 +446,23 @@ int la_cmd_bench(la_dist d, la_cli *o) {
           probe_note(&csv, tl[i], dbl, 2.0 * g * g * g / t * 1e-9);
           emit_row(d, &csv, &row);
         }
-      for (int i = 0; i < nt && s == LA_OK; i++) { /* the kernel table's GEMM: its own ceiling */
-        const char *impl = "";
-        const double gf = la_kernel_probe_gflops(tl[i], reps, &impl);
-        if (gf < 0) {
-          s = la_error_prefix(LA_ERR_NOMEM, "--gemm-probe: ");
-          break;
+      /* the kernel table's GEMMs: their own ceilings (float64 where the table has one) */
+      for (int dbl = 0; dbl < 2 && s == LA_OK; dbl++)
+        for (int i = 0; i < nt && s == LA_OK; i++) {
+          const char *impl = "";
+          const double gf = dbl ? la_kernel_probe_gflops_f64(tl[i], reps, &impl)
+                                : la_kernel_probe_gflops(tl[i], reps, &impl);
+          if (gf < 0) {
+            s = la_error_prefix(LA_ERR_NOMEM, "--gemm-probe: ");
+            break;
+          }
+          if (!isfinite(gf)) continue;
+          const double fl = 2.0 * 64 * 64 * 64 * 2000 * tl[i];
+          la_brow row = {impl, "", "", dbl ? "f64" : "f32", -1, -1, -1, -1, -1, 1, tl[i], -1, reps,
+                         64, fl / (gf * 1e9), fl, -1, 0, NULL, NULL};
+          probe_note(&csv, tl[i], dbl, gf);
+          emit_row(d, &csv, &row);
         }
-        if (!isfinite(gf)) continue;
-        const double fl = 2.0 * 64 * 64 * 64 * 2000 * tl[i];
-        la_brow row = {impl, "", "", "f32", -1, -1, -1, -1, -1, 1, tl[i], -1, reps, 64,
-                       fl / (gf * 1e9), fl, -1, 0, NULL, NULL};
-        probe_note(&csv, tl[i], 0, gf);
-        emit_row(d, &csv, &row);
-      }
     }
     s = la_dist_agree(d, s); /* rank 0 probed; its failure is everyone's */
   }

@@ -1,4 +1,4 @@
-/* Unit tests of the AVX2 + FMA kernels (core/kern256.c, kern256_bwd.c) against plain float64
+/* Unit tests of the AVX2 + FMA kernels (core/kern256.c, and simd_compose.c on the avx2 table) against plain float64
  * loops written here (no engine code). Bounds are the rigorous float32 ones: a length-K chain
  * of float32 products and sums (any order, FMA or not) is within gamma_K sum_k |a_k b_k| of the
  * exact value, gamma_K = K u / (1 - K u), u = 2^-24; a product of products (the chunks'
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../core/kern256.h"
+#include "../core/simd_compose.h"
 
 #include "check.h"
 
@@ -183,13 +184,13 @@ static void test_transpose(void) {
   for (int len = 1; len <= 70; len++) {
     const int lda = len + 2;
     float *A = fbuf((size_t)len * lda, SENT);
-    la_k256_zero_tile_upper(len, A, lda);
+    la_simd_zero_tile_upper(len, A, lda);
     for (int i = 0; i < len; i++)
       for (int j = 0; j < lda; j++)
         ok &= A[i * lda + j] == (j > i && j < len && j < i / 6 * 6 + 6 ? 0.0f : SENT);
     free(A);
   }
-  CHECK(ok, "la_k256_zero_tile_upper zeroes exactly the upper part of each 6-row diagonal tile");
+  CHECK(ok, "la_simd_zero_tile_upper zeroes exactly the upper part of each 6-row diagonal tile");
 }
 
 /* P[i][l] = phiq_i . phik_l and its magnitude |phiq_i| . |phik_l|, in float64 */
@@ -243,7 +244,7 @@ static void test_chunks(void) {
           for (int l = 0; l < len; l++)
             for (int j = 0; j < dv; j++) V[l * ldv + j] = urand();
           for (int i = 0; i < r * dv1; i++) sf[i] = urand();
-          la_k256_causal_chunk(len, r, dv, pq, pk, V, ldv, st ? sf : NULL, o, tmp, kT, A, zf, C);
+          la_simd_causal_chunk(&la_simd_avx2, len, r, dv, pq, pk, V, ldv, st ? sf : NULL, o, tmp, kT, A, zf, C);
           qk(len, r, pq, pk, P, Pm);
           for (int i = 0; i < len; i++)
             for (int j = 0; j <= dv; j++) {
@@ -262,10 +263,10 @@ static void test_chunks(void) {
           oks &= check_summary(len, r, dv, pk, V, ldv, tmp);
           /* the key summary alone, and the bidirectional rows o_i = [phiq_i Sf | phiq_i zf] */
           for (int i = 0; i < r * dv1; i++) tmp[i] = NAN;
-          la_k256_key_summary(len, r, dv, pk, V, ldv, tmp);
+          la_simd_key_summary(&la_simd_avx2, len, r, dv, pk, V, ldv, tmp);
           oks &= check_summary(len, r, dv, pk, V, ldv, tmp) && tmp[r * dv1] == SENT;
           for (int i = 0; i < len * dv1; i++) o[i] = NAN;
-          la_k256_query_apply(len, r, dv, pq, sf, o, zf);
+          la_simd_query_apply(&la_simd_avx2, len, r, dv, pq, sf, o, zf);
           for (int i = 0; i < len; i++)
             for (int j = 0; j <= dv; j++) {
               double ref = 0, mag = 0;
@@ -279,10 +280,10 @@ static void test_chunks(void) {
           free(pq), free(pk), free(V), free(sf), free(o), free(tmp), free(kT), free(A), free(zf);
           free(P), free(Pm);
         }
-  CHECK(okc, "la_k256_causal_chunk equals its definition on %d cases (len <= C = 64, 128; r, dv "
+  CHECK(okc, "la_simd_causal_chunk (avx2) equals its definition on %d cases (len <= C = 64, 128; r, dv "
              "in 1..128; with and without a state)", n);
-  CHECK(oks, "la_k256_key_summary (alone and in the chunk) equals [Phi_k^T V | Phi_k^T 1]");
-  CHECK(okq, "la_k256_query_apply equals [Phi_q Sf | Phi_q zf]");
+  CHECK(oks, "la_simd_key_summary (avx2; alone and in the chunk) equals [Phi_k^T V | Phi_k^T 1]");
+  CHECK(okq, "la_simd_query_apply (avx2) equals [Phi_q Sf | Phi_q zf]");
 }
 
 /* *ref += f sum_j x_j y_j and *mag += |f| sum_j |x_j y_j| in float64 (strides sx, sy). */
@@ -325,7 +326,7 @@ static void test_bwd(void) {
           const float *S = st ? sf : NULL;
           tmp[r * dv1] = SENT;
           /* dq: dphi_i = sum_j ab_ij sf_kj + sum_{l <= i} (ab_i . [v_l; 1]) pk_l */
-          la_k256_bwd_dq(len, r, dv, ab, S, pk, V, ldv, dphi, A, tb, C, causal);
+          la_simd_bwd_dq(&la_simd_avx2, len, r, dv, ab, S, pk, V, ldv, dphi, A, tb, C, causal);
           for (int i = 0; i < len; i++)
             for (int k = 0; k < r; k++) {
               double ref = 0, mag = 0;
@@ -339,7 +340,7 @@ static void test_bwd(void) {
            * dv_l = sum_k pk_lk sf_kj + sum_{i >= l} (pq_i . pk_l) a_i; tmp = pq^T ab */
           for (int i = 0; i < len * r; i++) dphi[i] = NAN;
           for (int i = 0; i < C * C; i++) A[i] = NAN;
-          la_k256_bwd_reverse(len, r, dv, ab, pq, pk, vp, S, dphi, dvo, ldo, tmp, A, kT, tb, C,
+          la_simd_bwd_reverse(&la_simd_avx2, len, r, dv, ab, pq, pk, vp, S, dphi, dvo, ldo, tmp, A, kT, tb, C,
                               causal);
           for (int l = 0; l < len; l++) {
             for (int k = 0; k < r; k++) {
@@ -367,7 +368,7 @@ static void test_bwd(void) {
           for (int j = 0; j < ldo; j++) okr &= dvo[len * ldo + j] == SENT;
           for (int k = 0; k < r; k++)
             for (int j = 0; j <= dv; j++) {
-              if (!causal) { /* untouched; la_k256_bwd_query_sum gives it */
+              if (!causal) { /* untouched; la_simd_bwd_query_sum gives it */
                 if (!isnan(tmp[k * dv1 + j])) okr = 0;
                 continue;
               }
@@ -377,7 +378,7 @@ static void test_bwd(void) {
             }
           okr &= tmp[r * dv1] == SENT;
           if (!causal) { /* the replay's query sums */
-            la_k256_bwd_query_sum(len, r, dv, pq, ab, tmp);
+            la_simd_bwd_query_sum(&la_simd_avx2, len, r, dv, pq, ab, tmp);
             for (int k = 0; k < r; k++)
               for (int j = 0; j <= dv; j++) {
                 double ref = 0, mag = 0;
@@ -389,9 +390,9 @@ static void test_bwd(void) {
           free(pq), free(pk), free(V), free(vp), free(ab), free(sf), free(dphi), free(dvo);
           free(tmp), free(A), free(kT), free(tb);
         }
-  CHECK(okq, "la_k256_bwd_dq equals its definition on %d cases (len, r, dv, state, mode)", n);
-  CHECK(okr, "la_k256_bwd_reverse equals its definition on %d cases (len, r, dv, state, mode)", n);
-  CHECK(oks, "la_k256_bwd_query_sum equals Phi_q^T [a | b] on the bidirectional cases");
+  CHECK(okq, "la_simd_bwd_dq (avx2) equals its definition on %d cases (len, r, dv, state, mode)", n);
+  CHECK(okr, "la_simd_bwd_reverse (avx2) equals its definition on %d cases (len, r, dv, state, mode)", n);
+  CHECK(oks, "la_simd_bwd_query_sum (avx2) equals Phi_q^T [a | b] on the bidirectional cases");
 }
 
 int main(void) {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "linattn/linattn.h"
 #include "../core/kern512.h"
+#include "../core/simd_compose.h"
 #include "../core/denominator.h"
 
 #include "check.h"
@@ -95,7 +96,7 @@ static void test_causal_chunk(void) {
           for (int i = 0; i < len * r; i++) pq[i] = urand() + 1.0f, pk[i] = urand() + 1.0f;
           for (int i = 0; i < len * ldv; i++) V[i] = urand();
           for (int i = 0; i < r * dv1; i++) sf[i] = urand() + 1.0f;
-          la_k512_causal_chunk(len, r, dv, pq, pk, V, ldv, st ? sf : NULL, o, tmp, kT, A, zf, C);
+          la_simd_causal_chunk(&la_simd_avx512, len, r, dv, pq, pk, V, ldv, st ? sf : NULL, o, tmp, kT, A, zf, C);
           for (int i = 0; i < len; i++)
             for (int j = 0; j <= dv; j++) {
               double ref = 0, mag = 0;
@@ -123,7 +124,7 @@ static void test_causal_chunk(void) {
           ncase++;
           free(pq), free(pk), free(V), free(sf), free(o), free(tmp), free(kT), free(A), free(zf);
         }
-  CHECK(ok, "la_k512_causal_chunk equals its definition on %d cases (len, r, dv, state)", ncase);
+  CHECK(ok, "la_simd_causal_chunk (avx512) equals its definition on %d cases (len, r, dv, state)", ncase);
 }
 
 /* *ref += f sum_j x_j y_j and *mag += |f| sum_j |x_j y_j| in float64 (strides sx, sy). */
@@ -137,7 +138,7 @@ static void dot_mag(int n, const float *x, int sx, const float *y, int sy, doubl
   *ref += f * t, *mag += fabs(f) * tm;
 }
 
-/* The causal backward's piece products (kern512_bwd.c, docs/design.md §4.4) by their
+/* The causal backward's piece products (simd_compose.c on the avx512 table, docs/design.md §4.4) by their
  * definitions, in float64, with ab = [a | b] of signed values: each entry within gamma_K of
  * the sum of its products' magnitudes, K the longest chain that feeds it. */
 static void test_bwd_pieces(void) {
@@ -167,7 +168,7 @@ static void test_bwd_pieces(void) {
           for (int i = 0; i < r * dv1; i++) sf[i] = urand();
           const float *S = st ? sf : NULL;
           /* dq: dphi_i = sum_j ab_ij sf_kj + sum_{l <= i} (ab_i . [v_l; 1]) pk_l */
-          la_k512_bwd_dq(len, r, dv, ab, S, pk, V, ldv, dphi, A, tb, C, causal);
+          la_simd_bwd_dq(&la_simd_avx512, len, r, dv, ab, S, pk, V, ldv, dphi, A, tb, C, causal);
           for (int i = 0; i < len; i++)
             for (int k = 0; k < r; k++) {
               double ref = 0, mag = 0;
@@ -179,7 +180,7 @@ static void test_bwd_pieces(void) {
           /* reverse: dphik_l = sum_j vp_lj sf_kj + sum_{i >= l} (ab_i . vp_l) pq_i;
            * dv_l = sum_k pk_lk sf_kj + sum_{i >= l} (pq_i . pk_l) a_i; tmp = pq^T ab */
           for (int i = 0; i < r * dv1; i++) tmp[i] = NAN; /* bidirectional: left alone */
-          la_k512_bwd_reverse(len, r, dv, ab, pq, pk, vp, S, dphi, dvo, ldo, tmp, A, kT, tb, C,
+          la_simd_bwd_reverse(&la_simd_avx512, len, r, dv, ab, pq, pk, vp, S, dphi, dvo, ldo, tmp, A, kT, tb, C,
                               causal);
           for (int l = 0; l < len; l++) {
             for (int k = 0; k < r; k++) {
@@ -205,7 +206,7 @@ static void test_bwd_pieces(void) {
           }
           for (int k = 0; k < r; k++)
             for (int j = 0; j <= dv; j++) {
-              if (!causal) { /* untouched; la_k512_bwd_query_sum gives it */
+              if (!causal) { /* untouched; la_simd_bwd_query_sum gives it */
                 if (!isnan(tmp[k * dv1 + j])) okr = 0;
                 continue;
               }
@@ -214,7 +215,7 @@ static void test_bwd_pieces(void) {
               if (!(fabs(tmp[k * dv1 + j] - ref) <= gamma_k(len) * mag)) okr = 0;
             }
           if (!causal) { /* the replay's query sums */
-            la_k512_bwd_query_sum(len, r, dv, pq, ab, tmp);
+            la_simd_bwd_query_sum(&la_simd_avx512, len, r, dv, pq, ab, tmp);
             for (int k = 0; k < r; k++)
               for (int j = 0; j <= dv; j++) {
                 double ref = 0, mag = 0;
@@ -226,8 +227,8 @@ static void test_bwd_pieces(void) {
           free(pq), free(pk), free(V), free(vp), free(ab), free(sf), free(dphi), free(dvo);
           free(tmp), free(A), free(kT), free(tb);
         }
-  CHECK(okq, "la_k512_bwd_dq equals its definition on %d cases (len, r, dv, state, mode)", ncase);
-  CHECK(okr, "la_k512_bwd_reverse and _query_sum equal their definitions on %d cases (len, r, "
+  CHECK(okq, "la_simd_bwd_dq (avx512) equals its definition on %d cases (len, r, dv, state, mode)", ncase);
+  CHECK(okr, "la_simd_bwd_reverse and _query_sum (avx512) equal their definitions on %d cases (len, r, "
              "dv, state, mode)", ncase);
 }
 

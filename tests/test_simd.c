@@ -16,13 +16,15 @@ static void table_complete(const la_simd *t) {
   /* the entries after the name, all function pointers */
   const size_t n = (sizeof *t - offsetof(la_simd, gemm)) / sizeof(void (*)(void));
   const char *base = (const char *)t + offsetof(la_simd, gemm);
+  /* gemm_f64 alone may be NULL (OpenBLAS's DGEMM is the faster there, simd.h) */
+  const size_t opt = (offsetof(la_simd, gemm_f64) - offsetof(la_simd, gemm)) / sizeof(void (*)(void));
   int missing = 0;
   for (size_t i = 0; i < n; i++) {
     void (*f)(void);
     memcpy(&f, base + i * sizeof f, sizeof f);
-    missing += f == NULL;
+    missing += f == NULL && i != opt;
   }
-  CHECK(n == 23 && missing == 0, "table %s: %zu entries, %d unset", t->name, n, missing);
+  CHECK(n == 20 && missing == 0, "table %s: %zu entries, %d unset", t->name, n, missing);
 }
 
 int main(void) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include "../core/kern256.h"
+#include "../core/simd_compose.h"
 #include "../core/kern512.h"
 
 char *openblas_get_corename(void);
@@ -46,20 +47,20 @@ static void chunk_call(int kk, int isa, const float *X, const float *Y, float *Z
     else la_k256_gemm(L, L, R, pq, R, 1, pk, L, Asc, L, 0, 2);
     break;
   case 1:
-    if (isa) la_k512_causal_chunk(L, R, D, pq, pk, V, D, sf, o, tmp, kT, Asc, zf, L);
-    else la_k256_causal_chunk(L, R, D, pq, pk, V, D, sf, o, tmp, kT, Asc, zf, L);
+    if (isa) la_simd_causal_chunk(&la_simd_avx512, L, R, D, pq, pk, V, D, sf, o, tmp, kT, Asc, zf, L);
+    else la_simd_causal_chunk(&la_simd_avx2, L, R, D, pq, pk, V, D, sf, o, tmp, kT, Asc, zf, L);
     break;
   case 2:
-    if (isa) la_k512_key_summary(L, R, D, pk, V, D, tmp);
-    else la_k256_key_summary(L, R, D, pk, V, D, tmp);
+    if (isa) la_simd_key_summary(&la_simd_avx512, L, R, D, pk, V, D, tmp);
+    else la_simd_key_summary(&la_simd_avx2, L, R, D, pk, V, D, tmp);
     break;
   case 3:
-    if (isa) la_k512_bwd_dq(L, R, D, ab, sf, pk, V, D, o, Asc, tb, L, 1);
-    else la_k256_bwd_dq(L, R, D, ab, sf, pk, V, D, o, Asc, tb, L, 1);
+    if (isa) la_simd_bwd_dq(&la_simd_avx512, L, R, D, ab, sf, pk, V, D, o, Asc, tb, L, 1);
+    else la_simd_bwd_dq(&la_simd_avx2, L, R, D, ab, sf, pk, V, D, o, Asc, tb, L, 1);
     break;
   default:
-    if (isa) la_k512_bwd_reverse(L, R, D, ab, pq, pk, ab, sf, o, dv, D, tmp, Asc, kT, tb, L, 1);
-    else la_k256_bwd_reverse(L, R, D, ab, pq, pk, ab, sf, o, dv, D, tmp, Asc, kT, tb, L, 1);
+    if (isa) la_simd_bwd_reverse(&la_simd_avx512, L, R, D, ab, pq, pk, ab, sf, o, dv, D, tmp, Asc, kT, tb, L, 1);
+    else la_simd_bwd_reverse(&la_simd_avx2, L, R, D, ab, pq, pk, ab, sf, o, dv, D, tmp, Asc, kT, tb, L, 1);
     break;
   }
 }

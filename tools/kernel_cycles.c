@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 #include "../core/kern512.h"
+#include "../core/simd_compose.h"
 #include "../core/synth_kernel.h"
 
 static double now(void) {
@@ -106,8 +107,8 @@ int main(int argc, char **argv) {
     fav += 2.0 * mt * w * dv;
   }
   const double fqs = 2.0 * len * r * dv, fks = 2.0 * len * r * dv;
-  BEST(t, reps, inner, la_k512_causal_chunk(len, r, dv, pq, pk, V, ldv, sf, o, tmp, kT, A, zf, C));
-  line("causal chunk (la_k512_causal_chunk)", t, ftri + fav + fqs + fks, peak);
+  BEST(t, reps, inner, la_simd_causal_chunk(&la_simd_avx512, len, r, dv, pq, pk, V, ldv, sf, o, tmp, kT, A, zf, C));
+  line("causal chunk (la_simd_causal_chunk, avx512)", t, ftri + fav + fqs + fks, peak);
   BEST(t, reps, inner, la_k512_transpose(len, r, pk, r, kT, C));
   line("  transpose Phi_k", t, 0, peak);
   BEST(t, reps, inner, la_k512_gemm(len, len, r, pq, r, 1, kT, C, A, C, 0, 2));
@@ -116,11 +117,11 @@ int main(int argc, char **argv) {
   line("  Phi_q S", t, fqs, peak);
   BEST(t, reps, inner, la_k512_gemm(len, dv, len, A, C, 1, V, ldv, o, dv1, 1, 1));
   line("  A V (lower)", t, fav, peak);
-  BEST(t, reps, inner, la_k512_key_summary(len, r, dv, pk, V, ldv, tmp));
-  line("  key summary (la_k512_key_summary)", t, fks, peak);
-  BEST(t, reps, inner, la_k512_query_apply(len, r, dv, pq, sf, o, zf));
-  line("bidirectional rows (la_k512_query_apply)", t, fqs, peak);
-  /* the causal backward's pieces (kern512_bwd.c): ab = [a | b] (len x (dv+1)); the triangles
+  BEST(t, reps, inner, la_simd_key_summary(&la_simd_avx512, len, r, dv, pk, V, ldv, tmp));
+  line("  key summary (la_simd_key_summary)", t, fks, peak);
+  BEST(t, reps, inner, la_simd_query_apply(&la_simd_avx512, len, r, dv, pq, sf, o, zf));
+  line("bidirectional rows (la_simd_query_apply)", t, fqs, peak);
+  /* the causal backward's pieces (simd_compose.c): ab = [a | b] (len x (dv+1)); the triangles
    * counted by the tiles computed, as above (tri = 3 mirrors tri = 1: row tile i0 reads the
    * len - i0 rows from i0) */
   {
@@ -137,11 +138,11 @@ int main(int argc, char **argv) {
       fupv += 2.0 * mt * (len - i0) * dv;
     }
     const double f1 = 2.0 * len * r * dv1; /* ab S'^T, [V|1] dS'^T, Phi_q^T ab */
-    BEST(t, reps, inner, la_k512_bwd_dq(len, r, dv, ab, sf, pk, V, ldv, dphi, A, tb, C, 1));
-    line("backward dq (la_k512_bwd_dq)", t, f1 + fT + fTr, peak);
+    BEST(t, reps, inner, la_simd_bwd_dq(&la_simd_avx512, len, r, dv, ab, sf, pk, V, ldv, dphi, A, tb, C, 1));
+    line("backward dq (la_simd_bwd_dq)", t, f1 + fT + fTr, peak);
     BEST(t, reps, inner,
-         la_k512_bwd_reverse(len, r, dv, ab, pq, pk, vp, sf, dphi, dvo, ldv, tmp, A, kT, tb, C, 1));
-    line("backward reverse (la_k512_bwd_reverse)", t,
+         la_simd_bwd_reverse(&la_simd_avx512, len, r, dv, ab, pq, pk, vp, sf, dphi, dvo, ldv, tmp, A, kT, tb, C, 1));
+    line("backward reverse (la_simd_bwd_reverse)", t,
          f1 + fqs + fT + fup + ftri + fupv + f1, peak);
     free(ab), free(dphi), free(dvo), free(vp), free(tb);
   }

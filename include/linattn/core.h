@@ -265,6 +265,9 @@ void la_engine_ownership(const la_engine eng, int64_t N, int P, int rank, int64_
  * row name ("k512gemm", "k256gemm"). NAN with the generic kernels; -1 when out of memory
  * (reason recorded, la_error_reason). */
 double la_kernel_probe_gflops(int threads, int reps, const char **impl);
+/* The same for the table's float64 GEMM (gemm_f64, 64 x 64 x 64 doubles; *impl "k256dgemm"):
+ * NAN where the table has none (the float64 products then run on OpenBLAS's DGEMM). */
+double la_kernel_probe_gflops_f64(int threads, int reps, const char **impl);
 int la_engine_threads(const la_engine eng);
 /* The threads an engine planned with cfg would use (cfg->threads, or the OpenMP default). */
 int la_config_threads(const la_config *cfg);
