@@ -43,6 +43,11 @@ static la_status forward_bidir(la_dist d, la_engine eng, int64_t n, int64_t row0
   la_state st = {0}, head = {0};
   la_status s = la_state_init(&st, H, r, dv);
   if (s != LA_OK) return s;
+  if (la_engine_decayed(eng)) { /* one rank (la_forward_shard): forward and reverse passes */
+    s = la_engine_apply(eng, row0, n, q, k, v, &st, out, stats);
+    la_state_free(&st);
+    return s;
+  }
   if (!la_engine_has_segments(eng)) {
     s = la_engine_accumulate(eng, row0, n, k, v, &st);
     s = la_dist_agree(d, s);
