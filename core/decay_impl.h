@@ -137,7 +137,7 @@ static void decay_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   int reset;
   const int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
   if (reset || nseg > 1) *f = 1;
-  features_at(e, h, c0, len, -1, hi, k, w->phik, w->ak, NULL, 0);
+  features_at(e, h, c0, len, -1, hi, k, w->phik, w->ak, v, e->dv); /* checks v too */
   decay_scales(e, w, len, nseg, 0, reset, sz, m);
   decay_inputs(e, w, h, c0, len, c0 + e->C, hi, q, k, v);
   int n0 = 0; /* rows still in the state's segment */
