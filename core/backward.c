@@ -32,6 +32,7 @@ la_status la_backward_window(la_engine e, int64_t token0, int64_t n, const void 
                              const void *k, const void *v, const void *g, int64_t hlo,
                              int64_t hhi, const void *hk, const void *hv, const la_state *mid,
                              void *dq, double *side, la_den_stats *stats) {
+  LA_CHECK(!la_engine_decayed(e), LA_ERR_UNSUPPORTED, "%s: the backward with --decay is not built yet (docs/design.md §1.2)", "la_backward_window");
   LA_CHECK(e->cfg.mode == LA_CAUSAL && e->cfg.window > 0, LA_ERR_ARG,
            "la_backward_window: the engine has no causal window");
   LA_CHECK(hlo <= hhi && hhi <= token0, LA_ERR_ARG,
@@ -84,6 +85,7 @@ la_status la_backward_segmented(la_engine e, int64_t token0, int64_t n, const vo
                                 const la_state *left, const la_state *right, void *dq, void *dk,
                                 void *dv, void *side, la_state *head_rev,
                                 la_state *tail_rev, la_den_stats *stats) {
+  LA_CHECK(!la_engine_decayed(e), LA_ERR_UNSUPPORTED, "%s: the backward with --decay is not built yet (docs/design.md §1.2)", "la_backward_segmented");
   LA_TRY(la_engine_state_ok(e, head_rev, "la_backward_segmented", "head_rev"));
   LA_TRY(la_engine_state_ok(e, tail_rev, "la_backward_segmented", "tail_rev"));
   LA_TRY(la_engine_state_ok(e, left, "la_backward_segmented", "left"));
@@ -141,6 +143,7 @@ la_status la_engine_set_replay_output(la_engine e, void *out, int64_t row0, int6
 la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void *q,
                              const void *k, const void *v, const void *g, la_state *state,
                              void *dq, void *side, la_state *rev, la_den_stats *stats) {
+  LA_CHECK(!la_engine_decayed(e), LA_ERR_UNSUPPORTED, "%s: the backward with --decay is not built yet (docs/design.md §1.2)", "la_backward_replay");
   LA_TRY(la_engine_state_ok(e, state, "la_backward_replay", "state"));
   LA_CHECK(rev || e->cfg.mode == LA_CAUSAL, LA_ERR_ARG,
            "la_backward_replay: rev is needed in bidirectional mode");
@@ -181,6 +184,7 @@ la_status la_backward_replay(la_engine e, int64_t token0, int64_t n, const void 
 la_status la_backward_reverse(la_engine e, int64_t token0, int64_t n, const void *q,
                               const void *k, const void *v, const void *g, const void *side,
                               la_state *suffix, void *dk, void *dv) {
+  LA_CHECK(!la_engine_decayed(e), LA_ERR_UNSUPPORTED, "%s: the backward with --decay is not built yet (docs/design.md §1.2)", "la_backward_reverse");
   LA_TRY(la_engine_state_ok(e, suffix, "la_backward_reverse", "suffix"));
   if (n == 0) return LA_OK;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
@@ -197,6 +201,7 @@ la_status la_backward_reverse(la_engine e, int64_t token0, int64_t n, const void
 
 la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                       const void *g, void *dq, void *dk, void *dv, la_den_stats *stats) {
+  LA_CHECK(!la_engine_decayed(e), LA_ERR_UNSUPPORTED, "%s: the backward with --decay is not built yet (docs/design.md §1.2)", "la_backward");
   la_state st = {0}, rev = {0}, tail = {0};
   const int win = e->cfg.window > 0 && e->cfg.window < n;
   /* the side rows live in dv until the reverse pass overwrites them, except for windows */

@@ -24,6 +24,26 @@ void la_config_default(la_config *cfg) {
   cfg->kernels = LA_KERNELS_AUTO;
 }
 
+/* --decay (§1.2): gamma in (0, 1], a list of at least one value; not with --window nor
+ * --reproducible in this version (refused with the reason, never computed without decay). */
+static la_status la_config_check_decay(const la_config *cfg) {
+  if (!cfg->decay && !cfg->decay_n && !cfg->decay_retnet) return LA_OK;
+  LA_CHECK(!(cfg->decay && cfg->decay_retnet), LA_ERR_ARG,
+           "--decay: give either retnet or values, not both");
+  LA_CHECK(cfg->decay_retnet || (cfg->decay && cfg->decay_n >= 1), LA_ERR_ARG,
+           "--decay: %d values given (at least one is needed)", cfg->decay_n);
+  for (int h = 0; cfg->decay && h < cfg->decay_n; h++)
+    LA_CHECK(cfg->decay[h] > 0.0 && cfg->decay[h] <= 1.0, LA_ERR_ARG,
+             "--decay: gamma = %g (value %d) is outside (0, 1]", cfg->decay[h], h + 1);
+  LA_CHECK(cfg->window == 0, LA_ERR_UNSUPPORTED,
+           "--decay is not yet supported with --window (the window queue does not decay its "
+           "summaries yet, docs/design.md §1.2)");
+  LA_CHECK(!cfg->reproducible, LA_ERR_UNSUPPORTED,
+           "--decay is not yet supported with --reproducible (the exact grid has no decay yet, "
+           "docs/design.md §1.2)");
+  return LA_OK;
+}
+
 la_status la_config_check(const la_config *cfg, int dk) {
 #define LA_BAD(...) return la_error(LA_ERR_ARG, __VA_ARGS__)
   if (cfg->mode != LA_CAUSAL && cfg->mode != LA_BIDIRECTIONAL) LA_BAD("--mode: unknown mode");
@@ -48,6 +68,7 @@ la_status la_config_check(const la_config *cfg, int dk) {
     LA_BAD("--denominator: the epsilon of add:E must be finite and >= 0");
   if (cfg->den_policy == LA_DEN_CLAMP && !(cfg->den_eps > 0.0 && isfinite(cfg->den_eps)))
     LA_BAD("--denominator: the epsilon of clamp:E must be finite and > 0");
+  LA_TRY(la_config_check_decay(cfg));
   if (cfg->normalize && la_map_is_signed(cfg->map) && !cfg->allow_signed)
     LA_BAD("--feature-map %s is signed: its denominator phi(q).sum phi(k) can be zero or "
            "negative, so normalized mode needs --allow-signed (or use --normalize off)",

@@ -81,6 +81,38 @@ static void work_free(la_work *w) {
   la_den_stats_free(&w->stats);
 }
 
+/* --decay (§1.2): gamma_h from la_config (one value, one per head, or RetNet's schedule),
+ * checked, and the tables ln gamma_h and gamma_h^d, d = 0..C. No table when every gamma_h is 1:
+ * the undecayed operator's own path, bitwise. cfg->decay is not kept. */
+static la_status decay_table(la_engine e) {
+  const la_config *c = &e->cfg;
+  if (!c->decay && !c->decay_retnet) return LA_OK;
+  LA_CHECK(c->decay_retnet || c->decay_n == 1 || c->decay_n == e->H, LA_ERR_ARG,
+           "--decay: a list of %d values for %d heads (give one value, or one per head)",
+           c->decay_n, e->H);
+  int any = 0;
+  for (int h = 0; h < e->H; h++) {
+    const double g = c->decay_retnet ? 1.0 - ldexp(1.0, -5 - h) : c->decay[c->decay_n == 1 ? 0 : h];
+    LA_CHECK(g > 0.0 && g <= 1.0, LA_ERR_ARG, "--decay: gamma = %g (head %d) is outside (0, 1]",
+             g, h);
+    any |= g < 1.0;
+  }
+  if (!any) {
+    e->cfg.decay = NULL; /* the caller's array is not kept */
+    return LA_OK;
+  }
+  e->dlog = la_malloc(sizeof(double) * (size_t)e->H);
+  e->dpow = la_malloc(sizeof(double) * (size_t)e->H * (size_t)(e->C + 1));
+  LA_CHECK(e->dlog && e->dpow, LA_ERR_NOMEM, "la_engine_create: out of memory for the decay table");
+  for (int h = 0; h < e->H; h++) {
+    const double g = c->decay_retnet ? 1.0 - ldexp(1.0, -5 - h) : c->decay[c->decay_n == 1 ? 0 : h];
+    e->dlog[h] = log(g);
+    for (int d = 0; d <= e->C; d++) e->dpow[(size_t)h * (e->C + 1) + d] = exp(d * e->dlog[h]);
+  }
+  e->cfg.decay = NULL; /* the caller's array is not kept */
+  return LA_OK;
+}
+
 la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype dt, int dv,
                            la_engine *out) {
   *out = NULL;
@@ -149,6 +181,11 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
         !w->ak || la_den_stats_init(&w->stats) != LA_OK)
       goto nomem;
   }
+  const la_status ds = decay_table(e);
+  if (ds != LA_OK) {
+    la_engine_destroy(&e);
+    return ds;
+  }
   e->Bmax = e->H >= e->T ? 1 : (e->T + e->H - 1) / e->H;
   if (la_state_init(&e->part, e->H * e->Bmax, e->r, dv) != LA_OK) goto nomem;
   e->scratch = la_malloc(sizeof(double) * r * dv1);
@@ -172,6 +209,8 @@ void la_engine_destroy(la_engine *pe) {
   la_state_free(&e->part);
   free(e->scratch);
   free(e->sfall);
+  free(e->dlog);
+  free(e->dpow);
   free(e);
   *pe = NULL;
 }
@@ -192,6 +231,10 @@ la_dtype la_engine_dtype(const la_engine e) { return e->dt; }
 int64_t la_engine_window(const la_engine e) { return e->cfg.window; }
 int la_engine_reproducible(const la_engine e) { return e->cfg.reproducible; }
 int la_engine_input_dim(const la_engine e) { return e->dk; }
+int la_engine_decayed(const la_engine e) { return e->dlog != NULL; }
+double la_engine_decay(const la_engine e, int h) {
+  return e->dlog && h >= 0 && h < e->H ? exp(e->dlog[h]) : 1.0;
+}
 int la_engine_stabilized(const la_engine e) { return e->stabilized; }
 int la_engine_threads(const la_engine e) { return e->T; }
 int la_config_threads(const la_config *cfg) { return la_plan_threads(cfg); }

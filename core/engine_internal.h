@@ -59,6 +59,8 @@ struct la_engine_s {
   int64_t seg_count;      /* S + 1 */
   const la_tape_view *tape; /* la_forward_taped: the tape the causal chunks fill, or NULL */
   int check_finite;       /* la_engine_set_check_finite: features_at checks the rows it reads */
+  double *dlog;           /* --decay (§1.2): ln gamma_h per head, or NULL: no head decays */
+  double *dpow;           /* [H][C + 1]: gamma_h^d, d = 0..C (the chunk's decay factors) */
   void *rout;             /* la_engine_set_replay_output: the replay's outputs, or NULL */
   int64_t rout_row0, rout_n;
 };

@@ -22,8 +22,53 @@ static void la_summaries_to_work(la_engine e, const double *sz) {
   }
 }
 
+/* LA_ERR_UNSUPPORTED for an entry point that cannot take a decay yet (docs/design.md §1.2):
+ * the scan element carries no cumulative decay, so a prefix or summary from elsewhere would be
+ * combined undecayed. Refused, never computed without the decay. */
+static la_status no_decay(const la_engine e, const char *fn) {
+  LA_CHECK(!e->dlog, LA_ERR_UNSUPPORTED,
+           "%s: --decay is not yet supported here (the scan element does not carry the "
+           "cumulative decay yet: one process, the whole sequence at once; docs/design.md §1.2)",
+           fn);
+  return LA_OK;
+}
+
+/* 1 if every head of s is the identity (nothing read before or after the block). */
+static int state_empty(const la_engine e, const la_state *s) {
+  for (int h = 0; h < e->H; h++)
+    if (s->m[h] != -INFINITY) return 0;
+  return 1;
+}
+
+/* Decayed bidirectional rows [0, n) of the whole sequence (§1.2): per head a forward pass into
+ * unfinalized rows, then the reverse pass; raw and lsc ([n, H, dv+1], [n, H]) are allocated
+ * here, outside the parallel region. */
+static la_status decay_bidir_all(la_engine e, int64_t token0, int64_t n, const void *q,
+                                 const void *k, const void *v, void *out, la_den_stats *stats) {
+  LA_CHECK(token0 == 0, LA_ERR_UNSUPPORTED,
+           "decay: a bidirectional block must be the whole sequence on one process (token0 = "
+           "%lld; docs/design.md §1.2)", (long long)token0);
+  const size_t es = la_dtype_size(e->dt), rows = (size_t)n * e->H;
+  void *raw = malloc(es * rows * (e->dv + 1));
+  double *lsc = malloc(sizeof(double) * rows);
+  if (!raw || !lsc) {
+    free(raw);
+    free(lsc);
+    return la_error(LA_ERR_NOMEM, "decay: out of memory for %lld bidirectional rows",
+                    (long long)n);
+  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < e->H; h++)
+    e->kern->decay_bidir(e, &e->work[la_thread_id()], h, token0, n, q, k, v, raw, lsc, out);
+  free(raw);
+  free(lsc);
+  la_engine_merge_stats(e, stats);
+  return LA_OK;
+}
+
 la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const void *k,
                                const void *v, la_state *state) {
+  LA_TRY(no_decay(e, "la_engine_accumulate"));
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_accumulate: n = %lld < 0", (long long)n);
   LA_TRY(la_engine_state_ok(e, state, "la_engine_accumulate", "state"));
   if (n == 0) return LA_OK;
@@ -66,6 +111,12 @@ la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q,
   LA_TRY(la_engine_state_ok(e, state, "la_engine_apply", "state"));
   if (n == 0) return LA_OK;
   const int H = e->H;
+  if (e->cfg.mode == LA_BIDIRECTIONAL && e->dlog) {
+    LA_CHECK(state_empty(e, state), LA_ERR_UNSUPPORTED,
+             "la_engine_apply: a decayed bidirectional block reads no summary from elsewhere "
+             "yet (docs/design.md §1.2)");
+    return decay_bidir_all(e, token0, n, q, k, v, out, stats);
+  }
   if (e->cfg.mode == LA_BIDIRECTIONAL) {
     /* Rows are independent: superblocks of all heads when there are chunks enough for the
      * threads, so that a thread reads whole token rows; else groups of adjacent heads. */
@@ -92,6 +143,7 @@ la_status la_engine_apply_local(la_engine e, int64_t token0, int64_t n, const vo
   LA_CHECK(e->cfg.mode == LA_CAUSAL, LA_ERR_ARG, "la_engine_apply_local: the engine is not causal");
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply_local: n = %lld < 0", (long long)n);
   LA_CHECK(raw && lsc, LA_ERR_ARG, "la_engine_apply_local: raw and lsc are needed");
+  LA_TRY(no_decay(e, "la_engine_apply_local"));
   LA_TRY(la_engine_state_ok(e, local, "la_engine_apply_local", "local"));
   if (n == 0) return LA_OK;
   return causal_apply(e, token0, n, q, k, v, local, NULL, NULL, raw, lsc);
@@ -101,6 +153,7 @@ la_status la_engine_correct(la_engine e, int64_t token0, int64_t n, const void *
                             const la_state *prefix, const void *raw, const double *lsc,
                             void *out, la_den_stats *stats) {
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_correct: n = %lld < 0", (long long)n);
+  LA_TRY(no_decay(e, "la_engine_correct"));
   LA_TRY(la_engine_state_ok(e, prefix, "la_engine_correct", "prefix"));
   if (n == 0) return LA_OK;
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
@@ -123,7 +176,8 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
                               la_den_stats *stats, void *raw, double *lsc) {
   const int H = e->H;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
-  const int B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
+  /* decay (§1.2): no superblocks, their totals would need the cumulative decay */
+  const int B = !e->dlog && (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
   la_state_reset(&e->part);
   if (B > 1) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
@@ -152,7 +206,13 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
         la_state_combine_head(run, state->m + h, state->f + h, e->scratch, &tot_m, &tot_f, rsz);
     }
   }
-  if (B == 1) { /* heads alone occupy the threads: one group of adjacent heads per thread */
+  if (e->dlog) { /* decay (§1.2): head by head, on the generic products */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+    for (int h = 0; h < H; h++)
+      e->kern->decay_causal(e, &e->work[la_thread_id()], h, token0, 0, n, q, k, v,
+                            e->part.sz + (size_t)h * rsz, e->part.m + h, e->part.f + h, out,
+                            raw, lsc);
+  } else if (B == 1) { /* heads alone occupy the threads: one group of adjacent heads per thread */
     const int G = la_head_groups(e);
 #pragma omp parallel for schedule(static, 1) num_threads(e->T)
     for (int g = 0; g < G; g++) {
@@ -193,6 +253,12 @@ la_status la_engine_apply_segmented(la_engine e, int64_t token0, int64_t n, cons
   LA_TRY(la_engine_state_ok(e, left, "la_engine_apply_segmented", "left"));
   LA_TRY(la_engine_state_ok(e, right, "la_engine_apply_segmented", "right"));
   if (n == 0) return LA_OK;
+  if (e->dlog) { /* decay (§1.2): the segments of the whole sequence, on this process */
+    LA_CHECK(state_empty(e, left) && state_empty(e, right), LA_ERR_UNSUPPORTED,
+             "la_engine_apply_segmented: a decayed block reads no summary from elsewhere yet "
+             "(docs/design.md §1.2)");
+    return decay_bidir_all(e, token0, n, q, k, v, out, stats);
+  }
   const size_t rsz = (size_t)e->r * (e->dv + 1);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++) {
@@ -226,6 +292,7 @@ la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const v
                                  la_den_stats *stats) {
   LA_CHECK(e->cfg.mode == LA_CAUSAL && e->cfg.window > 0, LA_ERR_ARG,
            "la_engine_apply_window: the engine has no causal window");
+  LA_TRY(no_decay(e, "la_engine_apply_window"));
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply_window: n = %lld < 0", (long long)n);
   LA_CHECK(hlo <= hhi && hhi <= token0, LA_ERR_ARG,
            "la_engine_apply_window: halo [%lld, %lld) does not end at or before token0 = %lld",
@@ -244,6 +311,8 @@ la_status la_forward(la_engine e, int64_t n, const void *q, const void *k, const
   la_status s = LA_OK;
   if (e->cfg.window > 0 && e->cfg.window < n) /* nothing before the sequence: empty halo */
     s = la_engine_apply_window(e, 0, n, q, k, v, 0, 0, NULL, NULL, &st, out, stats);
+  else if (e->cfg.mode == LA_BIDIRECTIONAL && e->dlog) /* §1.2: forward and reverse passes */
+    s = decay_bidir_all(e, 0, n, q, k, v, out, stats);
   else if (e->cfg.mode == LA_BIDIRECTIONAL && e->seg_off) /* identity left and right */
     s = la_engine_apply_segmented(e, 0, n, q, k, v, &st, &st, out, stats);
   else {

@@ -106,6 +106,15 @@ typedef struct {
   void (*query_summary)(la_engine e, la_work *w, int h, int64_t token0, int64_t n, int64_t a,
                         int64_t b, const void *q, const void *g, const double *side,
                         double *sz, double *m);
+  /* --decay (§1.2), generic products only: causal rows [lo, hi) from the decayed prefix
+   * (sz, m, f), which advances (raw: unfinalized rows, as apply_causal) */
+  void (*decay_causal)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                       const void *q, const void *k, const void *v, double *sz, double *m,
+                       int *f, void *out, void *raw, double *lsc);
+  /* bidirectional rows [0, n): a forward pass into raw ([n, H, dv+1]) and lsc ([n, H]), then
+   * the reverse pass adds the keys after each row and finalizes into out */
+  void (*decay_bidir)(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const void *q,
+                      const void *k, const void *v, void *raw, double *lsc, void *out);
 } la_kernels;
 
 extern const la_kernels la_kernels_f32, la_kernels_f64;

@@ -1,5 +1,5 @@
 /* The float32 instantiation of the kernel templates (chunk_impl.h, window_impl.h,
- * backward_impl.h), ending in the named table la_kernels_f32 (kernels.h, docs/design.md §5.1).
+ * backward_impl.h, decay_impl.h), ending in the named table la_kernels_f32 (kernels.h, docs/design.md §5.1).
  * float32 GEMMs go to the engine's kernel table when it has one (gemm.c, simd.h). */
 #include <math.h>
 #include <stdlib.h>
@@ -21,6 +21,7 @@
 #include "chunk_impl.h"
 #include "window_impl.h"
 #include "backward_impl.h"
+#include "decay_impl.h"
 
 const la_kernels la_kernels_f32 = {
     .dtype = "f32",
@@ -41,4 +42,6 @@ const la_kernels la_kernels_f32 = {
     .bwd_window_reverse = bwd_window_reverse,
     .bwd_tape_heads = bwd_tape_heads,
     .query_summary = query_summary_rows,
+    .decay_causal = decay_causal,
+    .decay_bidir = decay_bidir,
 };

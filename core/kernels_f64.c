@@ -1,5 +1,5 @@
 /* The float64 instantiation of the kernel templates (chunk_impl.h, window_impl.h,
- * backward_impl.h), ending in the named table la_kernels_f64 (kernels.h, docs/design.md §5.1). */
+ * backward_impl.h, decay_impl.h), ending in the named table la_kernels_f64 (kernels.h, docs/design.md §5.1). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +23,7 @@
 #include "chunk_impl.h"
 #include "window_impl.h"
 #include "backward_impl.h"
+#include "decay_impl.h"
 
 const la_kernels la_kernels_f64 = {
     .dtype = "f64",
@@ -43,4 +44,6 @@ const la_kernels la_kernels_f64 = {
     .bwd_window_reverse = bwd_window_reverse,
     .bwd_tape_heads = bwd_tape_heads,
     .query_summary = query_summary_rows,
+    .decay_causal = decay_causal,
+    .decay_bidir = decay_bidir,
 };

@@ -95,6 +95,15 @@ la_status la_report_write(const char *path, const la_report *p, int force) {
   if (p->window > 0) fprintf(f, "%lld", (long long)p->window);
   else fprintf(f, "null");
   fprintf(f, ",\n  \"reproducible\": %s", c->reproducible ? "true" : "false");
+  fprintf(f, ",\n  \"decay\": "); /* gamma_h per head (docs/design.md §1.2), or null */
+  if ((c->decay && c->decay_n >= 1) || c->decay_retnet) {
+    for (int h = 0; h < p->heads; h++)
+      fprintf(f, "%s%.17g", h ? ", " : "[",
+              c->decay_retnet ? 1.0 - ldexp(1.0, -5 - h) : c->decay[c->decay_n == 1 ? 0 : h]);
+    fprintf(f, "]");
+  } else {
+    fprintf(f, "null");
+  }
   fprintf(f, ",\n  \"checkpoint\": ");
   if (!p->checkpoint_dir) {
     fprintf(f, "null");

@@ -56,6 +56,7 @@ size_t la_tape_size(const la_engine e, int64_t n) {
 
 la_status la_forward_taped(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                            void *out, void *tape, la_den_stats *stats) {
+  LA_CHECK(!la_engine_decayed(e), LA_ERR_UNSUPPORTED, "%s: the backward with --decay is not built yet (docs/design.md §1.2)", "la_forward_taped");
   const char *why;
   LA_CHECK(e && tape, LA_ERR_ARG, "la_forward_taped: no engine or no tape");
   LA_CHECK(tape_supported(e, n, &why), LA_ERR_UNSUPPORTED, "la_forward_taped: no tape with %s",
@@ -80,6 +81,7 @@ la_status la_forward_taped(la_engine e, int64_t n, const void *q, const void *k,
 la_status la_backward_taped(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                             const void *g, const void *out, const void *tape, void *dq, void *dk,
                             void *dv) {
+  LA_CHECK(!la_engine_decayed(e), LA_ERR_UNSUPPORTED, "%s: the backward with --decay is not built yet (docs/design.md §1.2)", "la_backward_taped");
   const char *why;
   LA_CHECK(e && tape && out, LA_ERR_ARG, "la_backward_taped: no engine, tape or outputs");
   LA_CHECK(tape_supported(e, n, &why), LA_ERR_UNSUPPORTED, "la_backward_taped: no tape with %s",

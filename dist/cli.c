@@ -73,6 +73,35 @@ static la_status den_set(const la_opt *r, const char *val, void *vo) {
   return LA_OK;
 }
 
+/* --decay G | G1,G2,... | retnet (docs/cli.md, docs/design.md §1.2): gamma in (0, 1], one for
+ * every head or one per head (the count against H is checked by la_engine_create). */
+static la_status decay_set(const la_opt *r, const char *val, void *vo) {
+  la_cli *o = vo;
+  o->cfg.decay = NULL, o->cfg.decay_n = 0, o->cfg.decay_retnet = 0;
+  if (!strcmp(val, "retnet")) {
+    o->cfg.decay_retnet = 1;
+    return LA_OK;
+  }
+  int n = 0;
+  for (const char *p = val;;) {
+    char *end;
+    errno = 0;
+    const double g = strtod(p, &end);
+    LA_CHECK(end != p && (*end == ',' || !*end) && !errno, LA_ERR_ARG,
+             "%s: '%s' is not a number in (0, 1], a comma list of them (one per head) or retnet",
+             r->name, val);
+    LA_CHECK(g > 0.0 && g <= 1.0, LA_ERR_ARG, "%s: gamma = %.*s is outside (0, 1]", r->name,
+             (int)(end - p), p);
+    LA_CHECK(n < LA_LIST_MAX, LA_ERR_ARG, "%s: more than %d values", r->name, LA_LIST_MAX);
+    o->decay_vals[n++] = g;
+    if (!*end) break;
+    p = end + 1;
+  }
+  o->cfg.decay = o->decay_vals;
+  o->cfg.decay_n = n;
+  return LA_OK;
+}
+
 static void progress_init(const la_opt *r, void *o) {
   (void)r;
   ((la_cli *)o)->progress = isatty(2);
@@ -197,6 +226,11 @@ static const la_opt rows[] = {
     {.name = "--window", .meta = "W", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_INT,
      F(cfg.window), .lo = 1, .hi = INT64_MAX,
      .help = "causal sliding window: query i reads keys i-W < j <= i"},
+    {.name = "--decay", .meta = "G", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
+     F(decay_string), .set = decay_set,
+     .help = "per-head decay gamma in (0, 1]: one value, a comma list (one per head), or retnet "
+             "(gamma_h = 1 - 2^(-5-h)); pair weights gamma^(i-j) (causal), gamma^abs(i-j) "
+             "(bidirectional); one process, not with --window or --reproducible yet"},
     {.name = "--segments", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      F(segments), .help = "packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N, "
                           "where the state resets"},
@@ -433,6 +467,9 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
   for (int j = 0; j < NROWS; j++)
     LA_CHECK(!(given[j] && !strcmp(rows[j].name, "--checkpoint-every") && !o->checkpoint),
              LA_ERR_ARG, "--checkpoint-every needs --checkpoint DIR (where the checkpoints go)");
+  LA_CHECK(!(sub == LA_SUB_GRAD && o->decay_string), LA_ERR_UNSUPPORTED,
+           "--decay: grad does not offer the backward with decay in this version (run does, "
+           "docs/design.md §1.2)");
   LA_CHECK(!(sub == LA_SUB_GRAD && o->cfg.reproducible), LA_ERR_ARG,
            "--reproducible: grad does not offer it in this version (the backward's reverse "
            "scan is not yet on the exact grid, docs/design.md §4.7); run does");

@@ -19,6 +19,8 @@ typedef struct {
   const char *q, *k, *v, *out, *report, *projection, *save_projection, *segments;
   const char *grad_out, *grad_q, *grad_k, *grad_v; /* grad */
   const char *den_string; /* --denominator as given */
+  const char *decay_string; /* --decay as given; its values (cfg.decay points here) */
+  double decay_vals[LA_LIST_MAX];
   int64_t n;              /* synthetic workload; also bench */
   int heads, dk, dv;
   double input_scale;

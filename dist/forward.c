@@ -43,6 +43,11 @@ static la_status forward_bidir(la_dist d, la_engine eng, int64_t n, int64_t row0
   la_state st = {0}, head = {0};
   la_status s = la_state_init(&st, H, r, dv);
   if (s != LA_OK) return s;
+  if (la_engine_decayed(eng)) { /* one rank (la_forward_shard): forward and reverse passes */
+    s = la_engine_apply(eng, row0, n, q, k, v, &st, out, stats);
+    la_state_free(&st);
+    return s;
+  }
   if (!la_engine_has_segments(eng)) {
     s = la_engine_accumulate(eng, row0, n, k, v, &st);
     s = la_dist_agree(d, s);
@@ -283,7 +288,10 @@ la_status la_forward_shard(la_dist d, la_engine eng, int64_t N, int64_t n_local,
                            const void *q, const void *k, const void *v, void *out,
                            la_den_stats *stats) {
   la_status s;
-  if (la_engine_reproducible(eng) && la_engine_window(eng) > 0 && la_engine_window(eng) < N)
+  if (la_engine_decayed(eng) && d->size > 1) /* docs/design.md §1.2: never undecayed */
+    s = la_error(LA_ERR_UNSUPPORTED, "--decay is not yet supported on more than one rank: the "
+                 "scan element does not carry the cumulative decay yet");
+  else if (la_engine_reproducible(eng) && la_engine_window(eng) > 0 && la_engine_window(eng) < N)
     s = forward_window_exact(d, eng, N, n_local, row0, q, k, v, out, stats);
   else if (la_engine_reproducible(eng))
     s = forward_exact(d, eng, n_local, row0, q, k, v, out, stats);

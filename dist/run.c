@@ -41,6 +41,8 @@ int la_cmd_run(la_dist d, la_cli *o) {
   const int repro = o->cfg.reproducible;
   if (st == LA_OK && o->checkpoint && (in_memory || repro)) {
     st = la_error(LA_ERR_ARG, "--checkpoint: %s", repro ? "not with --reproducible in this version"
+                  : la_engine_decayed(job.eng) ? "a run with --decay holds its shard in memory "
+                  "and has no streaming position to save"
                   : o->cfg.window > 0 ? "a run with --window holds each rank's shard in memory and has "
                   "no streaming position to save"
                   : "a bidirectional run with --segments holds each rank's shard in memory and has no "

@@ -65,7 +65,8 @@ static void state_copy(la_state *dst, const la_state *src) {
 int la_stream_holds_shard(const la_engine eng, int64_t N) {
   const int64_t W = la_engine_window(eng);
   return (W > 0 && W < N) ||
-         (la_engine_has_segments(eng) && la_engine_mode(eng) == LA_BIDIRECTIONAL);
+         (la_engine_has_segments(eng) && la_engine_mode(eng) == LA_BIDIRECTIONAL) ||
+         la_engine_decayed(eng); /* --decay: one process, the shard at once (design.md §1.2) */
 }
 
 void la_stream_destroy(la_stream *ps) {

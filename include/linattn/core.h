@@ -81,6 +81,13 @@ typedef struct {
   int reproducible;         /* --reproducible: bitwise the same for any ranks and threads */
   la_scan_algorithm scan_algorithm; /* --scan-algorithm (distributed causal scans only) */
   int scan_pieces;          /* --scan-pieces: pieces of the pipelined scan; 0 = the default, 8 */
+  /* --decay (§1.2): per-head decay gamma_h in (0, 1]. decay[decay_n] is read by
+   * la_config_check and copied by la_engine_create (the caller keeps it until then):
+   * decay_n = 1 gives every head decay[0], decay_n = H one value per head; NULL / 0: none.
+   * decay_retnet = 1 (with decay NULL): RetNet's gamma_h = 1 - 2^(-5-h). */
+  const double *decay;
+  int decay_n;
+  int decay_retnet;
 } la_config;
 
 /* Bounds of the tunables. */
@@ -276,6 +283,9 @@ la_mode la_engine_mode(const la_engine eng);
 la_dtype la_engine_dtype(const la_engine eng);
 int64_t la_engine_window(const la_engine eng);
 int la_engine_reproducible(const la_engine eng); /* la_config.reproducible (§4.7) */
+/* 1 if some head has a decay gamma_h < 1 (§1.2); gamma_h of head h (1: none). */
+int la_engine_decayed(const la_engine eng);
+double la_engine_decay(const la_engine eng, int h);
 int la_engine_input_dim(const la_engine eng);
 /* 1 if the engine's map carries a log-scale stabilizer (la_map_is_stabilized). */
 int la_engine_stabilized(const la_engine eng);

@@ -71,7 +71,8 @@ int la_py_op_create(const char *map, int features, const char *mode, int normali
                     const char *den, int allow_signed, double scale, uint64_t seed,
                     int64_t window, int chunk, int threads, const char *kernels,
                     int reproducible, int f64, int heads, int dk, int dv, const double *proj,
-                    int proj_m, int proj_shared, la_py_op **out) {
+                    int proj_m, int proj_shared, const double *decay, int decay_n,
+                    int decay_retnet, la_py_op **out) {
   *out = NULL;
   la_error_clear();
   la_config cfg;
@@ -92,6 +93,9 @@ int la_py_op_create(const char *map, int features, const char *mode, int normali
   cfg.chunk = chunk;
   cfg.threads = threads;
   cfg.reproducible = reproducible != 0;
+  cfg.decay = decay; /* decay= (docs/design.md §1.2): copied by la_engine_create */
+  cfg.decay_n = decay ? decay_n : 0;
+  cfg.decay_retnet = decay_retnet != 0;
   LA_CHECK(isfinite(scale) && scale >= 0, LA_ERR_ARG, "scale must be finite and > 0 (got %g)", scale);
   LA_TRY(la_config_check(&cfg, dk));
   if (proj && !la_map_is_random(cfg.map))
@@ -116,6 +120,7 @@ int la_py_op_create(const char *map, int features, const char *mode, int normali
     la_py_op_destroy(op);
     return st;
   }
+  op->cfg.decay = NULL; /* the engine holds its copy; the caller's array goes away */
   op->r = la_featmap_width(op->fm);
   *out = op;
   return LA_OK;

@@ -43,7 +43,8 @@ int la_py_op_create(const char *map, int features, const char *mode, int normali
                     const char *den, int allow_signed, double scale, uint64_t seed,
                     int64_t window, int chunk, int threads, const char *kernels,
                     int reproducible, int f64, int heads, int dk, int dv, const double *proj,
-                    int proj_m, int proj_shared, la_py_op **out);
+                    int proj_m, int proj_shared, const double *decay, int decay_n,
+                    int decay_retnet, la_py_op **out);
 void la_py_op_destroy(la_py_op *op);
 int la_py_op_width(const la_py_op *op);                     /* r */
 int la_py_op_features(const la_py_op *op);                  /* m of the projection, 0: none */

@@ -73,10 +73,27 @@ def segments_array(segments):
     return (ctypes.c_int64 * len(vals))(*vals), len(vals)
 
 
-def _no_decay(decay, gates):
-    if decay is not None or gates is not None:
-        raise UnsupportedError("decay and gates are not implemented in the engine yet (issue 38); "
-                               "pass decay=None, gates=None")
+def _decay_arg(decay, gates):
+    """decay= (docs/design.md §1.2): None, one gamma for every head, a sequence of one per
+    head, or "retnet". Returns (ctypes array or None, count, retnet). gates= is not built."""
+    if gates is not None:
+        raise UnsupportedError("gates are not implemented in the engine yet (issue 38); "
+                               "pass gates=None")
+    if decay is None:
+        return None, 0, 0
+    if isinstance(decay, str):
+        if decay != "retnet":
+            raise InputError("decay %r: give a gamma in (0, 1], a sequence of one per head, or "
+                             "'retnet'" % (decay,))
+        return None, 0, 1
+    try:
+        vals = [float(decay)] if not hasattr(decay, "__len__") else [float(x) for x in decay]
+    except (TypeError, ValueError):
+        raise InputError("decay %r: give a gamma in (0, 1], a sequence of one per head, or "
+                         "'retnet'" % (decay,)) from None
+    if not vals:
+        raise InputError("decay: an empty sequence (give one gamma, or one per head)")
+    return (ctypes.c_double * len(vals))(*vals), len(vals), 0
 
 
 class Op:
@@ -88,7 +105,7 @@ class Op:
                  projection=None, window=None, chunk=None, threads=None, kernels="auto",
                  decay=None, gates=None):
         self.h = None
-        _no_decay(decay, gates)
+        dbuf, dn, dretnet = _decay_arg(decay, gates)
         if feature_map not in _lib.MAP_NAMES:
             raise InputError("feature_map %r is not one of %s" % (feature_map, ", ".join(_lib.MAP_NAMES)))
         if mode not in ("causal", "bidirectional"):
@@ -127,7 +144,7 @@ class Op:
             feature_map.encode(), features, mode.encode(), int(bool(normalize)),
             denominator.encode(), int(bool(allow_signed)), 0.0 if scale is None else scale, seed,
             window or 0, chunk or 0, threads or 0, kernels.encode(), 0, int(bool(f64)), heads,
-            dk, dv, pbuf, pm, pshared, ctypes.byref(h)))
+            dk, dv, pbuf, pm, pshared, dbuf, dn, dretnet, ctypes.byref(h)))
         self.h = h
         self.r = _lib.lib.la_py_op_width(h)
         self.kernels = _lib.lib.la_py_op_kernels(h).decode()

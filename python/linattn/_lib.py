@@ -110,7 +110,8 @@ _sig("la_py_pool_put", [P])
 _sig("la_py_pool_release", [], None)
 _sig("la_py_pool_usage", [I64P, I64P, I64P], None)
 _sig("la_py_op_create", [STR, INT, STR, INT, STR, INT, DBL, ctypes.c_uint64, I64, INT, INT, STR,
-                         INT, INT, INT, INT, INT, DBLP, INT, INT, ctypes.POINTER(P)])
+                         INT, INT, INT, INT, INT, DBLP, INT, INT, DBLP, INT, INT,
+                         ctypes.POINTER(P)])
 _sig("la_py_op_destroy", [P], None)
 _sig("la_py_op_width", [P])
 _sig("la_py_op_features", [P])

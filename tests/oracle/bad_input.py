@@ -143,7 +143,20 @@ CASES = [
     ("negative --mem-limit", FILES + ["--mem-limit", "-1G"], 2, ["--mem-limit", "'-1G'"]),
     ("malformed --mem-limit", FILES + ["--mem-limit", "1.5G"], 2, ["--mem-limit", "'1.5G'"]),
     ("unknown --mem-limit suffix", FILES + ["--mem-limit", "4GB"], 2, ["--mem-limit", "'4GB'"]),
+    ("--decay 0", FILES + ["--decay", "0"], 2, ["--decay", "(0, 1]"]),
+    ("--decay above 1", FILES + ["--decay", "1.5"], 2, ["--decay", "1.5", "(0, 1]"]),
+    ("--decay nan", FILES + ["--decay", "nan"], 2, ["--decay", "(0, 1]"]),
+    ("--decay not a number", FILES + ["--decay", "0.9,abc"], 2, ["--decay", "0.9,abc"]),
+    ("--decay list not of H", FILES + ["--decay", "0.9,0.8,0.7"], 2,
+     ["--decay", "3 values for 2 heads"]),
+    ("--decay with --window", FILES + ["--decay", "0.9", "--window", "4"], 2,
+     ["--decay", "--window"]),
+    ("--decay with --reproducible", FILES + ["--decay", "0.9", "--reproducible"], 2,
+     ["--decay", "--reproducible"]),
+    ("--decay with grad", ["grad"] + FILES + ["--decay", "0.9"], 2, ["--decay", "grad"]),
 ]
+# on more than one rank only (one rank runs it): decay is never computed undecayed
+MULTI = [("--decay on many ranks", FILES + ["--decay", "0.9"], 2, ["--decay", "more than one rank"])]
 
 
 def check_case(run, tally, name, args, want_rc, must, env=None):
@@ -151,8 +164,11 @@ def check_case(run, tally, name, args, want_rc, must, env=None):
     before = set(os.listdir(run.workdir))
     saved = {k: os.environ.get(k) for k in env or {}}
     os.environ.update({k: run.path(v) for k, v in (env or {}).items()})
+    sub = "run"
+    if args and args[0] == "grad":  # a case of `linattn grad`
+        sub, args = "grad", args[1:]
     try:
-        rc, _, err = run(*args)
+        rc, _, err = run(*args, sub=sub)
     finally:
         for k, v in saved.items():
             if v is None:
@@ -190,7 +206,7 @@ def docs_list_cases(tally, path):
         end = re.search(r"^#{1,%d} " % len(m.group(1)), rest, re.M)
         sect = rest[:end.start()] if end else rest
     rows = set(re.findall(r"^\| ([^|]+?) \|", sect, re.M))
-    missing = [c[0] for c in CASES if c[0] not in rows]
+    missing = [c[0] for c in CASES + MULTI if c[0] not in rows]
     tally.case(bool(sect) and not missing, f"{name}'s 'Bad input' table lists every case",
                note=(f"missing {missing}" if missing else "") + ("" if m else "no heading 'Bad input'"))
 
@@ -203,7 +219,7 @@ def main():
     write_inputs(run)
     P = common.launcher_ranks(a.launcher)
     print(f"# bad_input: {len(CASES)} cases on {P} rank(s)", flush=True)
-    for case in CASES:
+    for case in CASES + (MULTI if P > 1 else []):
         check_case(run, tally, *case)
     if a.docs:
         docs_list_cases(tally, a.docs)

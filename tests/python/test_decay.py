@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""decay= (docs/design.md §1.2) in linattn.numpy.attention and linattn.torch.attention, against
+a float64 quadratic reference written here: weights gamma_h^|i-j| phi(q_i).phi(k_j) over the
+keys each query reads (causal j <= i, or the whole segment), with the maps of _common.phi.
+Both modes, elu1, relu, favor+ (explicit projection) and identity (normalize=False), one gamma,
+one per head and "retnet", segments, float64 (1e-12) and float32 (row by row, 1e-5, on the
+same float32 inputs). The backward with decay is not built: refused (test_bad_input).
+
+Run: PYTHONPATH=python LINATTN_LIBRARY=build/python/liblinattn_py.so \
+     /usr/bin/python3 tests/python/test_decay.py      (exit 77: numpy or torch missing)
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402
+
+C.need()
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import linattn.numpy as ln  # noqa: E402
+import linattn.torch as lt  # noqa: E402
+
+
+def gammas(decay, H):
+    if decay == "retnet":
+        return [1.0 - 2.0 ** (-5 - h) for h in range(H)]
+    return list(decay) if isinstance(decay, (list, tuple)) else [decay] * H
+
+
+def reference(name, q, k, v, decay, mode, segments, normalize, omega):
+    """[B, L, H, dv] in float64 from float64 [B, L, H, d] arrays."""
+    B, L, H, _ = q.shape
+    pq = C.phi(name, torch.tensor(q), omega=omega).numpy()
+    pk = C.phi(name, torch.tensor(k), omega=omega).numpy()
+    i, j = np.arange(L)[:, None], np.arange(L)[None, :]
+    seg = np.zeros(L, dtype=np.int64)
+    for o in (segments or [0, L])[1:-1]:
+        seg[o:] += 1
+    m = (seg[:, None] == seg[None, :]) & ((j <= i) if mode == "causal" else True)
+    out = np.zeros((B, L, H, v.shape[-1]))
+    for h, g in enumerate(gammas(decay, H)):
+        W = np.einsum("bir,bjr->bij", pq[:, :, h], pk[:, :, h]) * (g ** np.abs(i - j)) * m
+        num = W @ v[:, :, h]
+        out[:, :, h] = num / W.sum(-1)[..., None] if normalize else num
+    return out
+
+
+def main():
+    chk = C.Checks("test_decay")
+    rng = np.random.default_rng(38)
+    B, L, H, dk, dv = 2, 97, 3, 6, 4
+    omega = rng.standard_normal((H, 16, dk))
+    cases = [("elu1", {}), ("relu", {}), ("favor+", {"features": 16, "projection": omega}),
+             ("identity", {"normalize": False})]
+    for name, kw in cases:
+        off = 1.0 if name == "relu" else 0.0  # relu: no query without features
+        q, k = (off + rng.standard_normal((B, L, H, dk)) * (0.5 if off else 0.8) for _ in range(2))
+        v = rng.standard_normal((B, L, H, dv))
+        for mode in ("causal", "bidirectional"):
+            for decay in (0.8, [0.5, 0.9, 1.0], "retnet"):
+                for segments in (None, [0, 30, 31, L]):
+                    chk.start("%s %s decay=%s%s" % (name, mode, decay, " segments" if segments else ""))
+                    for dt, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+                        x = [a.astype(dt) for a in (q, k, v)]
+                        ref = reference(name, *(a.astype(np.float64) for a in x), decay, mode,
+                                        segments, kw.get("normalize", True), omega)
+                        got = ln.attention(*x, feature_map=name, mode=mode, decay=decay,
+                                           segments=segments, **kw)
+                        err = np.max(np.abs(got - ref), -1) / np.maximum(np.max(np.abs(ref), -1), 1e-300)
+                        chk.check(got.dtype == dt and np.all(err <= tol),
+                                  "%s: worst row error %.3g > %g" % (dt.__name__, err.max(), tol))
+                        if dt == np.float64:  # the torch entry point gives the same bits
+                            t = lt.attention(*(torch.tensor(a) for a in x), feature_map=name,
+                                             mode=mode, decay=decay, segments=segments, **kw)
+                            chk.check(np.array_equal(t.numpy(), got), "torch != numpy")
+    chk.start("decay=1.0 is the undecayed operator bitwise")
+    x = [rng.standard_normal((B, L, H, d)) for d in (dk, dk, dv)]
+    for mode in ("causal", "bidirectional"):
+        chk.check(np.array_equal(ln.attention(*x, mode=mode, decay=1.0), ln.attention(*x, mode=mode)),
+                  mode)
+    chk.finish()
+
+
+if __name__ == "__main__":
+    main()
