@@ -6,7 +6,6 @@
  * Both collectives are the plan's (la_plan_combine, docs/design.md §4.5 "The plan's
  * collective"): the forward one for the replay's prefix, the reversed one for the query sums. */
 #include <stdlib.h>
-#include <string.h>
 #include "dist_internal.h"
 #include "la_alloc.h"
 #include "linattn/grad.h"

@@ -15,9 +15,10 @@
 #include "scan_element.h"
 
 /* Causal, P > 1: keys pass, exscan of the totals (the plan's collective, §4.5), then the
- * apply from the prefix (docs/design.md §4.5 "In memory"). Not overlapped: overlapping the scan with a local apply
- * from the identity costs a correction of every row afterwards (0.87 of an apply per token,
- * docs/sim_calibration.csv), far more than the scan it hides at any shard worth sharding. */
+ * apply from the prefix (docs/design.md §4.5 "In memory"). Not overlapped: overlapping the
+ * scan with a local apply from the identity costs a correction of every row afterwards (0.87
+ * of an apply per token, docs/sim_calibration.csv), far more than the scan it hides at any
+ * shard worth sharding. */
 static la_status forward_causal(la_dist d, la_engine eng, int64_t n, int64_t row0,
                                 const void *q, const void *k, const void *v, void *out,
                                 la_den_stats *stats) {

@@ -1,7 +1,8 @@
 /* The scan element's packed layout (docs/design.md §4.1), written once: per head
  * [S|z (r (dv + 1)) | m | f] doubles, the heads one after another. Every message that carries
  * a scan state (the collectives of comm.c and scan.c, whole or in the pipelined scan's
- * pieces, the window halos of forward.c and backward.c) packs, unpacks and combines it here. Not Collective; no MPI calls. */
+ * pieces, the window halos of forward.c and backward.c) packs, unpacks and combines it
+ * here. Not Collective; no MPI calls. */
 #ifndef LINATTN_SCAN_ELEMENT_H
 #define LINATTN_SCAN_ELEMENT_H
 #include <stddef.h>
