@@ -2,9 +2,10 @@
  * - causal: the forward prefix (exscan of rank totals) for the replay, then the suffix sums of
  *   the query side through an exscan over the reversed communicator, with the same segment
  *   flags and log-scales as the forward;
- * - bidirectional: the summary and the query sums each by one allreduce. */
+ * - bidirectional: the summary and the query sums each by one allreduce.
+ * Both collectives are the plan's (la_plan_combine, docs/design.md §4.5 "The plan's
+ * collective"): the forward one for the replay's prefix, the reversed one for the query sums. */
 #include <stdlib.h>
-#include <string.h>
 #include "dist_internal.h"
 #include "la_alloc.h"
 #include "linattn/grad.h"
@@ -32,25 +33,14 @@ static la_status backward_segmented(la_dist d, la_engine eng, int64_t n, int64_t
     if (t < row0 + n)
       for (int h = 0; h < H; h++) F.f[h] = 1;
   }
-  s = la_dist_agree(d, s);
-  if (s == LA_OK) s = la_dist_exscan(d, &L);
-  if (s == LA_OK) s = la_dist_exscan_reverse(d, &F);
+  s = la_plan_combine(d, s, 1, 0, &L, &F); /* the tails' prefix, the heads' suffix */
   if (s == LA_OK)
     s = la_backward_segmented(eng, row0, n, q, k, v, g, &L, &F, dq, dk, dv, side, &hr, &tr, stats);
-  s = la_dist_agree(d, s);
-  if (s == LA_OK) {
-    size_t bytes = sizeof(double) * (size_t)H * ((size_t)r * (dvw + 1));
-    memcpy(lr.sz, tr.sz, bytes);
-    memcpy(rr.sz, hr.sz, bytes);
-    for (int h = 0; h < H; h++) {
-      lr.m[h] = tr.m[h];
-      lr.f[h] = tr.f[h];
-      rr.m[h] = hr.m[h];
-      rr.f[h] = hr.f[h];
-    }
-    s = la_dist_exscan(d, &lr);
-    if (s == LA_OK) s = la_dist_exscan_reverse(d, &rr);
+  if (s == LA_OK) { /* the query sums' tails and heads, kept for the ends */
+    la_scan_el_copy(&lr, &tr);
+    la_scan_el_copy(&rr, &hr);
   }
+  s = la_plan_combine(d, s, 1, 0, &lr, &rr);
   if (s == LA_OK)
     s = la_backward_segmented_ends(eng, row0, n, q, k, v, g, side, &lr, &rr, &hr, &tr, dk, dv);
   la_state_free(&L);
@@ -224,15 +214,9 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
     s = backward_segmented(d, eng, n, row0, q, k, v, g, dq, dk, dv, side, stats);
   } else if (s == LA_OK) {
     if (bidir || d->size > 1) s = la_engine_accumulate(eng, row0, n, k, v, &st);
-    s = la_dist_agree(d, s);
-    if (s == LA_OK && d->size > 1) s = bidir ? la_dist_allreduce(d, &st) : la_dist_exscan(d, &st);
+    s = la_plan_combine(d, s, bidir, 0, &st, NULL); /* the replay's prefix */
     if (s == LA_OK) s = la_backward_replay(eng, row0, n, q, k, v, g, &st, dq, side, &rev, stats);
-    s = la_dist_agree(d, s);
-    if (s == LA_OK) {
-      if (bidir) s = d->size > 1 ? la_dist_allreduce(d, &rev) : LA_OK;
-      else if (d->size > 1) s = la_dist_exscan_reverse(d, &rev);
-      else la_state_reset(&rev); /* no queries after the only rank */
-    }
+    s = la_plan_combine(d, s, bidir, 1, &rev, NULL); /* the query sums of the later ranks */
     if (s == LA_OK) s = la_backward_reverse(eng, row0, n, q, k, v, g, side, &rev, dk, dv);
   }
   la_state_free(&st);

@@ -25,6 +25,21 @@ size_t la_scan_scratch_doubles(la_scan_algorithm a, int P, int count, size_t per
 double la_scan_sent_doubles(la_scan_algorithm a, int rank, int P, int count, size_t per,
                             int pieces);
 
+/* plan_combine.c: the plan's collective between two passes (docs/design.md §4.5 "The plan's
+ * collective"). Agrees on in (this rank's status for the pass that made the summaries), then:
+ * causal (bidir = 0): *a <- the combination of the earlier ranks' summaries by d's scan
+ * algorithm (rank 0: the identity); reverse: of the later ranks' (the last: the identity);
+ * bidirectional: *a <- every rank's (allreduce); with b (bidirectional segments, §3.1): *a <-
+ * the exclusive prefix of the tails, *b <- the reversed one of the heads. One rank: causal a,
+ * and the segments' pair, the identity; bidirectional a unchanged. Collective; returns the
+ * agreed status. */
+la_status la_plan_combine(la_dist d, la_status in, int bidir, int reverse, la_state *a,
+                          la_state *b);
+/* The nonblocking causal form (the streaming plan's overlap with block 0): agree on in, then
+ * la_dist_iexscan_begin of total; la_dist_iexscan_end completes it. Collective. */
+la_status la_plan_combine_begin(la_dist d, la_status in, const la_state *total,
+                                la_dist_req *req);
+
 #ifdef LA_SMPI
 /* smpi_model.c (SimGrid builds only, docs/simulation.md): charges the simulated time of
  * combining `doubles` doubles (the measured seconds per double, 0 by default) and returns

@@ -6,17 +6,19 @@
  * - bidirectional: one allreduce of the summaries; with segments, prefix (exscan) + local +
  *   suffix (exscan over the reversed communicator) for the pieces that span ranks;
  * - causal sliding window: the halo of raw keys and one middle summary come from the
- *   preceding ranks by point-to-point messages (never a gather). */
+ *   preceding ranks by point-to-point messages (never a gather).
+ * The exscans and the allreduce are the plan's collective (la_plan_combine, §4.5). */
 #include <stdlib.h>
 #include <string.h>
 #include "dist_internal.h"
 #include "la_alloc.h"
 #include "scan_element.h"
 
-/* Causal, P > 1: keys pass, exscan of the totals, then the apply from the prefix
- * (docs/design.md §4.5 "In memory"). Not overlapped: overlapping the scan with a local apply
- * from the identity costs a correction of every row afterwards (0.87 of an apply per token,
- * docs/sim_calibration.csv), far more than the scan it hides at any shard worth sharding. */
+/* Causal, P > 1: keys pass, exscan of the totals (the plan's collective, §4.5), then the
+ * apply from the prefix (docs/design.md §4.5 "In memory"). Not overlapped: overlapping the
+ * scan with a local apply from the identity costs a correction of every row afterwards (0.87
+ * of an apply per token, docs/sim_calibration.csv), far more than the scan it hides at any
+ * shard worth sharding. */
 static la_status forward_causal(la_dist d, la_engine eng, int64_t n, int64_t row0,
                                 const void *q, const void *k, const void *v, void *out,
                                 la_den_stats *stats) {
@@ -25,11 +27,8 @@ static la_status forward_causal(la_dist d, la_engine eng, int64_t n, int64_t row
   la_state st = {0};
   la_status s = la_state_init(&st, H, r, dv);
   if (s != LA_OK) return s;
-  if (d->size > 1) {
-    s = la_engine_accumulate(eng, row0, n, k, v, &st);
-    s = la_dist_agree(d, s);
-    if (s == LA_OK) s = la_dist_exscan(d, &st); /* rank 0: the identity */
-  }
+  if (d->size > 1) s = la_engine_accumulate(eng, row0, n, k, v, &st);
+  s = la_plan_combine(d, s, 0, 0, &st, NULL); /* rank 0, one rank: the identity */
   if (s == LA_OK) s = la_engine_apply(eng, row0, n, q, k, v, &st, out, stats);
   la_state_free(&st);
   return s;
@@ -50,8 +49,7 @@ static la_status forward_bidir(la_dist d, la_engine eng, int64_t n, int64_t row0
   }
   if (!la_engine_has_segments(eng)) {
     s = la_engine_accumulate(eng, row0, n, k, v, &st);
-    s = la_dist_agree(d, s);
-    if (s == LA_OK && d->size > 1) s = la_dist_allreduce(d, &st);
+    s = la_plan_combine(d, s, 1, 0, &st, NULL);
     if (s == LA_OK) s = la_engine_apply(eng, row0, n, q, k, v, &st, out, stats);
     la_state_free(&st);
     return s;
@@ -66,9 +64,7 @@ static la_status forward_bidir(la_dist d, la_engine eng, int64_t n, int64_t row0
     if (t < row0 + n)
       for (int h = 0; h < H; h++) head.f[h] = 1; /* blocks the suffix from further right */
   }
-  s = la_dist_agree(d, s);
-  if (s == LA_OK) s = la_dist_exscan(d, &st);
-  if (s == LA_OK) s = la_dist_exscan_reverse(d, &head);
+  s = la_plan_combine(d, s, 1, 0, &st, &head);
   if (s == LA_OK) s = la_engine_apply_segmented(eng, row0, n, q, k, v, &st, &head, out, stats);
   la_state_free(&st);
   la_state_free(&head);

@@ -141,21 +141,13 @@ static int scan_pipelined(MPI_Comm comm, int rank, int P, const double *in, doub
     if (rank > 0) {
       rc = MPI_Recv(recv, n, MPI_DOUBLE, rank - 1, LA_SCAN_TAG, comm, MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS) break;
-      for (int h = 0; h < count; h++) { /* the prefix's piece, and its (m, f) */
-        copy_d(out + h * per + lo, recv + h * pp, L);
-        out[h * per + rsz] = recv[h * pp + L];
-        out[h * per + rsz + 1] = recv[h * pp + L + 1];
-      }
+      la_scan_el_unpiece(recv, count, per, lo, L, out); /* the prefix's piece, its (m, f) */
     }
     if (rank == P - 1) continue;
     double *s = send[j & 1];
     if (req[j & 1] != MPI_REQUEST_NULL) rc = MPI_Wait(&req[j & 1], MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) break;
-    for (int h = 0; h < count; h++) { /* own piece with own (m, f) */
-      copy_d(s + h * pp, in + h * per + lo, L);
-      s[h * pp + L] = in[h * per + rsz];
-      s[h * pp + L + 1] = in[h * per + rsz + 1];
-    }
+    la_scan_el_piece(in, count, per, lo, L, s); /* own piece with own (m, f) */
     if (rank > 0) la_scan_el_combine_right(recv, s, count, pp);
     rc = MPI_Isend(s, n, MPI_DOUBLE, rank + 1, LA_SCAN_TAG, comm, &req[j & 1]);
   }

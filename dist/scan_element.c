@@ -46,3 +46,39 @@ void la_scan_el_fold(la_state *s, const double *buf, int with_flags) {
                           &f1, rsz);
   }
 }
+
+/* The copies skip the arithmetic's data in a simulation with shared buffers, as the scans'
+ * own copies do (scan.c copy_d; docs/simulation.md): the (m, f) pair is always written. */
+static void copy_sz(double *dst, const double *src, size_t n) {
+#ifdef LA_SMPI
+  if (la_smpi_combine_skip) return;
+#endif
+  memcpy(dst, src, sizeof(double) * n);
+}
+
+void la_scan_el_piece(const double *el, int count, size_t per, size_t lo, size_t L,
+                      double *piece) {
+  const size_t rsz = per - 2, pp = L + 2;
+  for (int h = 0; h < count; h++) {
+    copy_sz(piece + h * pp, el + h * per + lo, L);
+    piece[h * pp + L] = el[h * per + rsz];
+    piece[h * pp + L + 1] = el[h * per + rsz + 1];
+  }
+}
+
+void la_scan_el_unpiece(const double *piece, int count, size_t per, size_t lo, size_t L,
+                        double *el) {
+  const size_t rsz = per - 2, pp = L + 2;
+  for (int h = 0; h < count; h++) {
+    copy_sz(el + h * per + lo, piece + h * pp, L);
+    el[h * per + rsz] = piece[h * pp + L];
+    el[h * per + rsz + 1] = piece[h * pp + L + 1];
+  }
+}
+
+void la_scan_el_copy(la_state *dst, const la_state *src) {
+  const size_t n = (size_t)src->heads * src->r * (src->dv + 1);
+  memcpy(dst->sz, src->sz, n * sizeof *dst->sz);
+  memcpy(dst->m, src->m, (size_t)src->heads * sizeof *dst->m);
+  memcpy(dst->f, src->f, (size_t)src->heads * sizeof *dst->f);
+}

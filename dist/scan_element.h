@@ -1,7 +1,8 @@
 /* The scan element's packed layout (docs/design.md §4.1), written once: per head
  * [S|z (r (dv + 1)) | m | f] doubles, the heads one after another. Every message that carries
- * a scan state (the collectives of comm.c and scan.c, the window halos of forward.c and
- * backward.c) packs, unpacks and combines it here. Not Collective; no MPI calls. */
+ * a scan state (the collectives of comm.c and scan.c, whole or in the pipelined scan's
+ * pieces, the window halos of forward.c and backward.c) packs, unpacks and combines it
+ * here. Not Collective; no MPI calls. */
 #ifndef LINATTN_SCAN_ELEMENT_H
 #define LINATTN_SCAN_ELEMENT_H
 #include <stddef.h>
@@ -17,6 +18,17 @@ void la_scan_el_unpack(const double *buf, la_state *s);
  * the MPI operator's inout = in (+) inout, in place, allocating nothing. In a SimGrid build
  * the combine is charged its modelled time (docs/simulation.md). */
 void la_scan_el_combine_right(const double *a, double *b, int count, size_t per);
+/* The pipelined scan's pieces (scan.c): a piece of each head is its sz doubles [lo, lo + L)
+ * followed by the head's (m, f), L + 2 doubles, the heads one after another; the operator
+ * applies to pieces as to whole elements (la_scan_el_combine_right with per = L + 2).
+ * piece [count x (L + 2)] <- the piece of el [count x per]. */
+void la_scan_el_piece(const double *el, int count, size_t per, size_t lo, size_t L,
+                      double *piece);
+/* el [count x per] <- piece: its sz doubles [lo, lo + L) and its (m, f). */
+void la_scan_el_unpiece(const double *piece, int count, size_t per, size_t lo, size_t L,
+                        double *el);
+/* dst <- src (the same shape). */
+void la_scan_el_copy(la_state *dst, const la_state *src);
 /* s <- s (+) buf, head by head. with_flags = 0: a plain sum (both flags taken as 0, s's flags
  * untouched), for the halo summaries of one segment. */
 void la_scan_el_fold(la_state *s, const double *buf, int with_flags);

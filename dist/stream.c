@@ -12,6 +12,7 @@
 #include <string.h>
 #include "dist_internal.h"
 #include "la_alloc.h"
+#include "scan_element.h"
 
 struct la_stream_s {
   la_dist d;
@@ -53,13 +54,6 @@ static void step_at(const la_stream s, int64_t k, int *wi, int64_t *lo, int64_t 
   *wi = -1;
   *lo = s->nmy > 0 ? l[s->nmy - 1].end : 0;
   *n = 0;
-}
-
-static void state_copy(la_state *dst, const la_state *src) {
-  const size_t n = (size_t)src->heads * src->r * (src->dv + 1);
-  memcpy(dst->sz, src->sz, n * sizeof *dst->sz);
-  memcpy(dst->m, src->m, (size_t)src->heads * sizeof *dst->m);
-  memcpy(dst->f, src->f, (size_t)src->heads * sizeof *dst->f);
 }
 
 int la_stream_holds_shard(const la_engine eng, int64_t N) {
@@ -191,7 +185,7 @@ la_status la_stream_resume(la_dist d, la_engine eng, int64_t N, int64_t block, i
       s->nmy = i + 1;
       s->lanes[i] = lanes[i];
       st = la_state_init(&s->ls[i], s->H, s->r, s->dv);
-      if (st == LA_OK) state_copy(&s->ls[i], &states[i]);
+      if (st == LA_OK) la_scan_el_copy(&s->ls[i], &states[i]);
     }
   }
   st = la_dist_agree(d, st);
@@ -246,30 +240,31 @@ void la_stream_lanes(const la_stream s, int *pass, int *L, int64_t *lane0, int *
 
 double la_stream_compute_seconds(const la_stream s) { return s->t_compute; }
 
-/* Between the passes: the rank total (lanes in order), then the collective and each lane's
- * prefix (pass 2's starting states). Collective. */
+/* Between the passes: the rank total (lanes in order), then the plan's collective
+ * (plan_combine.c; §4.5 "The plan's collective") and each lane's prefix (pass 2's starting
+ * states). The pass's status was agreed by its last feed. Collective. */
 static la_status combine_lanes(la_stream s) {
   const la_dist d = s->d;
   la_status st = LA_OK;
   if (!s->repro && s->nmy == 0) { /* a rank without lanes: identity */
     la_state_reset(&s->state);
   } else if (!s->repro) {
-    state_copy(&s->state, &s->ls[0]);
+    la_scan_el_copy(&s->state, &s->ls[0]);
     for (int i = 1; i < s->nmy; i++) la_state_combine(&s->state, &s->ls[i]);
   }
   if (s->repro) {
     st = s->bidir ? la_dist_xallreduce(d, &s->xs) : la_dist_xexscan(d, &s->xs);
     if (st == LA_OK && s->bidir) la_xstate_round(&s->xs, la_engine_stabilized(s->eng), &s->ls[0]);
   } else if (s->bidir) {
-    st = la_dist_allreduce(d, &s->state);
-    for (int i = 0; st == LA_OK && i < s->nmy; i++) state_copy(&s->ls[i], &s->state);
-  } else if (s->L == la_dist_size(d) && s->nmy == 1) {
-    st = la_dist_iexscan_begin(d, &s->state, &s->req); /* ends in the first step of pass 2 */
+    st = la_plan_combine(d, LA_OK, 1, 0, &s->state, NULL);
+    for (int i = 0; st == LA_OK && i < s->nmy; i++) la_scan_el_copy(&s->ls[i], &s->state);
+  } else if (s->L == la_dist_size(d) && s->nmy == 1) { /* ends in the first step of pass 2 */
+    st = la_plan_combine_begin(d, LA_OK, &s->state, &s->req);
   } else { /* lanes of a resumed run: the rank prefix, then lane by lane: ls[i] from the */
-    st = la_dist_exscan(d, &s->state); /* lane total to its prefix */
+    st = la_plan_combine(d, LA_OK, 0, 0, &s->state, NULL); /* lane total to its prefix */
     for (int i = 0; st == LA_OK && i < s->nmy; i++) {
-      state_copy(&s->local, &s->ls[i]);
-      state_copy(&s->ls[i], &s->state);
+      la_scan_el_copy(&s->local, &s->ls[i]);
+      la_scan_el_copy(&s->ls[i], &s->state);
       la_state_combine(&s->state, &s->local);
     }
   }
@@ -341,7 +336,7 @@ static la_status feed_outputs(la_stream s, la_status st, const void *q, const vo
     }
     if (s->req) {
       st = la_dist_iexscan_end(s->d, &s->req, &s->state);
-      if (st == LA_OK) state_copy(&s->ls[0], &s->state); /* the one lane's prefix */
+      if (st == LA_OK) la_scan_el_copy(&s->ls[0], &s->state); /* the one lane's prefix */
     }
     if (st == LA_OK) st = lst;
     if (st == LA_OK && n > 0)

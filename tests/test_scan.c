@@ -8,7 +8,11 @@
  * +-30, so the rescaling matters. Tolerance: 1e-13 of the largest |entry| of the expected
  * prefix (float64 rounding of a different bracketing; the fold has at most 6 steps). Also:
  * every algorithm agrees with MPI_Exscan within the same tolerance, m and f exactly, and the
- * pipelined scan with pieces 1, 3 and more pieces than entries. Run at 1 to 7 ranks. */
+ * pipelined scan with pieces 1, 3 and more pieces than entries. Then the plan's collective
+ * (la_plan_combine, dist/plan_combine.c, docs/design.md §4.5 "The plan's collective") in each
+ * of its forms against the same fold: causal forward and reverse, bidirectional (every rank's
+ * fold, flags 0), the segments' pair (tails forward, heads reverse), and its agreement on a
+ * failed rank's status. Run at 1 to 7 ranks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +20,7 @@
 #include <mpi.h>
 #include "linattn/linattn.h"
 #include "linattn/dist.h"
+#include "dist_internal.h" /* la_plan_combine (dist/, private) */
 
 static int fails = 0, checks = 0;
 #define CHECK(c, ...)                                            \
@@ -167,6 +172,64 @@ int main(int argc, char **argv) {
               "%s: la_dist_scan_algorithm", algs[ai].name);
       }
     }
+  }
+  /* The plan's collective: every form against the fold (flags 0 for bidirectional) */
+  for (int seed = 10; seed < 13; seed++) {
+    la_config cfg;
+    la_config_default(&cfg);
+    cfg.scan_algorithm = (la_scan_algorithm)(seed % 2 ? LA_SCAN_PIPELINED : LA_SCAN_AUTO);
+    la_dist_use_config(d, &cfg);
+    elem mine, mine2, want, want2, tmp;
+    la_state s2;
+    la_state_init(&s2, H, R, DV);
+    for (int form = 0; form < 4; form++) { /* causal, causal reverse, bidirectional, segments */
+      const int bidir = form >= 2, rev = form == 1;
+      make(rank, seed, &mine);
+      make(rank, seed + 100, &mine2);
+      if (form == 2)
+        for (int h = 0; h < H; h++) mine.f[h] = 0;
+      identity(&want);
+      identity(&want2);
+      for (int i = 0; i < P; i++) { /* want: fold of the ranks the form reads, in rank order */
+        const int q = rev ? P - 1 - i : i;   /* (reverse: the later ranks, nearest last) */
+        if (!(form == 2 || (rev ? q > rank : q < rank))) continue;
+        make(q, seed, &tmp);
+        if (form == 2)
+          for (int h = 0; h < H; h++) tmp.f[h] = 0;
+        fold(&want, &tmp);
+        want = tmp;
+      }
+      for (int q = P - 1; q > rank; q--) { /* want2: the heads' suffix, nearest last */
+        make(q, seed + 100, &tmp);
+        fold(&want2, &tmp);
+        want2 = tmp;
+      }
+      to_state(&mine, &s);
+      to_state(&mine2, &s2);
+      la_status st = la_plan_combine(d, LA_OK, bidir, rev, &s, form == 3 ? &s2 : NULL);
+      CHECK(st == LA_OK, "plan form %d seed %d: status %d", form, seed, (int)st);
+      CHECK(same(&s, &want, tol, &worst), "plan form %d seed %d: differs from the serial fold",
+            form, seed);
+      if (form == 3)
+        CHECK(same(&s2, &want2, tol, &worst), "plan segments seed %d: the heads' suffix differs",
+              seed);
+    }
+    /* a failed pass on the last rank: every rank gets its status, and nothing is combined */
+    make(rank, seed, &mine);
+    to_state(&mine, &s);
+    la_status in = rank == P - 1 ? la_error(LA_ERR_NOMEM, "test: rank %d failed its pass", rank)
+                                 : LA_OK;
+    la_status st = la_plan_combine(d, in, 0, 0, &s, NULL);
+    double w0 = 0;
+    CHECK(st == LA_ERR_NOMEM && strstr(la_error_reason(st), "failed its pass"),
+          "plan: a failed rank's status is not agreed (%d)", (int)st);
+    CHECK(same(&s, &mine, 0, &w0), "plan: the summary changed after a failed pass");
+    la_dist_req req = NULL;
+    st = la_plan_combine_begin(d, in, &s, &req);
+    CHECK(st == LA_ERR_NOMEM && !req, "plan begin: a failed rank's status is not agreed (%d)",
+          (int)st);
+    la_error_clear();
+    la_state_free(&s2);
   }
   int f = fails, c = checks;
   double w = worst;

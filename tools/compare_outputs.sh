@@ -8,7 +8,7 @@
 #
 # The cases: `run` over every map, mode (causal, bidirectional), dtype (f32, f64), segments,
 # windows, --reproducible, every scan algorithm and several block sizes; `grad` over the maps,
-# modes and dtypes, with segments and windows; a small `eval`; each on 1 and 3 ranks
+# modes and dtypes, with segments and windows, and every scan algorithm; a small `eval`; each on 1 and 3 ranks
 # (mpirun --oversubscribe). Each case writes WORKDIR/{old,new}/CASE/; the phases old and
 # new can run separately (old first, while the new binary is still being built). CSV files
 # of eval are compared without their timing columns (seconds, gflops); JSON reports, which
@@ -88,6 +88,14 @@ cases="$work/cases.txt"
       for dt in f32 f64; do
         echo "$P grad --feature-map $map $sg --dtype $dt --window 50"
         echo "$P grad --feature-map $map $sg --dtype $dt --window 50 --segments $work/seg.npy"
+      done
+    done
+    # grad: every scan algorithm on the replay's prefix and the reverse scan (causal), and on
+    # the segmented bidirectional scans
+    for a in auto exscan doubling chain allgather pipelined; do
+      for dt in f32 f64; do
+        echo "$P grad --feature-map favor+ --dtype $dt --scan-algorithm $a --scan-pieces 3"
+        echo "$P grad --feature-map elu1 --mode bidirectional --dtype $dt --scan-algorithm $a --segments $work/seg.npy"
       done
     done
     # eval, small

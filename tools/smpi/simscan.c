@@ -13,12 +13,14 @@
  *       §4.1): exit 1 when any differs by more than 1e-12 relative.
  *   forward (--tokens-per-rank n | --tokens N) --calib FILE [--heads H --dk d --dv d]
  *           [--block-tokens B] [--algs ...] [--skip-combines]
- *       the causal forward of dist/forward.c (forward_causal): keys pass, scan, apply from
- *       the prefix; each phase charged n x its measured seconds
- *       per token (smpi_execute_flops at the host's speed), the scan real. One rank: the
- *       plain apply. With B > 0, the streaming plan's instead (dist/stream.c, docs/design.md
- *       §4.5 "The streaming plan"; the model has no engine, so it charges the plan's phases): only
- *       the first B tokens are applied locally and corrected, the rest applied. */
+ *       the causal forward of dist/forward.c (forward_causal): keys pass, the plan's
+ *       collective (la_plan_combine, docs/design.md §4.5 "The plan's collective"), apply from
+ *       the prefix; each phase charged n x its measured seconds per token
+ *       (smpi_execute_flops at the host's speed), the collective real. One rank: the plain
+ *       apply. With B > 0, the streaming plan's instead (dist/stream.c, docs/design.md §4.5
+ *       "The streaming plan"; the model has no engine, so it charges the plan's phases around
+ *       the plan's nonblocking collective, la_plan_combine_begin): only the first B tokens are
+ *       applied locally and corrected, the rest applied. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,7 +98,7 @@ static int cmd_scan(la_dist d, int argc, char **argv) {
   if (la_state_init(&s, H, r, dv) != LA_OK || (check && (la_state_init(&want, H, r, dv) != LA_OK ||
                                                           la_state_init(&tmp, H, r, dv) != LA_OK)))
     die("out of memory for the states");
-  const size_t per = la_scan_el_doubles(r, dv), rsz = per - 2;
+  const size_t per = la_scan_el_doubles(r, dv), rsz = (size_t)r * (dv + 1); /* la_state's sz */
   if (check) { /* the serial fold of ranks 0..rank-1, from the library's operator */
     for (int q = 0; q < rank; q++) {
       make(q, &tmp);
@@ -191,19 +193,18 @@ static int cmd_forward(la_dist d, int argc, char **argv) {
       comp = (double)n * c[0];
       charge(comp);
     } else if (B <= 0) { /* in memory (bench): dist/forward.c forward_causal, phase by phase:
-                            keys pass, exscan, apply from the prefix */
+                            keys pass, the plan's collective, apply from the prefix */
       charge((double)n * c[1]);
-      if (la_dist_agree(d, LA_OK) != LA_OK || la_dist_exscan(d, &st) != LA_OK)
-        die("the scan failed");
+      if (la_plan_combine(d, LA_OK, 0, 0, &st, NULL) != LA_OK) die("the scan failed");
       charge((double)n * c[0]);
       comp = (double)n * (c[1] + c[0]);
-    } else { /* the streaming plan (dist/stream.c; run --block-tokens B): block 0 is applied
-                locally while the scan travels and corrected, the rest applied from the prefix */
+    } else { /* the streaming plan (dist/stream.c; run --block-tokens B): the plan's collective
+                begun, block 0 applied locally while the scan travels and corrected, the rest
+                applied from the prefix */
       const double b0 = B < n ? (double)B : (double)n, rest = (double)n - b0;
       la_dist_req req = NULL;
       charge((double)n * c[1]);
-      if (la_dist_agree(d, LA_OK) != LA_OK || la_dist_iexscan_begin(d, &st, &req) != LA_OK)
-        die("cannot start the scan");
+      if (la_plan_combine_begin(d, LA_OK, &st, &req) != LA_OK) die("cannot start the scan");
       charge(b0 * c[2]);
       if (la_dist_iexscan_end(d, &req, &st) != LA_OK) die("the scan failed");
       charge(b0 * c[3] + rest * c[0]);
