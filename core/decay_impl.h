@@ -116,16 +116,15 @@ static void decay_update(la_engine e, la_work *w, int len, int j0, int j1, int k
   *m = Mn;
 }
 
-/* Keys and queries of the chunk: phi_s(k) unscaled in w->phik (and a_k), the keys as the
- * chunk's pairs see them, e^{a_k - M_seg} phi_s(k), in w->dphi; phi_s(q), a_q; [V|1]. */
+/* From the keys' features the caller put in w->phik (unscaled, with a_k): the keys as the
+ * chunk's pairs see them, e^{a_k - M_seg} phi_s(k), in w->dphi; then phi_s(q), a_q; [V|1]. */
 static void decay_inputs(la_engine e, la_work *w, int h, int64_t c0, int len, int64_t pf,
-                         int64_t hi, const LA_REAL *q, const LA_REAL *k, const LA_REAL *v) {
+                         int64_t hi, const LA_REAL *q, const LA_REAL *v) {
   double *x = w->ak2;
   features_at(e, h, c0, len, pf, hi, q, w->phiq, w->aq, NULL, 0);
   for (int i = 0; i < len; i++) x[i] = w->ak[i] - w->mseg[w->segi[i]];
   decay_scale_rows(len, e->r, w->phik, w->dphi, x);
   chunk_values(e, h, c0, len, v, w->vp);
-  (void)k;
 }
 
 /* One forward chunk; raw == NULL: finalize into out, else store the unfinalized rows. */
@@ -139,7 +138,7 @@ static void decay_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   if (reset || nseg > 1) *f = 1;
   features_at(e, h, c0, len, -1, hi, k, w->phik, w->ak, v, e->dv); /* checks v too */
   decay_scales(e, w, len, nseg, 0, reset, sz, m);
-  decay_inputs(e, w, h, c0, len, c0 + e->C, hi, q, k, v);
+  decay_inputs(e, w, h, c0, len, c0 + e->C, hi, q, v);
   int n0 = 0; /* rows still in the state's segment */
   while (n0 < len && w->segi[n0] == 0) n0++;
   decay_inter(e, w, len, 0, n0, sz, *m, P, 0);
@@ -178,7 +177,7 @@ static void decay_chunk_rev(la_engine e, la_work *w, int h, int64_t token0, int6
   const int cut = la_is_segment_start(e, token0 + c0 + len);
   features_at(e, h, c0, len, c0 - e->C, c0 + len, k, w->phik, w->ak, NULL, 0);
   decay_scales(e, w, len, nseg, nseg - 1, cut, sz, m);
-  decay_inputs(e, w, h, c0, len, c0 - e->C, c0 + len, q, k, v);
+  decay_inputs(e, w, h, c0, len, c0 - e->C, c0 + len, q, v);
   int bl = len; /* rows of the last segment read the suffix */
   while (bl > 0 && w->segi[bl - 1] == nseg - 1) bl--;
   decay_inter(e, w, len, bl, len, sz, *m, P, 1);
