@@ -42,12 +42,19 @@ endfunction()
 # (for driver scripts that start the program themselves). "@NP@" in COMMAND becomes P.
 # The ranks inherit ctest's environment (mpirun passes it on to local ranks), so the
 # sanitizer options of the `sanitize` test preset reach them.
+# FULL_NPROCS P ...: further rank counts, registered with the label `full` (the exhaustive
+# tier: `bash jobs/test.sh --full`; docs/testing.md "Test time").
 function(linattn_add_mpi_test)
-  cmake_parse_arguments(T "LAUNCHER_ARG;REQUIRES_PYTHON" "NAME;TIMEOUT" "COMMAND;NPROCS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "LAUNCHER_ARG;REQUIRES_PYTHON" "NAME;TIMEOUT" "COMMAND;NPROCS;LABELS;FULL_NPROCS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
   endif()
-  foreach(np IN LISTS T_NPROCS)
+  set(base_labels "${T_LABELS}")
+  foreach(np IN LISTS T_NPROCS T_FULL_NPROCS)
+    set(T_LABELS "${base_labels}")
+    if(np IN_LIST T_FULL_NPROCS)
+      list(APPEND T_LABELS full)
+    endif()
     if(T_REQUIRES_PYTHON AND NOT LINATTN_HAVE_PYTHON)
       linattn_skip_test(NAME ${T_NAME}_np${np} REASON "${LINATTN_PYTHON_SKIP}" LABELS "mpi;${T_LABELS}")
       continue()

@@ -29,6 +29,10 @@ AuthType=auth/munge
 # a requeued job waits cred_expire seconds before it may start again (default 120): 10 here,
 # so that the requeue test does not idle for two minutes
 AuthInfo=cred_expire=10
+# sbatch --wait polls the job at 2, 10, 42, 74, ... s while MinJobAge / 2 (default 300) exceeds
+# its interval; at 4 it polls every 2 s (Slurm 22.05 sbatch.c _job_wait), so a 12 s job is seen
+# done at 12-14 s instead of 42 s. Finished jobs then leave slurmctld's memory after >= 4 s.
+MinJobAge=4
 StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd
 ProctrackType=proctrack/linuxproc

@@ -33,6 +33,9 @@ Jobs (small: N = 300 tokens, 2 heads, dk = dv = 8; one thread unless noted):
            (The segmented backward's collectives are those of grad; its own allocations
            are swept on 1 rank.)
 
+--stride S multiplies every job's stride (the default tier of the suite sweeps with S = 3:
+N = 1, 1 + 3s, 1 + 6s, ... and the last, s the job's own stride; its `full` tier with S = 1).
+
 Usage: alloc_sweep.py --linattn build/linattn --workdir DIR --launcher "mpiexec -n 2"
        [--jobs 3] [--only NAME] [--stride S]
 Exit 0: pass; 1: fail; 77: skipped (built without LINATTN_FAULT_INJECTION).
@@ -337,7 +340,8 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--launcher", default="")
     ap.add_argument("--jobs", type=int, default=3, help="launches at a time")
-    ap.add_argument("--stride", type=int, default=1, help="sweep every S-th N (and the last)")
+    ap.add_argument("--stride", type=int, default=1,
+                    help="multiplies each job's stride: sweep every (S x stride)-th N, and the last")
     ap.add_argument("--only", default=None, help="run only the job of this name")
     a = ap.parse_args()
     c = Ctx(a)
@@ -358,7 +362,7 @@ def main():
         if a.only and job.name != a.only:
             continue
         try:
-            b, _ = sweep(c, job, P, max(a.stride, job.stride), a.jobs)
+            b, _ = sweep(c, job, P, a.stride * job.stride, a.jobs)
         except RuntimeError as e:
             print(f"FAIL  {e}")
             b = 1

@@ -2,8 +2,9 @@
 """Distributed engine at one rank count (the launcher given by --launcher).
 
 Claim: sharding the sequence over P ranks (exclusive scan of the summaries in causal mode,
-allreduce in bidirectional mode) gives the one-rank result and the independent quadratic
-float64 reference (tests/oracle/reference.py) to 1e-12 in float64, for every map, both modes,
+allreduce in bidirectional mode) gives the independent quadratic float64 reference
+(tests/oracle/reference.py) to 1e-12 in float64 (so the one-rank result, which this test at
+P = 1 holds to the same reference, to 2e-12), for every map, both modes,
 N in {3, 97, 1000} (so N < P and N not divisible by P occur). Also:
 - favor+ with huge keys only in the last rank's rows: earlier rows are unchanged (causal) and
   every row still matches the reference (the log-scaled combine keeps the stabilizer exact);
@@ -64,19 +65,20 @@ def main():
                         "--feature-map", mp, "--features", "8", "--normalize", norm,  # dpfp: nu 8
                         "--chunk", "4", "--block-tokens", "37", "--force", "--no-progress"]
                 save = ["--save-projection", "p.npy"] if mp in ref.RANDOM_MAPS else []
-                rc1, _, e1 = one(*args, "--out", "o1.npy", *save)
-                rcp, _, ep = par(*args, "--out", "op.npy")
+                # The one-rank run of the same arguments is this test at np1 (and
+                # tests/oracle/check_forward.py): both within TOL of the same reference, so
+                # within 2 TOL of each other. Not started again here (docs/testing.md "Test time").
+                rcp, _, ep = par(*args, "--out", "op.npy", *save)
                 name = f"{mp} {mode} n={n}"
-                if rc1 != 0 or rcp != 0:
-                    report(False, name, f"rc {rc1}/{rcp}: {common.first_error(e1 + ep)}")
+                if rcp != 0:
+                    report(False, name, f"rc {rcp}: {common.first_error(ep)}")
                     continue
-                o1, op = np.load(par.path("o1.npy")), np.load(par.path("op.npy"))
+                op = np.load(par.path("op.npy"))
                 om = np.load(par.path("p.npy")) if mp in ref.RANDOM_MAPS else None
                 pq, pk = ref.feature_map(mp, q, om, features=8), ref.feature_map(mp, k, om, features=8)
                 want, _ = ref.quadratic(pq, pk, v, mode, normalize=norm == "on")
-                e_one, e_ref = ref.rel_err(op, o1), ref.rel_err(op, want)
-                report(e_one <= TOL and e_ref <= TOL, name,
-                       f"vs 1 rank {e_one:.2e}, vs reference {e_ref:.2e}")
+                e_ref = ref.rel_err(op, want)
+                report(e_ref <= TOL, name, f"vs reference {e_ref:.2e}")
 
     # favor+: huge keys only in the last rank's rows (the last 1/P of the sequence, at least
     # the last row). Causal rows before them must not move; all rows must match the reference.

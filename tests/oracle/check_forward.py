@@ -22,6 +22,10 @@ where t^2/2 dominates and the signed products cancel (taylor2_rows_f32). Each li
 
 This script says nothing about closeness to softmax; see check_softmax.py.
 
+--quick (the reruns on the blas and avx2 kernel tables, tests/CMakeLists.txt) keeps every
+map x mode x dtype with causal chunks 7 and 64 only, one thread count each, and chunk 7 only
+in the input-ramp cases.
+
 Usage: check_forward.py --linattn build/linattn --workdir /tmp/la_fwd [--quick]
 """
 import itertools
@@ -136,7 +140,9 @@ def case_list(quick):
         size = dict(n=200, h=2 + i % 2, dk=8 + 2 * (i % 5), dv=5 + i % 8)
         base = dict(map=mp, dtype=dtype, normalize=True, features=FEATURES.get(mp),
                     seed=i % 5, **size)
-        tc = [threads_chunks[i % 6]] if quick else threads_chunks
+        # quick (the reruns on other kernel tables): chunk 7 (a ragged last chunk) and 64 (the
+        # SIMD chunk kernels' size), the thread count alternating
+        tc = [(7, 1 + i % 2), (64, 2 - i % 2)] if quick else threads_chunks
         for chunk, thr in tc:
             cases.append(dict(base, mode="causal", chunk=chunk, threads=thr,
                               name=f"{mp}/causal/{dtype}/norm/chunk{chunk}/t{thr}"))
