@@ -3,7 +3,7 @@
 # and OpenBLAS's own allocations only): install what is missing, build into build-sanitize,
 # and run under it the unit tests and the MPI tests that reach every distributed code path
 # (the C API on 1-3 ranks, the distributed forward on 3 ranks with every map, masks across
-# 3 ranks). `--all` runs every unit and MPI test instead (over an hour on 2 cores: ASan slows
+# 3 ranks; these last two without leak detection, see below). `--all` runs every unit and MPI test instead (over an hour on 2 cores: ASan slows
 # the Python-driven drivers' many small runs). Other arguments go to ctest.
 # Usage: bash jobs/sanitize.sh [--all] [ctest options]
 set -euo pipefail
