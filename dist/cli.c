@@ -467,7 +467,7 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
   for (int j = 0; j < NROWS; j++)
     LA_CHECK(!(given[j] && !strcmp(rows[j].name, "--checkpoint-every") && !o->checkpoint),
              LA_ERR_ARG, "--checkpoint-every needs --checkpoint DIR (where the checkpoints go)");
-  LA_CHECK(!(sub == LA_SUB_GRAD && o->decay_string), LA_ERR_ARG,
+  LA_CHECK(!(sub == LA_SUB_GRAD && o->decay_string), LA_ERR_UNSUPPORTED,
            "--decay: grad does not offer the backward with decay in this version (run does, "
            "docs/design.md §1.2)");
   LA_CHECK(!(sub == LA_SUB_GRAD && o->cfg.reproducible), LA_ERR_ARG,

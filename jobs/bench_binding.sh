@@ -7,25 +7,27 @@
 #     allocation pattern (c_fresh) and with engine and buffers made once (c_reused);
 #   - the PyTorch peers with autograd: fla's vectorized chunk form (chunk 32, 64, 128) and
 #     the chunk loop, both checked against the binding on a small case first.
-# Rounds alternate the implementations; each figure is the best of its calls. Writes the CSV
+# Rounds alternate the implementations; each figure is the best of its calls (R rounds, at
+# least S at L <= 16384, where a round costs under a second). Writes the CSV
 # (impl,L,H,d,threads,fwd_s,bwd_s,total_s,tokens_per_s,best_of,cpu,blas_core) and prints a
 # markdown table (also saved beside the CSV as .md). Progress on stderr. A benchmark: timings
 # are reported, never asserted; exit 1 only when a peer disagrees with the binding.
 # Builds build/fwdbwd and the binding's library if they are missing (cmake preset release).
 # Usage: jobs/bench_binding.sh [--csv FILE] [--lengths L1,L2,...] [--threads T] [--rounds R]
-#                              [--loop-cap-s S] [--workdir DIR]
+#                              [--short-rounds S] [--loop-cap-s SEC] [--workdir DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 PY=/usr/bin/python3
 CSV=${TMPDIR:-/tmp}/linattn-bench-binding.csv
-LENGTHS=4096,16384,65536 T=2 R=5 CAP=600 WORK=""
+LENGTHS=4096,16384,65536 T=2 R=5 S=21 CAP=600 WORK=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --csv) CSV=$2; shift 2 ;;
     --lengths) LENGTHS=$2; shift 2 ;;
     --threads) T=$2; shift 2 ;;
     --rounds) R=$2; shift 2 ;;
+    --short-rounds) S=$2; shift 2 ;;
     --loop-cap-s) CAP=$2; shift 2 ;;
     --workdir) WORK=$2; shift 2 ;;
     -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
@@ -45,5 +47,5 @@ fi
 echo "bench_binding.sh: $(lscpu | awk -F: '/^Model name/ {gsub(/^ +/, "", $2); print $2; exit}'), $(nproc) CPUs;" \
      "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}; $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')" >&2
 OMP_NUM_THREADS=$T "$PY" "$root/tools/bench_binding.py" --fwdbwd "$root/build/fwdbwd" \
-  --lengths "$LENGTHS" --threads "$T" --rounds "$R" --loop-cap-s "$CAP" --csv "$CSV" \
+  --lengths "$LENGTHS" --threads "$T" --rounds "$R" --short-rounds "$S" --loop-cap-s "$CAP" --csv "$CSV" \
   --workdir "$WORK" | tee "${CSV%.csv}.md"

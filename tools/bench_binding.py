@@ -37,8 +37,9 @@ G = tensors 0-3 of --seed), dumped to .npy once per length.
 Timing alternates: each round runs fwdbwd (one warm-up call and one timed call of each mode,
 a new process), then one call of the binding and of every peer in this process, in an order
 rotated every round (the first call after fwdbwd's process finds data and threads cold; a
-fixed order gave that cost to one implementation); best of the rounds. The chunk loop at lengths above --loop-full-max runs in one round only (its time is
-one call, not a best of several) and is skipped where its previous length's call, scaled
+fixed order gave that cost to one implementation); best of the rounds: --rounds of them, at
+least --short-rounds at lengths up to --loop-full-max. The chunk loop at lengths above
+--loop-full-max runs in one round only (its time is one call, not a best of several) and is skipped where its previous length's call, scaled
 linearly, would exceed --loop-cap-s.
 
 Output: --csv (columns impl,L,H,d,threads,fwd_s,bwd_s,total_s,tokens_per_s,best_of,cpu,
@@ -205,6 +206,10 @@ def main():
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds (best of)")
+    ap.add_argument("--short-rounds", type=int, default=21,
+                    help="rounds at lengths up to --loop-full-max, where a round costs under a "
+                         "second (at least --rounds): the best of 9 moved the peer ratio at "
+                         "L = 4096 between 3.7x and 4.5x over four runs")
     ap.add_argument("--c-warmup", type=int, default=3,
                     help="untimed calls of each mode before fwdbwd's timed one (malloc's "
                          "mmap threshold settles after the first frees, as in a training loop)")
@@ -259,7 +264,8 @@ def main():
         impls += [("torch_vec_C%d" % C, (lambda C: lambda x, y, z: peers.chunk_vec(x, y, z, C))(C),
                    pleaves, PG) for C in a.chunks if L % C == 0]
         loop = ("torch_loop_C64", lambda x, y, z: peers.chunk_loop(x, y, z, 64), pleaves, PG)
-        loop_rounds = a.rounds if L <= a.loop_full_max else 1
+        rounds = max(a.rounds, a.short_rounds) if L <= a.loop_full_max else a.rounds
+        loop_rounds = rounds if L <= a.loop_full_max else 1
         if loop_pred is not None and loop_pred * L > a.loop_cap_s:
             log("L = %d: the chunk loop would take about %.0f s per call (> --loop-cap-s %g): "
                 "skipped" % (L, loop_pred * L, a.loop_cap_s))
@@ -270,7 +276,7 @@ def main():
             (call_nocache if name == "binding_nocache" else call_once)(fn, lv, g)
         if L <= a.loop_full_max and loop_rounds:
             call_once(loop[1], loop[2], loop[3])
-        for r in range(a.rounds):
+        for r in range(rounds):
             c = run_fwdbwd(a.fwdbwd, ["--L", L, "--heads", a.heads, "--d", a.d, "--threads",
                                       a.threads, "--seed", a.seed, "--repeat", 1, "--warmup",
                                       a.c_warmup])
@@ -289,7 +295,7 @@ def main():
                     loop_pred = t[loop[0]].t / L
             log("L = %d: round %d/%d, best so far: binding %.4f s, binding_nocache %.4f, "
                 "c_fresh %.4f, c_reused %.4f, %s" % (
-                L, r + 1, a.rounds, t["binding"].t, t["binding_nocache"].t, t["c_fresh"].t,
+                L, r + 1, rounds, t["binding"].t, t["binding_nocache"].t, t["c_fresh"].t,
                 t["c_reused"].t,
                 ", ".join("%s %.3f" % (n, t[n].t) for n in t if n.startswith("torch") and t[n].n)))
         for name in t:
