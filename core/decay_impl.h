@@ -162,6 +162,29 @@ static void decay_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t
   }
 }
 
+/* The summary of the keys of rows [lo, hi) of head h (docs/design.md §4.1, §1.2): per chunk
+ * the state decays by gamma^len and takes the keys of the chunk's last segment, as in
+ * decay_chunk, with no query read. A segment start drops the state and sets the flag. */
+static void decay_accum(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                        const void *k, const void *v, double *sz, double *m, int *f) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
+    const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+    int reset;
+    const int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
+    if (reset || nseg > 1) *f = 1;
+    if (reset) {
+      memset(sz, 0, sizeof(double) * rsz);
+      *m = -INFINITY;
+    }
+    features_at(e, h, c0, len, -1, hi, (const LA_REAL *)k, w->phik, w->ak, v, e->dv);
+    chunk_values(e, h, c0, len, (const LA_REAL *)v, w->vp);
+    int b = 0; /* the state continues with the chunk's last segment */
+    while (w->segi[b] != nseg - 1) b++;
+    decay_update(e, w, len, b, len, nseg == 1, e->dlog[h], 0, sz, m);
+  }
+}
+
 /* One reverse chunk (bidirectional): the keys after each row, added to the forward pass's
  * unfinalized rows (raw, lsc) on a common log-scale, then finalized into out. (sz, m) is the
  * suffix state as of token c0 + len. */

@@ -66,12 +66,35 @@ static la_status decay_bidir_all(la_engine e, int64_t token0, int64_t n, const v
   return LA_OK;
 }
 
+/* Decayed (§1.2, §4.1): state <- state (+) the block's summary, whose cumulative log-decay is
+ * n ln gamma_h; per head on the generic products, no superblocks. */
+static la_status decay_accumulate(la_engine e, int64_t token0, int64_t n, const void *k,
+                                  const void *v, la_state *state) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  la_state_reset(&e->part);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
+  for (int h = 0; h < e->H; h++)
+    e->kern->decay_accum(e, &e->work[la_thread_id()], h, token0, 0, n, k, v,
+                         e->part.sz + (size_t)h * rsz, e->part.m + h, e->part.f + h);
+  for (int h = 0; h < e->H; h++) {
+    const double a = (double)n * e->dlog[h];
+    if (state->m[h] != -INFINITY) state->m[h] += a; /* the earlier summary, decayed over n */
+    la_state_combine_head(state->sz + (size_t)h * rsz, state->m + h, state->f + h,
+                          e->part.sz + (size_t)h * rsz, e->part.m + h, e->part.f + h, rsz);
+    state->a[h] += a;
+  }
+  return LA_OK;
+}
+
 la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const void *k,
                                const void *v, la_state *state) {
-  LA_TRY(no_decay(e, "la_engine_accumulate"));
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_accumulate: n = %lld < 0", (long long)n);
   LA_TRY(la_engine_state_ok(e, state, "la_engine_accumulate", "state"));
   if (n == 0) return LA_OK;
+  LA_CHECK(!(e->dlog && e->cfg.mode == LA_BIDIRECTIONAL), LA_ERR_UNSUPPORTED,
+           "la_engine_accumulate: a decayed bidirectional summary needs the reverse scan, not "
+           "built yet (docs/design.md §1.2)");
+  if (e->dlog) return decay_accumulate(e, token0, n, k, v, state);
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   la_state_reset(&e->part);
@@ -238,6 +261,7 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
     memcpy(state->sz + (size_t)h * rsz, e->part.sz + idx * rsz, sizeof(double) * rsz);
     state->m[h] = e->part.m[idx];
     state->f[h] = e->part.f[idx];
+    if (e->dlog) state->a[h] += (double)n * e->dlog[h]; /* §1.2: the block's decay */
   }
   la_engine_merge_stats(e, stats);
   return LA_OK;

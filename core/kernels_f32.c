@@ -43,5 +43,6 @@ const la_kernels la_kernels_f32 = {
     .bwd_tape_heads = bwd_tape_heads,
     .query_summary = query_summary_rows,
     .decay_causal = decay_causal,
+    .decay_accum = decay_accum,
     .decay_bidir = decay_bidir,
 };

@@ -1,6 +1,6 @@
-/* Scan element (S, z, m, f) and its non-commutative operator, docs/design.md §4.1.
- * (S|z) is stored as r x (dv+1) float64; the true summary is e^m (S|z).
- * Identity: (0, 0, -inf, 0). */
+/* Scan element (S, z, m, f, a) and its non-commutative operator, docs/design.md §4.1, §1.2.
+ * (S|z) is stored as r x (dv+1) float64; the true summary is e^m (S|z); a is the block's
+ * cumulative log-decay. Identity: (0, 0, -inf, 0, 0). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,8 @@ la_status la_state_init(la_state *s, int heads, int r, int dv) {
   s->sz = la_malloc(sizeof(double) * (size_t)heads * (size_t)r * (size_t)(dv + 1));
   s->m = la_malloc(sizeof(double) * (size_t)heads);
   s->f = la_malloc(sizeof(int) * (size_t)heads);
-  if (!s->sz || !s->m || !s->f) {
+  s->a = la_malloc(sizeof(double) * (size_t)heads);
+  if (!s->sz || !s->m || !s->f || !s->a) {
     la_state_free(s);
     return la_error(LA_ERR_NOMEM, "out of memory for a scan state (%d heads x %d x %d doubles)",
                     heads, r, dv + 1);
@@ -31,6 +32,7 @@ void la_state_reset(la_state *s) {
   for (int h = 0; h < s->heads; h++) {
     s->m[h] = -INFINITY;
     s->f[h] = 0;
+    s->a[h] = 0.0;
   }
 }
 
@@ -38,6 +40,7 @@ void la_state_free(la_state *s) {
   free(s->sz);
   free(s->m);
   free(s->f);
+  free(s->a);
   memset(s, 0, sizeof *s);
 }
 
@@ -86,7 +89,10 @@ void la_state_combine_head_right(const double *a_sz, const double *a_m, const in
 
 void la_state_combine(la_state *a, const la_state *b) {
   size_t rsz = (size_t)a->r * (size_t)(a->dv + 1);
-  for (int h = 0; h < a->heads; h++)
+  for (int h = 0; h < a->heads; h++) {
+    if (b->a[h] != 0.0 && a->m[h] != -INFINITY) a->m[h] += b->a[h]; /* decayed over b (§1.2) */
     la_state_combine_head(a->sz + h * rsz, a->m + h, a->f + h, b->sz + h * rsz, b->m + h,
                           b->f + h, rsz);
+    a->a[h] += b->a[h];
+  }
 }

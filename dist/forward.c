@@ -284,9 +284,10 @@ la_status la_forward_shard(la_dist d, la_engine eng, int64_t N, int64_t n_local,
                            const void *q, const void *k, const void *v, void *out,
                            la_den_stats *stats) {
   la_status s;
-  if (la_engine_decayed(eng) && d->size > 1) /* docs/design.md §1.2: never undecayed */
-    s = la_error(LA_ERR_UNSUPPORTED, "--decay is not yet supported on more than one rank: the "
-                 "scan element does not carry the cumulative decay yet");
+  if (la_engine_decayed(eng) && d->size > 1 && la_engine_mode(eng) == LA_BIDIRECTIONAL)
+    s = la_error(LA_ERR_UNSUPPORTED, "--decay: bidirectional mode is not yet supported on more "
+                 "than one rank (the decayed suffix needs a reverse scan; causal is; "
+                 "docs/design.md §1.2)");
   else if (la_engine_reproducible(eng) && la_engine_window(eng) > 0 && la_engine_window(eng) < N)
     s = forward_window_exact(d, eng, N, n_local, row0, q, k, v, out, stats);
   else if (la_engine_reproducible(eng))

@@ -1,6 +1,7 @@
 /* The exclusive prefix scan of the rank summaries by a selectable algorithm
  * (docs/design.md §4.5 "Scan algorithms"; `--scan-algorithm`). Elements are `count` heads of
- * `per` doubles: [sz (per - 2) | m | f], combined by the non-commutative operator of §4.1
+ * `per` doubles: [sz (per - 3) | m | f | a] (scan_element.h), combined by the non-commutative
+ * operator of §4.1
  * (la_state_combine_head_right: b <- a (+) b, a earlier). Every algorithm gives each rank
  * p > 0 the combination of the elements of ranks 0..p-1 in rank order; only the bracketing
  * differs, so results agree within float64 rounding (test scan_algorithms). Rank 0's output
@@ -15,7 +16,7 @@
  *              of whole-state exchanges, any P, non-commutative safe;
  *   pipelined  ZeCO's All-Scan: the chain, with the state cut into K pieces that follow each
  *              other along the ranks; P - 1 + K - 1 piece steps. Each piece carries its
- *              head's (m, f), so the operator applies piece by piece. */
+ *              head's (m, f, a), so the operator applies piece by piece. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +36,8 @@ size_t la_scan_scratch_doubles(la_scan_algorithm a, int P, int count, size_t per
   case LA_SCAN_ALLGATHER: return (size_t)P * total; /* every rank's element */
   case LA_SCAN_DOUBLING: return 2 * total;          /* partial, received */
   case LA_SCAN_PIPELINED: {                         /* received piece, two pieces in flight */
-    const size_t rsz = per - 2, k = pieces < 1 ? 1 : (size_t)pieces > rsz ? rsz : (size_t)pieces;
-    return 3 * (size_t)count * ((rsz + k - 1) / k + 2);
+    const size_t rsz = per - LA_SCAN_EL_TAIL, k = pieces < 1 ? 1 : (size_t)pieces > rsz ? rsz : (size_t)pieces;
+    return 3 * (size_t)count * ((rsz + k - 1) / k + LA_SCAN_EL_TAIL);
   }
   default: return 0;
   }
@@ -53,8 +54,8 @@ double la_scan_sent_doubles(la_scan_algorithm a, int rank, int P, int count, siz
     for (int mask = 1; mask < P; mask <<= 1) rounds += (rank ^ mask) < P;
     return total * rounds;
   case LA_SCAN_PIPELINED: {
-    const size_t rsz = per - 2, k = pieces < 1 ? 1 : (size_t)pieces > rsz ? rsz : (size_t)pieces;
-    return rank < P - 1 ? total + 2.0 * count * (double)(k - 1) : 0;
+    const size_t rsz = per - LA_SCAN_EL_TAIL, k = pieces < 1 ? 1 : (size_t)pieces > rsz ? rsz : (size_t)pieces;
+    return rank < P - 1 ? total + (double)LA_SCAN_EL_TAIL * count * (double)(k - 1) : 0;
   }
   default: return total;
   }
@@ -129,25 +130,25 @@ static int scan_doubling(MPI_Comm comm, int rank, int P, const double *in, doubl
 
 static int scan_pipelined(MPI_Comm comm, int rank, int P, const double *in, double *out,
                           int count, size_t per, int pieces, double *scratch) {
-  const size_t rsz = per - 2;
+  const size_t rsz = per - LA_SCAN_EL_TAIL;
   const size_t K = pieces < 1 ? 1 : (size_t)pieces > rsz ? rsz : (size_t)pieces;
-  const size_t cap = (size_t)count * ((rsz + K - 1) / K + 2);
+  const size_t cap = (size_t)count * ((rsz + K - 1) / K + LA_SCAN_EL_TAIL);
   double *recv = scratch, *send[2] = {scratch + cap, scratch + 2 * cap};
   MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   int rc = MPI_SUCCESS;
   for (size_t j = 0; j < K && rc == MPI_SUCCESS; j++) {
-    const size_t lo = j * rsz / K, hi = (j + 1) * rsz / K, L = hi - lo, pp = L + 2;
+    const size_t lo = j * rsz / K, hi = (j + 1) * rsz / K, L = hi - lo, pp = L + LA_SCAN_EL_TAIL;
     const int n = (int)((size_t)count * pp);
     if (rank > 0) {
       rc = MPI_Recv(recv, n, MPI_DOUBLE, rank - 1, LA_SCAN_TAG, comm, MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS) break;
-      la_scan_el_unpiece(recv, count, per, lo, L, out); /* the prefix's piece, its (m, f) */
+      la_scan_el_unpiece(recv, count, per, lo, L, out); /* the prefix's piece, its (m, f, a) */
     }
     if (rank == P - 1) continue;
     double *s = send[j & 1];
     if (req[j & 1] != MPI_REQUEST_NULL) rc = MPI_Wait(&req[j & 1], MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) break;
-    la_scan_el_piece(in, count, per, lo, L, s); /* own piece with own (m, f) */
+    la_scan_el_piece(in, count, per, lo, L, s); /* own piece with own (m, f, a) */
     if (rank > 0) la_scan_el_combine_right(recv, s, count, pp);
     rc = MPI_Isend(s, n, MPI_DOUBLE, rank + 1, LA_SCAN_TAG, comm, &req[j & 1]);
   }

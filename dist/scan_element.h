@@ -1,5 +1,6 @@
 /* The scan element's packed layout (docs/design.md §4.1), written once: per head
- * [S|z (r (dv + 1)) | m | f] doubles, the heads one after another. Every message that carries
+ * [S|z (r (dv + 1)) | m | f | a] doubles (a: the cumulative log-decay, §1.2), the heads one
+ * after another. Every message that carries
  * a scan state (the collectives of comm.c and scan.c, whole or in the pipelined scan's
  * pieces, the window halos of forward.c and backward.c) packs, unpacks and combines it
  * here. Not Collective; no MPI calls. */
@@ -8,7 +9,9 @@
 #include <stddef.h>
 #include "linattn/core.h"
 
-/* Doubles per head of a state of feature width r and value width dv: r (dv + 1) + 2. */
+/* The doubles after S|z in a head's element or piece: m, f and a. */
+#define LA_SCAN_EL_TAIL 3
+/* Doubles per head of a state of feature width r and value width dv: r (dv + 1) + 3. */
 size_t la_scan_el_doubles(int r, int dv);
 /* buf [heads x la_scan_el_doubles] <- s. */
 void la_scan_el_pack(const la_state *s, double *buf);
@@ -19,12 +22,12 @@ void la_scan_el_unpack(const double *buf, la_state *s);
  * the combine is charged its modelled time (docs/simulation.md). */
 void la_scan_el_combine_right(const double *a, double *b, int count, size_t per);
 /* The pipelined scan's pieces (scan.c): a piece of each head is its sz doubles [lo, lo + L)
- * followed by the head's (m, f), L + 2 doubles, the heads one after another; the operator
- * applies to pieces as to whole elements (la_scan_el_combine_right with per = L + 2).
- * piece [count x (L + 2)] <- the piece of el [count x per]. */
+ * followed by the head's (m, f, a), L + 3 doubles, the heads one after another; the operator
+ * applies to pieces as to whole elements (la_scan_el_combine_right with per = L + 3).
+ * piece [count x (L + 3)] <- the piece of el [count x per]. */
 void la_scan_el_piece(const double *el, int count, size_t per, size_t lo, size_t L,
                       double *piece);
-/* el [count x per] <- piece: its sz doubles [lo, lo + L) and its (m, f). */
+/* el [count x per] <- piece: its sz doubles [lo, lo + L) and its (m, f, a). */
 void la_scan_el_unpiece(const double *piece, int count, size_t per, size_t lo, size_t L,
                         double *el);
 /* dst <- src (the same shape). */

@@ -4,15 +4,16 @@
  *
  *   T_a(P, s) = rounds_a(P) (alpha_a lat_f(m_a) + m_a beta_a / bw_f(m_a)) + combined_a(P, n) gamma
  *
- * with m_a = s (doubling, chain, allgather) or s / K + 16 heads (pipelined), combined = doubles
+ * with m_a = s (doubling, chain, allgather) or s / K + 24 heads (pipelined), combined = doubles
  * combined (§4.1 operator) along the path; gamma is the combine time per double. lat_f and bw_f
  * are SMPI's piecewise latency and bandwidth factors by message size (the simulation's network
  * model), so alpha_a and beta_a are the route's latency and inverse bandwidth before them:
  * least-squares fits to the simulated times (tools/smpi/collect.py, same formula). Domain:
- * P >= 1, heads >= 1, per >= 3, pieces >= 1 (< 1: the default 8). Pure and deterministic: every
+ * P >= 1, heads >= 1, per >= 4, pieces >= 1 (< 1: the default 8). Pure and deterministic: every
  * rank computes the same choice from the same (P, heads, per, pieces). */
 #include <math.h>
 #include "linattn/dist.h"
+#include "scan_element.h"
 
 /* Fitted coefficients [alpha s/message, beta s/byte] per algorithm, before SMPI's factors
  * (docs/simulation.md, "The fitted model"); gamma s/double. */
@@ -49,7 +50,7 @@ static int ceil_log2(int P) {
 double la_scan_model_seconds(la_scan_algorithm a, int P, int heads, size_t per, int pieces) {
   if (P <= 1) return 0;
   const double n = (double)heads * (double)per, s = 8 * n;
-  const double K = pieces < 1 ? 8 : pieces > (int)(per - 2) ? (double)(per - 2) : pieces;
+  const double K = pieces < 1 ? 8 : pieces > (int)(per - LA_SCAN_EL_TAIL) ? (double)(per - LA_SCAN_EL_TAIL) : pieces;
   double rounds, msg, comb; /* messages on the path, bytes per message, doubles combined */
   switch (a) {
   case LA_SCAN_DOUBLING: /* ceil(log2 P) exchanges; rank P-1 combines twice per round */
@@ -58,8 +59,8 @@ double la_scan_model_seconds(la_scan_algorithm a, int P, int heads, size_t per, 
   case LA_SCAN_ALLGATHER: /* a ring: P - 1 steps of s; the last rank folds P - 2 */
     rounds = P - 1, msg = s, comb = (P - 2) * n;
     break;
-  case LA_SCAN_PIPELINED: /* P - 1 + K - 1 steps of a piece (s / K plus 16 heads bytes) */
-    rounds = P - 1 + K - 1, msg = s / K + 16.0 * heads, comb = rounds * n / K;
+  case LA_SCAN_PIPELINED: /* P - 1 + K - 1 steps of a piece (s / K plus 8 LA_SCAN_EL_TAIL heads bytes) */
+    rounds = P - 1 + K - 1, msg = s / K + 8.0 * LA_SCAN_EL_TAIL * heads, comb = rounds * n / K;
     break;
   case LA_SCAN_CHAIN: /* P - 1 messages of s, P - 2 combines in sequence */
   case LA_SCAN_EXSCAN: /* modelled as Open MPI's linear exscan: the chain */

@@ -8,7 +8,8 @@
  *  - float64, 1e-12; float32, 1e-5, on the same float32 inputs (test_api.c's reasoning: the
  *    chunk products have K <= C + r terms; the decay factors are <= 1 and add one rounding).
  * Cases: both modes, several maps, both precisions, one gamma / a list per head / RetNet's,
- * segments, blocks carried through the state; the long-decay test (gamma = 0.5 over 2^16
+ * segments, blocks carried through the state or through two keys-pass summaries joined by
+ * la_state_combine (the scan element's cumulative log-decay); the long-decay test (gamma = 0.5 over 2^16
  * tokens, large keys early and late); gamma = 1 - 1e-9 against the undecayed engine; gamma = 1
  * bitwise the undecayed path; the refusals. Prints "N passed, M failed". */
 #include <float.h>
@@ -89,6 +90,10 @@ typedef struct {
   const int64_t *off;
   int64_t noff;
   int64_t split; /* causal: two la_engine_apply blocks [0, split), [split, n); 0: la_forward */
+  /* with split: the second block's prefix is not the first apply's state but the summary of
+   * [0, split) as the ranks form it (§4.1, §1.2): la_engine_accumulate of two halves, each
+   * from the identity, joined by la_state_combine (the cumulative log-decay at work) */
+  int via_summary;
 } dcase;
 
 static la_config cfg_of(const dcase *t) {
@@ -142,6 +147,25 @@ static la_status engine_out(const dcase *t, const la_config *c, const double *q,
     const size_t es = t->dt == LA_F32 ? 4 : 8, sp = (size_t)t->split;
     st = la_state_init(&s, t->H, la_featmap_width(fm), t->dv);
     if (st == LA_OK) st = la_engine_apply(e, 0, t->split, Q, K, V, &s, O, NULL);
+    if (st == LA_OK && t->via_summary) {
+      la_state b = {0};
+      const int64_t h1 = t->split / 2;
+      la_state_reset(&s);
+      st = la_state_init(&b, t->H, la_featmap_width(fm), t->dv);
+      if (st == LA_OK) st = la_engine_accumulate(e, 0, h1, K, V, &s);
+      /* 2: the second half accumulated onto the first's summary (the state decays over it) */
+      la_state *into = t->via_summary == 2 ? &s : &b;
+      if (st == LA_OK)
+        st = la_engine_accumulate(e, h1, t->split - h1, (char *)K + es * (size_t)h1 * t->H * t->dk,
+                                  (char *)V + es * (size_t)h1 * t->H * t->dv, into);
+      for (int h = 0; st == LA_OK && t->via_summary == 1 && h < t->H; h++) {
+        const double want = (double)(t->split - h1) * log(la_engine_decay(e, h));
+        CHECK(fabs(b.a[h] - want) <= 1e-12 * fabs(want),
+              "the summary's cumulative log-decay, head %d: %.17g, want %.17g", h, b.a[h], want);
+      }
+      if (st == LA_OK && t->via_summary == 1) la_state_combine(&s, &b);
+      la_state_free(&b);
+    }
     if (st == LA_OK)
       st = la_engine_apply(e, t->split, t->n - t->split, (char *)Q + es * sp * t->H * t->dk,
                            (char *)K + es * sp * t->H * t->dk, (char *)V + es * sp * t->H * t->dv,
@@ -222,7 +246,7 @@ static void test_matrix(void) {
           for (int seg = 0; seg < 2; seg++) {
             dcase t = {(la_mode)mode, maps[mi], (la_dtype)dt, ds[di], 201, 3, 4, 5,
                        seg ? 16 : 0, 1 + (di == 1), maps[mi] != LA_MAP_IDENTITY,
-                       seg ? off : NULL, seg ? 5 : 0, 0};
+                       seg ? off : NULL, seg ? 5 : 0, 0, 0};
             if (maps[mi] == LA_MAP_TAYLOR2) t.dk = 3;
             char what[160];
             snprintf(what, sizeof what, "%s %s %s %s%s", mode ? "bidirectional" : "causal",
@@ -233,6 +257,14 @@ static void test_matrix(void) {
             if (mode == LA_CAUSAL && di == 0) { /* two blocks, the state carried between */
               t.split = seg ? 38 : 100;
               strncat(what, " in two blocks", sizeof what - strlen(what) - 1);
+              worst[dt] = worse(worst[dt], run_case(&t, 0, 1, 11 + (uint64_t)mi, what, NULL));
+              cases++;
+            }
+            if (mode == LA_CAUSAL && di > 0) { /* the second block from summaries */
+              t.split = seg ? 150 : 120;
+              t.via_summary = di;
+              strncat(what, di == 1 ? " from two summaries" : " from one summary in two passes",
+                      sizeof what - strlen(what) - 1);
               worst[dt] = worse(worst[dt], run_case(&t, 0, 1, 11 + (uint64_t)mi, what, NULL));
               cases++;
             }
@@ -255,7 +287,7 @@ static void test_long(void) {
     for (int dt = 0; dt < 2; dt++) {
       const la_map_kind map = mi ? LA_MAP_FAVOR : LA_MAP_ELU1;
       dcase t = {LA_CAUSAL, map, (la_dtype)dt, {half, 1, 0}, (int64_t)1 << 16, 1, 8, 4, 0, 2,
-                 1, NULL, 0, 0};
+                 1, NULL, 0, 0, 0};
       char what[128];
       snprintf(what, sizeof what, "long decay %s %s N = 2^16", la_map_name(map), dt ? "f64" : "f32");
       double w = run_case(&t, 0, 61, 5, what, big_keys);
@@ -279,7 +311,7 @@ static void test_near_one(void) {
   for (int mode = 0; mode < 2; mode++)
     for (int dt = 0; dt < 2; dt++) {
       dcase t = {(la_mode)mode, LA_MAP_ELU1, (la_dtype)dt, {near, 1, 0}, 301, 2, 4, 3, 16, 1, 1,
-                 NULL, 0, 0};
+                 NULL, 0, 0, 0};
       run_case(&t, 0, 1, 9, mode ? "near 1, bidirectional" : "near 1, causal", NULL);
       const size_t nq = (size_t)t.n * t.H * t.dk, nv = (size_t)t.n * t.H * t.dv;
       double *q = malloc(sizeof(double) * nq), *k = malloc(sizeof(double) * nq);
@@ -335,8 +367,11 @@ static void test_refusals(void) {
   la_state s;
   la_state_init(&s, 3, la_featmap_width(fm), 2);
   double x[3 * 4 * 4] = {0}, g[3 * 4 * 2] = {0}, o[3 * 4 * 2];
+  la_engine_destroy(&e);
+  c.mode = LA_BIDIRECTIONAL;
+  CHECK(la_engine_create(&c, fm, LA_F64, 2, &e) == LA_OK, "bidirectional engine");
   CHECK(why(la_engine_accumulate(e, 0, 4, x, g, &s), err, sizeof err) == LA_ERR_UNSUPPORTED &&
-            strstr(err, "scan element"), "keys pass refused with decay (%s)", err);
+            strstr(err, "reverse scan"), "bidirectional keys pass refused with decay (%s)", err);
   CHECK(why(la_backward(e, 4, x, x, g, g, x, x, g, NULL), err, sizeof err) ==
             LA_ERR_UNSUPPORTED && strstr(err, "--decay"), "backward refused with decay (%s)", err);
   (void)o;

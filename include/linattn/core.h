@@ -145,18 +145,23 @@ la_status la_featmap_set_projection(la_featmap fm, const double *omega, int m, i
 la_status la_featmap_eval(const la_featmap fm, la_dtype dt, int h, int64_t n, const void *x,
                           int64_t ld, void *phi_s, double *a);
 
-/* ---- Scan state (§4): per head (S | z) as r x (dv+1) float64, log-scale m, flag f ---- */
+/* ---- Scan state (§4): per head (S | z) as r x (dv+1) float64, log-scale m, flag f, and
+ * the block's cumulative log-decay a (§1.2: the sum of ln gamma_h over its tokens; 0 without
+ * decay and for the identity) ---- */
 typedef struct {
   int heads, r, dv;
   double *sz; /* [H][r][dv+1]: S in columns 0..dv-1, z in column dv */
   double *m;  /* [H]; -INFINITY for the identity element */
   int *f;     /* [H]; segment-start flag */
+  double *a;  /* [H]; cumulative log-decay (<= 0) */
 } la_state;
 
 la_status la_state_init(la_state *s, int heads, int r, int dv); /* identity element */
 void la_state_reset(la_state *s);                                /* back to identity */
 void la_state_free(la_state *s);
-/* a <- a (+) b (a before b), §4; non-commutative; identities never give NaN. */
+/* a <- a (+) b (a before b), §4; non-commutative; identities never give NaN. With decay
+ * (§1.2) a's summary is decayed by b's cumulative log-decay first (its log-scale moves by
+ * b->a), and the result's a is the sum. */
 void la_state_combine(la_state *a, const la_state *b);
 /* Same on raw per-head arrays (for the MPI operator): len = H*(r*(dv+1)) etc. */
 void la_state_combine_head(double *a_sz, double *a_m, int *a_f, const double *b_sz,
@@ -292,7 +297,9 @@ int la_engine_stabilized(const la_engine eng);
 
 /* Keys pass: state <- state (+) summary(keys of this block), for every head. Inputs are
  * [n, H, dk] and [n, H, dv] in the engine's dtype; token0 is the block's first global token.
- * With segments the summary is the tail after the block's last segment start. */
+ * With segments the summary is the tail after the block's last segment start. With decay
+ * (§1.2, causal) the summary's cumulative log-decay is n ln gamma_h and the earlier state is
+ * decayed over the block; a decayed bidirectional engine is refused (LA_ERR_UNSUPPORTED). */
 la_status la_engine_accumulate(la_engine eng, int64_t token0, int64_t n, const void *k,
                                const void *v, la_state *state);
 

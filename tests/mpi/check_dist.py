@@ -11,6 +11,9 @@ N in {3, 97, 1000} (so N < P and N not divisible by P occur). Also:
 - the synthetic workload gives the same output for every rank count (keyed generator);
 - every --scan-algorithm gives the one-rank output (causal favor+ with segments), and the
   report names it;
+- --decay (causal, per-head gammas and RetNet's, segments, every --scan-algorithm) against
+  the reference with weights gamma_h^(i-j); bidirectional with decay on one rank against
+  gamma^|i-j|, refused on more;
 - a non-finite value in the last rank's rows: every rank exits 2, one error line, no output,
   no hang and no MPI abort trace.
 
@@ -153,6 +156,63 @@ def main():
             else used == alg
         report(e <= TOL and ok_used, f"--scan-algorithm {alg}: the one-rank output",
                f"{e:.2e}, report says {used}")
+
+    # --decay (docs/design.md §1.2): causal on P ranks, the scan element carrying each rank's
+    # cumulative log-decay, against the quadratic reference with weights gamma_h^(i-j) (and
+    # segments), every scan algorithm on the hardest case; bidirectional with decay runs on one
+    # rank (weights gamma^|i-j|) and is refused with its reason on more.
+    H3 = 3
+    q3, k3 = rng.normal(size=(n, H3, dk)) * 0.7, rng.normal(size=(n, H3, dk)) * 0.7
+    v3 = rng.normal(size=(n, H3, dv))
+    for name, x in (("dq", q3), ("dk", k3), ("dv", v3)):
+        common.save(par.path(f"{name}.npy"), x, "f64")
+    offs = [0, 150, 151, 700, 1000]
+    gam = [0.9, 0.995, 0.5]
+    dcases = [("elu1", 97, False, "0.9,0.995,0.5", [], "exscan"),
+              ("taylor2", 1000, False, "0.9,0.995,0.5", [], "auto"),
+              ("elu1", 1000, True, "retnet", [], "exscan")]
+    dcases += [("favor+", 1000, True, "0.9,0.995,0.5", extra, alg) for alg, extra in (
+        ("exscan", []), ("doubling", []), ("chain", []), ("allgather", []),
+        ("pipelined", ["--scan-pieces", "3"]))]
+    for mp, nn, seg, dspec, extra, alg in dcases:
+        g = [1.0 - 2.0 ** (-5 - h) for h in range(H3)] if dspec == "retnet" else gam
+        if nn != n:
+            for name, x in (("dq", q3), ("dk", k3), ("dv", v3)):
+                common.save(par.path(f"{name}n.npy"), x[:nn], "f64")
+        sfx = "n" if nn != n else ""
+        args = ["--q", f"dq{sfx}.npy", "--k", f"dk{sfx}.npy", "--v", f"dv{sfx}.npy",
+                "--feature-map", mp, "--features", "16", "--mode", "causal", "--decay", dspec,
+                "--chunk", "8", "--block-tokens", "40", "--force", "--no-progress",
+                "--scan-algorithm", alg, *extra, "--out", "od.npy"]
+        if seg:
+            args += ["--segments", "seg.npy"]
+        save = ["--save-projection", "p.npy"] if mp in ref.RANDOM_MAPS else []
+        what = f"--decay {dspec} causal {mp} n={nn}{' segments' if seg else ''} ({alg})"
+        rcp, _, ep = par(*args, *save)
+        if rcp != 0:
+            report(False, what, f"rc {rcp}: {common.first_error(ep)}")
+            continue
+        om = np.load(par.path("p.npy")) if mp in ref.RANDOM_MAPS else None
+        pq = ref.feature_map(mp, q3[:nn], om, features=16)
+        pk = ref.feature_map(mp, k3[:nn], om, features=16)
+        want, _ = ref.quadratic(pq, pk, v3[:nn], "causal", decay=g, offsets=offs if seg else None)
+        e_ref = ref.rel_err(np.load(par.path("od.npy")), want)
+        report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
+    bid = ["--q", "dqn.npy", "--k", "dkn.npy", "--v", "dvn.npy", "--feature-map", "elu1",
+           "--mode", "bidirectional", "--decay", "0.9,0.995,0.5", "--chunk", "8", "--force",
+           "--no-progress", "--out", "ob.npy"]
+    common.rm(par.path("ob.npy"))
+    rcp, _, ep = par(*bid)
+    if P == 1:
+        want, _ = ref.quadratic(ref.feature_map("elu1", q3[:97]), ref.feature_map("elu1", k3[:97]),
+                                v3[:97], "bidirectional", decay=gam)
+        e_ref = ref.rel_err(np.load(par.path("ob.npy")), want) if rcp == 0 else float("inf")
+        report(e_ref <= TOL, "--decay bidirectional on one rank", f"rc {rcp}, vs reference {e_ref:.2e}")
+    else:
+        msg = common.first_error(ep)
+        ok = rcp == 2 and "bidirectional" in msg and "more than one rank" in msg and \
+            not os.path.exists(par.path("ob.npy"))
+        report(ok, "--decay bidirectional on many ranks: refused, no output", f"rc {rcp}: {msg}")
 
     # A NaN in the last rank's rows: all ranks agree, exit 2, one line, no output.
     bad = rng.normal(size=(n, H, dk))

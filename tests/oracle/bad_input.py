@@ -155,8 +155,11 @@ CASES = [
      ["--decay", "--reproducible"]),
     ("--decay with grad", ["grad"] + FILES + ["--decay", "0.9"], 2, ["--decay", "grad"]),
 ]
-# on more than one rank only (one rank runs it): decay is never computed undecayed
-MULTI = [("--decay on many ranks", FILES + ["--decay", "0.9"], 2, ["--decay", "more than one rank"])]
+# on more than one rank only (one rank runs it): a decayed bidirectional run needs the reverse
+# scan of the decayed summaries (docs/design.md §1.2); causal decay runs on any number of ranks
+MULTI = [("--decay bidirectional on many ranks",
+          FILES + ["--decay", "0.9", "--mode", "bidirectional"], 2,
+          ["--decay", "bidirectional", "more than one rank"])]
 
 
 def check_case(run, tally, name, args, want_rc, must, env=None):

@@ -90,6 +90,22 @@ def kernel_matrix(phiq, phik, mode):
     return a
 
 
+def pair_weights(n, H, mode, decay=None, offsets=None):
+    """[H, N, N] weights of the pairs (i, j) (docs/design.md §1.2, §3): the mode's mask, times
+    gamma_h^|i - j| (decay: one gamma per head, or None), times 1 where i and j lie in the same
+    segment of the packed offsets 0 = o_0 < ... < o_S = N (or None: one segment)."""
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    w = np.ones((H, n, n))
+    if mode == "causal":
+        w = w * (j <= i)
+    if decay is not None:
+        w = w * np.asarray(decay, dtype=np.float64)[:, None, None] ** np.abs(i - j)[None]
+    if offsets is not None:
+        seg = np.searchsorted(np.asarray(offsets)[1:], np.arange(n), side="right")
+        w = w * (seg[:, None] == seg[None, :])[None]
+    return w
+
+
 def parse_policy(policy):
     """'error' | 'zero-empty' | 'add:E' | 'clamp:E' -> (kind, E)."""
     if policy in ("error", "zero-empty"):
@@ -106,14 +122,17 @@ def _first_bad(bad):
     return DenominatorError(int(bad.sum()), int(tok), int(head))
 
 
-def quadratic(phiq, phik, v, mode, normalize=True, policy="error"):
-    """Quadratic form of the operator (docs/design.md §1).
+def quadratic(phiq, phik, v, mode, normalize=True, policy="error", decay=None, offsets=None):
+    """Quadratic form of the operator (docs/design.md §1; with decay and segments §1.2, §3:
+    the pair weights of pair_weights).
 
     Returns (out [N, H, dv], den [N, H]); den is the true denominator A @ 1.
     Raises DenominatorError when the policy is violated (normalized mode only).
     """
     phiq, phik, v = as3d(phiq), as3d(phik), as3d(v)
     a = kernel_matrix(phiq, phik, mode)                      # [H, N, N]
+    if decay is not None or offsets is not None:
+        a = a * pair_weights(phiq.shape[0], phiq.shape[1], mode, decay, offsets)
     num = np.matmul(a, v.transpose(1, 0, 2)).transpose(1, 0, 2)  # [N, H, dv]
     den = a.sum(axis=2).T                                    # [N, H]
     if not normalize:

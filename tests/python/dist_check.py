@@ -4,7 +4,7 @@ P ranks: every rank builds the same whole inputs from one seed, passes its shard
 (linattn.shard) with comm=, and its outputs and gradients (torch autograd through
 la_dist_forward / la_dist_backward) must equal the one-process call on the whole sequence,
 for every scan algorithm, both modes, segments, a window, float32 and float64; the softmax
-ring likewise. Errors on one rank (a NaN, a violated denominator, a wrong shard) must be
+ring likewise; the decayed causal forward (decay=). Errors on one rank (a NaN, a violated denominator, a wrong shard) must be
 raised on every rank, with no hang.
 
 Tolerances: the P-rank result differs from the one-process one only by the bracketing of the
@@ -123,6 +123,29 @@ compare("softmax bidirectional segments f64", sm, torch.float64, 1e-12, mode="bi
 compare("softmax causal window 9 f32", sm, torch.float32, None, window=9)
 
 
+def compare_fwd(name, tol, **kw):
+    """decay= (docs/design.md §1.2; forward only in this version): the P-rank forward against
+    the one-process forward, float64, rows to tol."""
+    q, k, v, _ = inputs(torch.float64)
+    row0, n = linattn.shard(q.shape[1], comm)
+    sl = slice(row0, row0 + n)
+    one = {a: b for a, b in kw.items() if a != "scan_algorithm"}
+    with torch.no_grad():
+        ref = att(q, k, v, **one)[:, sl]
+        mine = att(*(t[:, sl].contiguous() for t in (q, k, v)), comm=comm, **kw)
+    e = comm.allreduce(rows_rel(mine, ref), op=MPI.MAX)
+    check(e <= tol, "%s: out worst row error %.3g > %.3g" % (name, e, tol))
+    if rank == 0:
+        print("P=%d %-42s row errors out %.1e" % (P, name, e), flush=True)
+
+
+for scan in ("exscan", "pipelined"):
+    compare_fwd("decay causal elu1 f64 scan=%s" % scan, 1e-12, decay=[0.9, 0.5],
+                scan_algorithm=scan)
+compare_fwd("decay retnet causal favor+ segments f64", 1e-12, decay="retnet",
+            feature_map="favor+", features=16, segments=[0, 3, 50, 51, 120, 203])
+
+
 def expect_raise(name, exc, fn):
     """fn must raise exc (with a reason) on every rank."""
     try:
@@ -167,6 +190,11 @@ if P > 1:
     vv = vs if rank else vs[..., :1, :].contiguous()
     expect_raise("heads that differ between ranks", linattn.InputError,
                  lambda: att(hh, kk, vv, comm=comm))
+# decay in bidirectional mode needs the reverse scan of the decayed summaries (not built)
+if P > 1:
+    with torch.no_grad():
+        expect_raise("decay bidirectional on more than one rank", linattn.UnsupportedError,
+                     lambda: att(qs, ks, vs, comm=comm, mode="bidirectional", decay=0.9))
 # after the errors the communicator still works
 compare("causal elu1 f64 after the errors", att, torch.float64, 1e-12)
 

@@ -71,7 +71,7 @@ int la_smpi_calibrate(int64_t n, int H, int dk, int dv, int reps, FILE *out) {
     for (int it = 0; it < 20; it++)
       for (int h = 0; h < H; h++)
         la_state_combine_head_right(st.sz + h * rsz, &am, &af, loc.sz + h * rsz, &bm, &bf, rsz);
-    if (rep > 0) tc = fmin(tc, (now() - t0) / (20.0 * (double)(rsz + 2) * H));
+    if (rep > 0) tc = fmin(tc, (now() - t0) / (20.0 * (double)(rsz + 3) * H));
     bm = 0.25;
   }
   const double flops = la_useful_flops(&cfg, n, H, dk, dv, r);

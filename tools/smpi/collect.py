@@ -48,12 +48,12 @@ def smpi_factors(m):
 def terms(alg, P, H, per):
     """messages on the critical path, bytes per message, combined doubles (dist/scan_model.c)."""
     n = H * per; s = 8.0 * n; L = math.ceil(math.log2(P)) if P > 1 else 0
-    k = min(K, per - 2)
+    k = min(K, per - 3)
     if alg == "doubling": return L, s, 2 * L * n
     if alg == "allgather": return P - 1, s, (P - 2) * n
     if alg == "pipelined":
         rd = P - 1 + k - 1
-        return rd, s / k + 16.0 * H, rd * n / k
+        return rd, s / k + 24.0 * H, rd * n / k
     return P - 1, s, max(P - 2, 0) * n  # chain, exscan
 
 def net_terms(rd, m):
@@ -70,7 +70,7 @@ for a in ALGS:
     A, y, w = [], [], []
     for x in d:
         P, H, r, dv = int(x["ranks"]), int(x["heads"]), int(x["r"]), int(x["dv"])
-        per = r * (dv + 1) + 2
+        per = r * (dv + 1) + 3
         rd, m, cb = terms(a, P, H, per)
         T = float(x["seconds"])
         A.append(list(net_terms(rd, m))); y.append(T - cb * GAMMA); w.append(1.0 / T)
@@ -107,7 +107,7 @@ worst = 0.0
 with open(os.path.join(out, "sim_model.csv"), "w") as f:
     f.write("ranks,heads,r,dv,state_bytes,alg,measured,predicted,rel_err,auto,best,auto_over_best\n")
     for key in sorted(meas):
-        P, H, r, dv = key; per = r * (dv + 1) + 2
+        P, H, r, dv = key; per = r * (dv + 1) + 3
         m = meas[key]
         cand = {a: t for a, t in m.items() if a in CAND}
         ch = auto(P, H, per)
@@ -122,7 +122,7 @@ with open(os.path.join(out, "sim_model.csv"), "w") as f:
               + " ".join(f"{a}={m[a]:.3g}" for a in sorted(m)))
 print(f"worst auto/best: {worst:.4f}")
 for a in ALGS:  # each fit's spread
-    q = [m[a] / model(a, P, H, r * (dv + 1) + 2) for (P, H, r, dv), m in meas.items() if a in m]
+    q = [m[a] / model(a, P, H, r * (dv + 1) + 3) for (P, H, r, dv), m in meas.items() if a in m]
     if q: print(f"measured/predicted {a:9s} {min(q):.3f} .. {max(q):.3f} ({len(q)} points)")
 with open(os.path.join(out, "sim_model_coef.txt"), "w") as f:
     f.write(f"gamma_combine = {GAMMA:.4g} s/double\n")

@@ -6,7 +6,7 @@
  *       seconds per double, measured on this machine (calibrate.c); run with -np 1.
  *   scan --heads H --r r --dv d [--algs a,b,..] [--pieces K] [--combine-seconds x]
  *        [--skip-combines] [--check]
- *       one la_dist_exscan of a state of H heads of r (dv + 1) + 2 doubles per algorithm;
+ *       one la_dist_exscan of a state of H heads of r (dv + 1) + 3 doubles per algorithm;
  *       prints the scan's communication time (la_dist_comm_seconds, max over ranks) beside
  *       auto's model (la_scan_model_seconds). --check fills the states with random elements
  *       and compares every rank's prefix with a serial fold of the operator (docs/design.md
