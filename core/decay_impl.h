@@ -164,10 +164,21 @@ static void decay_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t
 
 /* The summary of the keys of rows [lo, hi) of head h (docs/design.md §4.1, §1.2): per chunk
  * the state decays by gamma^len and takes the keys of the chunk's last segment, as in
- * decay_chunk, with no query read. A segment start drops the state and sets the flag. */
+ * decay_chunk, with no query read. A segment start drops the state and sets the flag.
+ * rev = 1: the reverse summary as of token lo, sum_j gamma^(j - lo) phi(k_j)^T [V|1]_j, the
+ * chunks walked from the last (decay_chunk_rev's update); no segments (the caller refuses). */
 static void decay_accum(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
-                        const void *k, const void *v, double *sz, double *m, int *f) {
+                        const void *k, const void *v, int rev, double *sz, double *m, int *f) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
+  if (rev) {
+    for (int64_t c0 = lo + (hi - 1 - lo) / e->C * e->C; c0 >= lo; c0 -= e->C) {
+      const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+      features_at(e, h, c0, len, -1, hi, (const LA_REAL *)k, w->phik, w->ak, v, e->dv);
+      chunk_values(e, h, c0, len, (const LA_REAL *)v, w->vp);
+      decay_update(e, w, len, 0, len, 1, e->dlog[h], 1, sz, m);
+    }
+    return;
+  }
   for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
     const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
     int reset;
@@ -222,17 +233,22 @@ static void decay_chunk_rev(la_engine e, la_work *w, int h, int64_t token0, int6
 }
 
 /* Bidirectional rows [0, n) of head h (token0 the first global token): the forward pass
- * (keys j <= i) into raw/lsc, then the reverse pass (keys j > i) adds and finalizes. */
+ * (keys j <= i) into raw/lsc, then the reverse pass (keys j > i) adds and finalizes. pre
+ * (sz, m; NULL: none) is the decayed summary of the keys before the block, suf that of the
+ * keys after it as of token token0 + n (the reverse summary; §1.2 "Across ranks"). */
 static void decay_bidir(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
                         const void *q, const void *k, const void *v, void *raw, double *lsc,
-                        void *out) {
+                        void *out, const double *pre, double pre_m, const double *suf,
+                        double suf_m) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
-  double m = -INFINITY;
+  double m = pre ? pre_m : -INFINITY;
   int f = 0;
-  memset(w->wsz2, 0, sizeof(double) * rsz);
+  if (pre) memcpy(w->wsz2, pre, sizeof(double) * rsz);
+  else memset(w->wsz2, 0, sizeof(double) * rsz);
   decay_causal(e, w, h, token0, 0, n, q, k, v, w->wsz2, &m, &f, NULL, raw, lsc);
-  m = -INFINITY;
-  memset(w->wsz, 0, sizeof(double) * rsz);
+  m = suf ? suf_m : -INFINITY;
+  if (suf) memcpy(w->wsz, suf, sizeof(double) * rsz);
+  else memset(w->wsz, 0, sizeof(double) * rsz);
   for (int64_t c0 = (n - 1) / e->C * e->C; c0 >= 0; c0 -= e->C) {
     const int len = (int)(n - c0 < e->C ? n - c0 : e->C);
     decay_chunk_rev(e, w, h, token0, c0, len, q, k, v, w->wsz, &m, out, raw, lsc);

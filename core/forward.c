@@ -40,14 +40,18 @@ static int state_empty(const la_engine e, const la_state *s) {
   return 1;
 }
 
-/* Decayed bidirectional rows [0, n) of the whole sequence (§1.2): per head a forward pass into
- * unfinalized rows, then the reverse pass; raw and lsc ([n, H, dv+1], [n, H]) are allocated
- * here, outside the parallel region. */
+/* Decayed bidirectional rows [token0, token0 + n) (§1.2): per head a forward pass into
+ * unfinalized rows from pre (the decayed summary of the keys before the block), then the
+ * reverse pass from suf (the reverse summary of the keys after it); NULL: none, which is the
+ * whole sequence only when token0 = 0. raw and lsc ([n, H, dv+1], [n, H]) are allocated here,
+ * outside the parallel region. */
 static la_status decay_bidir_all(la_engine e, int64_t token0, int64_t n, const void *q,
-                                 const void *k, const void *v, void *out, la_den_stats *stats) {
-  LA_CHECK(token0 == 0, LA_ERR_UNSUPPORTED,
-           "decay: a bidirectional block must be the whole sequence on one process (token0 = "
-           "%lld; docs/design.md §1.2)", (long long)token0);
+                                 const void *k, const void *v, void *out, la_den_stats *stats,
+                                 const la_state *pre, const la_state *suf) {
+  LA_CHECK(token0 == 0 || pre, LA_ERR_UNSUPPORTED,
+           "decay: a bidirectional block without the summaries around it must be the whole "
+           "sequence (token0 = %lld; docs/design.md §1.2)", (long long)token0);
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
   const size_t es = la_dtype_size(e->dt), rows = (size_t)n * e->H;
   void *raw = malloc(es * rows * (e->dv + 1));
   double *lsc = malloc(sizeof(double) * rows);
@@ -59,7 +63,9 @@ static la_status decay_bidir_all(la_engine e, int64_t token0, int64_t n, const v
   }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++)
-    e->kern->decay_bidir(e, &e->work[la_thread_id()], h, token0, n, q, k, v, raw, lsc, out);
+    e->kern->decay_bidir(e, &e->work[la_thread_id()], h, token0, n, q, k, v, raw, lsc, out,
+                         pre ? pre->sz + (size_t)h * rsz : NULL, pre ? pre->m[h] : 0,
+                         suf ? suf->sz + (size_t)h * rsz : NULL, suf ? suf->m[h] : 0);
   free(raw);
   free(lsc);
   la_engine_merge_stats(e, stats);
@@ -67,14 +73,15 @@ static la_status decay_bidir_all(la_engine e, int64_t token0, int64_t n, const v
 }
 
 /* Decayed (§1.2, §4.1): state <- state (+) the block's summary, whose cumulative log-decay is
- * n ln gamma_h; per head on the generic products, no superblocks. */
+ * n ln gamma_h; per head on the generic products, no superblocks. rev = 1: the reverse
+ * summary, state holding the keys after the block (the reverse scan's order). */
 static la_status decay_accumulate(la_engine e, int64_t token0, int64_t n, const void *k,
-                                  const void *v, la_state *state) {
+                                  const void *v, la_state *state, int rev) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   la_state_reset(&e->part);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++)
-    e->kern->decay_accum(e, &e->work[la_thread_id()], h, token0, 0, n, k, v,
+    e->kern->decay_accum(e, &e->work[la_thread_id()], h, token0, 0, n, k, v, rev,
                          e->part.sz + (size_t)h * rsz, e->part.m + h, e->part.f + h);
   for (int h = 0; h < e->H; h++) {
     const double a = (double)n * e->dlog[h];
@@ -91,10 +98,7 @@ la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const voi
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_accumulate: n = %lld < 0", (long long)n);
   LA_TRY(la_engine_state_ok(e, state, "la_engine_accumulate", "state"));
   if (n == 0) return LA_OK;
-  LA_CHECK(!(e->dlog && e->cfg.mode == LA_BIDIRECTIONAL), LA_ERR_UNSUPPORTED,
-           "la_engine_accumulate: a decayed bidirectional summary needs the reverse scan, not "
-           "built yet (docs/design.md §1.2)");
-  if (e->dlog) return decay_accumulate(e, token0, n, k, v, state);
+  if (e->dlog) return decay_accumulate(e, token0, n, k, v, state, 0);
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   la_state_reset(&e->part);
@@ -124,6 +128,17 @@ la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const voi
   return LA_OK;
 }
 
+la_status la_engine_accumulate_reverse(la_engine e, int64_t token0, int64_t n, const void *k,
+                                       const void *v, la_state *state) {
+  if (!e || !e->dlog) return la_engine_accumulate(e, token0, n, k, v, state);
+  LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_accumulate_reverse: n = %lld < 0", (long long)n);
+  LA_TRY(la_engine_state_ok(e, state, "la_engine_accumulate_reverse", "state"));
+  LA_CHECK(!la_engine_has_segments(e), LA_ERR_UNSUPPORTED,
+           "la_engine_accumulate_reverse: the reverse summary of a decayed block with segments "
+           "is not built yet (docs/design.md §1.2)");
+  return n == 0 ? LA_OK : decay_accumulate(e, token0, n, k, v, state, 1);
+}
+
 static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void *q,
                               const void *k, const void *v, la_state *state, void *out,
                               la_den_stats *stats, void *raw, double *lsc);
@@ -138,7 +153,7 @@ la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q,
     LA_CHECK(state_empty(e, state), LA_ERR_UNSUPPORTED,
              "la_engine_apply: a decayed bidirectional block reads no summary from elsewhere "
              "yet (docs/design.md §1.2)");
-    return decay_bidir_all(e, token0, n, q, k, v, out, stats);
+    return decay_bidir_all(e, token0, n, q, k, v, out, stats, NULL, NULL);
   }
   if (e->cfg.mode == LA_BIDIRECTIONAL) {
     /* Rows are independent: superblocks of all heads when there are chunks enough for the
@@ -277,11 +292,13 @@ la_status la_engine_apply_segmented(la_engine e, int64_t token0, int64_t n, cons
   LA_TRY(la_engine_state_ok(e, left, "la_engine_apply_segmented", "left"));
   LA_TRY(la_engine_state_ok(e, right, "la_engine_apply_segmented", "right"));
   if (n == 0) return LA_OK;
-  if (e->dlog) { /* decay (§1.2): the segments of the whole sequence, on this process */
-    LA_CHECK(state_empty(e, left) && state_empty(e, right), LA_ERR_UNSUPPORTED,
-             "la_engine_apply_segmented: a decayed block reads no summary from elsewhere yet "
-             "(docs/design.md §1.2)");
-    return decay_bidir_all(e, token0, n, q, k, v, out, stats);
+  if (e->dlog) { /* decay (§1.2): left is the prefix summary, right the reverse suffix */
+    const int around = !state_empty(e, left) || !state_empty(e, right);
+    LA_CHECK(!(around && la_engine_has_segments(e)), LA_ERR_UNSUPPORTED,
+             "la_engine_apply_segmented: a decayed block with segments reads no summary from "
+             "elsewhere yet (docs/design.md §1.2)");
+    return around ? decay_bidir_all(e, token0, n, q, k, v, out, stats, left, right)
+                  : decay_bidir_all(e, token0, n, q, k, v, out, stats, NULL, NULL);
   }
   const size_t rsz = (size_t)e->r * (e->dv + 1);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
@@ -336,7 +353,7 @@ la_status la_forward(la_engine e, int64_t n, const void *q, const void *k, const
   if (e->cfg.window > 0 && e->cfg.window < n) /* nothing before the sequence: empty halo */
     s = la_engine_apply_window(e, 0, n, q, k, v, 0, 0, NULL, NULL, &st, out, stats);
   else if (e->cfg.mode == LA_BIDIRECTIONAL && e->dlog) /* §1.2: forward and reverse passes */
-    s = decay_bidir_all(e, 0, n, q, k, v, out, stats);
+    s = decay_bidir_all(e, 0, n, q, k, v, out, stats, NULL, NULL);
   else if (e->cfg.mode == LA_BIDIRECTIONAL && e->seg_off) /* identity left and right */
     s = la_engine_apply_segmented(e, 0, n, q, k, v, &st, &st, out, stats);
   else {

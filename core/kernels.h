@@ -112,13 +112,15 @@ typedef struct {
                        const void *q, const void *k, const void *v, double *sz, double *m,
                        int *f, void *out, void *raw, double *lsc);
   /* the decayed summary of the keys of rows [lo, hi) (§1.2, §4.1): (sz, m, f) advances over
-   * them as decay_causal's state does, without the queries */
+   * them as decay_causal's state does, without the queries; rev = 1: the reverse summary as
+   * of token lo (no segments) */
   void (*decay_accum)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
-                      const void *k, const void *v, double *sz, double *m, int *f);
+                      const void *k, const void *v, int rev, double *sz, double *m, int *f);
   /* bidirectional rows [0, n): a forward pass into raw ([n, H, dv+1]) and lsc ([n, H]), then
    * the reverse pass adds the keys after each row and finalizes into out */
   void (*decay_bidir)(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const void *q,
-                      const void *k, const void *v, void *raw, double *lsc, void *out);
+                      const void *k, const void *v, void *raw, double *lsc, void *out,
+                      const double *pre, double pre_m, const double *suf, double suf_m);
 } la_kernels;
 
 extern const la_kernels la_kernels_f32, la_kernels_f64;

@@ -9,7 +9,8 @@
  *    chunk products have K <= C + r terms; the decay factors are <= 1 and add one rounding).
  * Cases: both modes, several maps, both precisions, one gamma / a list per head / RetNet's,
  * segments, blocks carried through the state or through two keys-pass summaries joined by
- * la_state_combine (the scan element's cumulative log-decay); the long-decay test (gamma = 0.5 over 2^16
+ * la_state_combine (the scan element's cumulative log-decay), bidirectional blocks from
+ * each other's forward and reverse summaries; the long-decay test (gamma = 0.5 over 2^16
  * tokens, large keys early and late); gamma = 1 - 1e-9 against the undecayed engine; gamma = 1
  * bitwise the undecayed path; the refusals. Prints "N passed, M failed". */
 #include <float.h>
@@ -142,7 +143,35 @@ static la_status engine_out(const dcase *t, const la_config *c, const double *q,
   const size_t nq = (size_t)t->n * t->H * t->dk, nv = (size_t)t->n * t->H * t->dv;
   void *Q = nv_to_dtype(t->dt, q, nq), *K = nv_to_dtype(t->dt, k, nq), *V = nv_to_dtype(t->dt, v, nv);
   void *O = nv_to_dtype(t->dt, y, nv);
-  if (st == LA_OK && t->split > 0) {
+  if (st == LA_OK && t->split > 0 && t->mode == LA_BIDIRECTIONAL) {
+    /* two blocks, each reading the other's summary (§1.2 "Across ranks"): [0, split) reads the
+     * reverse summary of [split, n), formed in two halves joined by la_state_combine in the
+     * reverse scan's order (the later half first); [split, n) reads the forward summary of
+     * [0, split) */
+    const size_t es = t->dt == LA_F32 ? 4 : 8, sp = (size_t)t->split;
+    const int64_t mid = t->split + (t->n - t->split) / 2;
+    const size_t ok = (size_t)t->H * t->dk, ov = (size_t)t->H * t->dv;
+    la_state pre = {0}, suf = {0}, half = {0}, none = {0};
+    const int r = la_featmap_width(fm);
+    st = la_state_init(&pre, t->H, r, t->dv);
+    if (st == LA_OK) st = la_state_init(&suf, t->H, r, t->dv);
+    if (st == LA_OK) st = la_state_init(&half, t->H, r, t->dv);
+    if (st == LA_OK) st = la_state_init(&none, t->H, r, t->dv);
+    if (st == LA_OK) st = la_engine_accumulate(e, 0, t->split, K, V, &pre);
+    if (st == LA_OK)
+      st = la_engine_accumulate_reverse(e, mid, t->n - mid, (char *)K + es * (size_t)mid * ok,
+                                        (char *)V + es * (size_t)mid * ov, &suf);
+    if (st == LA_OK)
+      st = la_engine_accumulate_reverse(e, t->split, mid - t->split, (char *)K + es * sp * ok,
+                                        (char *)V + es * sp * ov, &half);
+    if (st == LA_OK) la_state_combine(&suf, &half); /* reverse order: the later half first */
+    if (st == LA_OK) st = la_engine_apply_segmented(e, 0, t->split, Q, K, V, &none, &suf, O, NULL);
+    if (st == LA_OK)
+      st = la_engine_apply_segmented(e, t->split, t->n - t->split, (char *)Q + es * sp * ok,
+                                     (char *)K + es * sp * ok, (char *)V + es * sp * ov, &pre,
+                                     &none, (char *)O + es * sp * ov, NULL);
+    la_state_free(&pre), la_state_free(&suf), la_state_free(&half), la_state_free(&none);
+  } else if (st == LA_OK && t->split > 0) {
     la_state s;
     const size_t es = t->dt == LA_F32 ? 4 : 8, sp = (size_t)t->split;
     st = la_state_init(&s, t->H, la_featmap_width(fm), t->dv);
@@ -260,6 +289,12 @@ static void test_matrix(void) {
               worst[dt] = worse(worst[dt], run_case(&t, 0, 1, 11 + (uint64_t)mi, what, NULL));
               cases++;
             }
+            if (mode == LA_BIDIRECTIONAL && !seg) { /* two blocks, each from the other's summary */
+              t.split = 77;
+              strncat(what, " in two blocks from summaries", sizeof what - strlen(what) - 1);
+              worst[dt] = worse(worst[dt], run_case(&t, 0, 1, 11 + (uint64_t)mi, what, NULL));
+              cases++;
+            }
             if (mode == LA_CAUSAL && di > 0) { /* the second block from summaries */
               t.split = seg ? 150 : 120;
               t.via_summary = di;
@@ -370,8 +405,11 @@ static void test_refusals(void) {
   la_engine_destroy(&e);
   c.mode = LA_BIDIRECTIONAL;
   CHECK(la_engine_create(&c, fm, LA_F64, 2, &e) == LA_OK, "bidirectional engine");
-  CHECK(why(la_engine_accumulate(e, 0, 4, x, g, &s), err, sizeof err) == LA_ERR_UNSUPPORTED &&
-            strstr(err, "reverse scan"), "bidirectional keys pass refused with decay (%s)", err);
+  static const int64_t segs[] = {0, 2, 4};
+  CHECK(la_engine_set_segments(e, segs, 3) == LA_OK, "segments");
+  CHECK(why(la_engine_accumulate_reverse(e, 0, 4, x, g, &s), err, sizeof err) ==
+            LA_ERR_UNSUPPORTED && strstr(err, "segments"),
+        "the reverse summary with decay and segments refused (%s)", err);
   CHECK(why(la_backward(e, 4, x, x, g, g, x, x, g, NULL), err, sizeof err) ==
             LA_ERR_UNSUPPORTED && strstr(err, "--decay"), "backward refused with decay (%s)", err);
   (void)o;

@@ -299,9 +299,15 @@ int la_engine_stabilized(const la_engine eng);
  * [n, H, dk] and [n, H, dv] in the engine's dtype; token0 is the block's first global token.
  * With segments the summary is the tail after the block's last segment start. With decay
  * (§1.2, causal) the summary's cumulative log-decay is n ln gamma_h and the earlier state is
- * decayed over the block; a decayed bidirectional engine is refused (LA_ERR_UNSUPPORTED). */
+ * decayed over the block. */
 la_status la_engine_accumulate(la_engine eng, int64_t token0, int64_t n, const void *k,
                                const void *v, la_state *state);
+/* The summary of the block as a reverse scan sees it (bidirectional decay, §1.2): state holds
+ * the keys after the block and becomes e^{n ln gamma_h} state + sum_j gamma_h^(j - token0)
+ * phi(k_j)^T [v_j | 1]; its a grows by n ln gamma_h. Without decay the same as
+ * la_engine_accumulate. A decayed engine with segments is refused (LA_ERR_UNSUPPORTED). */
+la_status la_engine_accumulate_reverse(la_engine eng, int64_t token0, int64_t n, const void *k,
+                                       const void *v, la_state *state);
 
 /* Packed sequences (§3): offsets 0 = o_0 < ... < o_S = N (global token indices), kept by
  * pointer (the caller owns them until the engine is destroyed). NULL: one segment. The state
@@ -342,7 +348,9 @@ la_status la_engine_correct(la_engine eng, int64_t token0, int64_t n, const void
  * every segment piece gets its own summary; the piece at the start adds `left` (the tail of
  * the keys before token0, ignored when token0 starts a segment) and the piece at the end adds
  * `right` (the keys after token0+n up to the segment's end, ignored when token0+n starts a
- * segment or is N). */
+ * segment or is N). With decay (§1.2, no segments): left is the decayed summary of the keys
+ * before token0 (la_engine_accumulate's, exclusive-scanned) and right the reverse summary of
+ * the keys after token0 + n (la_engine_accumulate_reverse's, reverse-scanned). */
 la_status la_engine_apply_segmented(la_engine eng, int64_t token0, int64_t n, const void *q,
                                     const void *k, const void *v, const la_state *left,
                                     const la_state *right, void *out, la_den_stats *stats);

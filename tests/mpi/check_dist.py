@@ -12,8 +12,8 @@ N in {3, 97, 1000} (so N < P and N not divisible by P occur). Also:
 - every --scan-algorithm gives the one-rank output (causal favor+ with segments), and the
   report names it;
 - --decay (causal, per-head gammas and RetNet's, segments, every --scan-algorithm) against
-  the reference with weights gamma_h^(i-j); bidirectional with decay on one rank against
-  gamma^|i-j|, refused on more;
+  the reference with weights gamma_h^(i-j); bidirectional (weights gamma^|i-j|) likewise,
+  with segments on one rank and refused on more;
 - a non-finite value in the last rank's rows: every rank exits 2, one error line, no output,
   no hang and no MPI abort trace.
 
@@ -198,21 +198,44 @@ def main():
         want, _ = ref.quadratic(pq, pk, v3[:nn], "causal", decay=g, offsets=offs if seg else None)
         e_ref = ref.rel_err(np.load(par.path("od.npy")), want)
         report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
-    bid = ["--q", "dqn.npy", "--k", "dkn.npy", "--v", "dvn.npy", "--feature-map", "elu1",
-           "--mode", "bidirectional", "--decay", "0.9,0.995,0.5", "--chunk", "8", "--force",
-           "--no-progress", "--out", "ob.npy"]
-    common.rm(par.path("ob.npy"))
-    rcp, _, ep = par(*bid)
+    # bidirectional: the prefix by the forward scan, the suffix by the reverse scan of the
+    # reverse summaries (weights gamma^|i-j|), two scan algorithms
+    for mp, nn, alg in (("elu1", 97, "exscan"), ("favor+", 1000, "pipelined")):
+        sfx = "n" if nn != n else ""
+        bid = ["--q", f"dq{sfx}.npy", "--k", f"dk{sfx}.npy", "--v", f"dv{sfx}.npy",
+               "--feature-map", mp, "--features", "16", "--mode", "bidirectional", "--decay",
+               "0.9,0.995,0.5", "--chunk", "8", "--force", "--no-progress", "--scan-algorithm",
+               alg, "--out", "ob.npy"]
+        save = ["--save-projection", "p.npy"] if mp in ref.RANDOM_MAPS else []
+        rcp, _, ep = par(*bid, *save)
+        what = f"--decay bidirectional {mp} n={nn} ({alg})"
+        if rcp != 0:
+            report(False, what, f"rc {rcp}: {common.first_error(ep)}")
+            continue
+        om = np.load(par.path("p.npy")) if mp in ref.RANDOM_MAPS else None
+        want, _ = ref.quadratic(ref.feature_map(mp, q3[:nn], om, features=16),
+                                ref.feature_map(mp, k3[:nn], om, features=16), v3[:nn],
+                                "bidirectional", decay=gam)
+        e_ref = ref.rel_err(np.load(par.path("ob.npy")), want)
+        report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
+    # bidirectional with segments: one rank against the reference, refused on more
+    bs = ["--q", "dq.npy", "--k", "dk.npy", "--v", "dv.npy", "--feature-map", "elu1",
+          "--mode", "bidirectional", "--decay", "0.9,0.995,0.5", "--segments", "seg.npy",
+          "--chunk", "8", "--force", "--no-progress", "--out", "obs.npy"]
+    common.rm(par.path("obs.npy"))
+    rcp, _, ep = par(*bs)
     if P == 1:
-        want, _ = ref.quadratic(ref.feature_map("elu1", q3[:97]), ref.feature_map("elu1", k3[:97]),
-                                v3[:97], "bidirectional", decay=gam)
-        e_ref = ref.rel_err(np.load(par.path("ob.npy")), want) if rcp == 0 else float("inf")
-        report(e_ref <= TOL, "--decay bidirectional on one rank", f"rc {rcp}, vs reference {e_ref:.2e}")
+        want, _ = ref.quadratic(ref.feature_map("elu1", q3), ref.feature_map("elu1", k3), v3,
+                                "bidirectional", decay=gam, offsets=offs)
+        e_ref = ref.rel_err(np.load(par.path("obs.npy")), want) if rcp == 0 else float("inf")
+        report(e_ref <= TOL, "--decay bidirectional segments on one rank",
+               f"rc {rcp}, vs reference {e_ref:.2e}")
     else:
         msg = common.first_error(ep)
-        ok = rcp == 2 and "bidirectional" in msg and "more than one rank" in msg and \
-            not os.path.exists(par.path("ob.npy"))
-        report(ok, "--decay bidirectional on many ranks: refused, no output", f"rc {rcp}: {msg}")
+        ok = rcp == 2 and "--segments" in msg and "more than one rank" in msg and \
+            not os.path.exists(par.path("obs.npy"))
+        report(ok, "--decay bidirectional segments on many ranks: refused, no output",
+               f"rc {rcp}: {msg}")
 
     # A NaN in the last rank's rows: all ranks agree, exit 2, one line, no output.
     bad = rng.normal(size=(n, H, dk))
