@@ -520,6 +520,9 @@ static void correct_rows(la_engine e, la_work *w, int h, int64_t token0, int64_t
   const int r = e->r, dv1 = e->dv + 1, C = e->C, H = e->H;
   /* rows from the first segment start on do not read the prefix */
   const int64_t cut = la_engine_segment_at_or_after(e, token0 > 0 ? token0 : 1);
+  /* decay (§1.2): row i of the block reads the prefix decayed by gamma^(i+1), a log-scale
+   * (i+1) ln gamma lower; without decay lam = 0 and pm is untouched */
+  const double lam = e->dlog ? e->dlog[h] : 0.0;
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *o = w->o;
   for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)psz[i];
@@ -539,8 +542,9 @@ static void correct_rows(la_engine e, la_work *w, int h, int64_t token0, int64_t
         w->aq[i] = lsc[ri];
         continue;
       }
-      const double M = Mi > pm ? Mi : pm;
-      const LA_REAL fr = (LA_REAL)exp(Mi - M), fp = (LA_REAL)exp(pm - M);
+      const double pmi = lam != 0.0 ? pm + (double)(c0 + i + 1) * lam : pm;
+      const double M = Mi > pmi ? Mi : pmi;
+      const LA_REAL fr = (LA_REAL)exp(Mi - M), fp = (LA_REAL)exp(pmi - M);
       for (int j = 0; j < dv1; j++) oi[j] = fr * rw[j] + fp * oi[j];
       w->aq[i] += M;
     }

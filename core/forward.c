@@ -23,13 +23,12 @@ static void la_summaries_to_work(la_engine e, const double *sz) {
 }
 
 /* LA_ERR_UNSUPPORTED for an entry point that cannot take a decay yet (docs/design.md §1.2):
- * the scan element carries no cumulative decay, so a prefix or summary from elsewhere would be
- * combined undecayed. Refused, never computed without the decay. */
+ * the window's queue of summaries does not decay them. Refused, never computed without the
+ * decay. */
 static la_status no_decay(const la_engine e, const char *fn) {
   LA_CHECK(!e->dlog, LA_ERR_UNSUPPORTED,
-           "%s: --decay is not yet supported here (the scan element does not carry the "
-           "cumulative decay yet: one process, the whole sequence at once; docs/design.md §1.2)",
-           fn);
+           "%s: --decay is not yet supported here (the window queue does not decay its "
+           "summaries yet; docs/design.md §1.2)", fn);
   return LA_OK;
 }
 
@@ -181,7 +180,6 @@ la_status la_engine_apply_local(la_engine e, int64_t token0, int64_t n, const vo
   LA_CHECK(e->cfg.mode == LA_CAUSAL, LA_ERR_ARG, "la_engine_apply_local: the engine is not causal");
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply_local: n = %lld < 0", (long long)n);
   LA_CHECK(raw && lsc, LA_ERR_ARG, "la_engine_apply_local: raw and lsc are needed");
-  LA_TRY(no_decay(e, "la_engine_apply_local"));
   LA_TRY(la_engine_state_ok(e, local, "la_engine_apply_local", "local"));
   if (n == 0) return LA_OK;
   return causal_apply(e, token0, n, q, k, v, local, NULL, NULL, raw, lsc);
@@ -191,7 +189,6 @@ la_status la_engine_correct(la_engine e, int64_t token0, int64_t n, const void *
                             const la_state *prefix, const void *raw, const double *lsc,
                             void *out, la_den_stats *stats) {
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_correct: n = %lld < 0", (long long)n);
-  LA_TRY(no_decay(e, "la_engine_correct"));
   LA_TRY(la_engine_state_ok(e, prefix, "la_engine_correct", "prefix"));
   if (n == 0) return LA_OK;
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;

@@ -60,7 +60,8 @@ int la_stream_holds_shard(const la_engine eng, int64_t N) {
   const int64_t W = la_engine_window(eng);
   return (W > 0 && W < N) ||
          (la_engine_has_segments(eng) && la_engine_mode(eng) == LA_BIDIRECTIONAL) ||
-         la_engine_decayed(eng); /* --decay: one process, the shard at once (design.md §1.2) */
+         /* bidirectional --decay: the prefix and the reverse suffix at once (design.md §1.2) */
+         (la_engine_decayed(eng) && la_engine_mode(eng) == LA_BIDIRECTIONAL);
 }
 
 void la_stream_destroy(la_stream *ps) {
@@ -170,6 +171,9 @@ la_status la_stream_resume(la_dist d, la_engine eng, int64_t N, int64_t block, i
   *out = NULL;
   la_stream s = alloc_plan(d, eng, N);
   la_status st = s ? LA_OK : la_error(LA_ERR_NOMEM, "out of memory for the streaming plan");
+  if (st == LA_OK && la_engine_decayed(eng))
+    st = la_error(LA_ERR_UNSUPPORTED, "resume: not with --decay in this version (the checkpoint "
+                  "does not hold the partial sums' cumulative decay yet, docs/design.md §1.2)");
   if (st == LA_OK && (s->in_memory || s->repro || (pass != 1 && pass != 2) || L < 1 || nmy < 0))
     st = la_error(LA_ERR_ARG, "resume: %s", s->in_memory || s->repro
                   ? "a plan that holds the shard, or a reproducible one, has no position to resume"

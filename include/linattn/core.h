@@ -336,7 +336,8 @@ la_status la_engine_apply(la_engine eng, int64_t token0, int64_t n, const void *
  * from the state `local` (normally the identity) and stores unfinalized rows
  * raw = [num_s | den_s] ([n, H, dv+1], engine dtype) with their log-scales lsc ([n, H]).
  * correct then adds phi(q_i)^T P for the prefix P that arrived meanwhile, applies the
- * denominator policy, and writes out. The state after the block is prefix (+) local. */
+ * denominator policy, and writes out. The state after the block is prefix (+) local. With
+ * decay (§1.2) row i reads gamma_h^(i+1) phi(q_i)^T P. */
 la_status la_engine_apply_local(la_engine eng, int64_t token0, int64_t n, const void *q,
                                 const void *k, const void *v, la_state *local, void *raw,
                                 double *lsc);
