@@ -235,6 +235,9 @@ int la_engine_decayed(const la_engine e) { return e->dlog != NULL; }
 double la_engine_decay(const la_engine e, int h) {
   return e->dlog && h >= 0 && h < e->H ? exp(e->dlog[h]) : 1.0;
 }
+double la_engine_log_decay(const la_engine e, int h) {
+  return e->dlog && h >= 0 && h < e->H ? e->dlog[h] : 0.0;
+}
 int la_engine_stabilized(const la_engine e) { return e->stabilized; }
 int la_engine_threads(const la_engine e) { return e->T; }
 int la_config_threads(const la_config *cfg) { return la_plan_threads(cfg); }

@@ -39,11 +39,10 @@ int la_cmd_run(la_dist d, la_cli *o) {
   }
   const int in_memory = st == LA_OK && la_stream_holds_shard(job.eng, job.N);
   const int repro = o->cfg.reproducible;
-  const int decayed = st == LA_OK && la_engine_decayed(job.eng);
-  if (st == LA_OK && o->checkpoint && (in_memory || repro || decayed)) {
+  if (st == LA_OK && o->checkpoint && (in_memory || repro)) {
     st = la_error(LA_ERR_ARG, "--checkpoint: %s", repro ? "not with --reproducible in this version"
-                  : decayed ? "not with --decay in this version (a checkpoint does not hold the "
-                  "partial sums' cumulative decay yet, docs/design.md §1.2)"
+                  : la_engine_decayed(job.eng) ? "a bidirectional run with --decay holds each "
+                  "rank's shard in memory and has no streaming position to save"
                   : o->cfg.window > 0 ? "a run with --window holds each rank's shard in memory and has "
                   "no streaming position to save"
                   : "a bidirectional run with --segments holds each rank's shard in memory and has no "

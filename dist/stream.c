@@ -171,9 +171,6 @@ la_status la_stream_resume(la_dist d, la_engine eng, int64_t N, int64_t block, i
   *out = NULL;
   la_stream s = alloc_plan(d, eng, N);
   la_status st = s ? LA_OK : la_error(LA_ERR_NOMEM, "out of memory for the streaming plan");
-  if (st == LA_OK && la_engine_decayed(eng))
-    st = la_error(LA_ERR_UNSUPPORTED, "resume: not with --decay in this version (the checkpoint "
-                  "does not hold the partial sums' cumulative decay yet, docs/design.md §1.2)");
   if (st == LA_OK && (s->in_memory || s->repro || (pass != 1 && pass != 2) || L < 1 || nmy < 0))
     st = la_error(LA_ERR_ARG, "resume: %s", s->in_memory || s->repro
                   ? "a plan that holds the shard, or a reproducible one, has no position to resume"
@@ -250,6 +247,14 @@ double la_stream_compute_seconds(const la_stream s) { return s->t_compute; }
 static la_status combine_lanes(la_stream s) {
   const la_dist d = s->d;
   la_status st = LA_OK;
+  /* decay (§1.2): a lane's partial sum covers [start, end), so its cumulative log-decay is
+   * (end - start) ln gamma_h, set here in one rounding rather than summed block by block:
+   * the same bits whatever blocks, stops and resumes the pass went through, and nothing of it
+   * needs to be in a checkpoint */
+  for (int i = 0; !s->repro && i < s->nmy && la_engine_decayed(s->eng); i++)
+    for (int h = 0; h < s->H; h++)
+      s->ls[i].a[h] = (double)(s->lanes[i].end - s->lanes[i].start) *
+                      la_engine_log_decay(s->eng, h);
   if (!s->repro && s->nmy == 0) { /* a rank without lanes: identity */
     la_state_reset(&s->state);
   } else if (!s->repro) {

@@ -291,6 +291,9 @@ int la_engine_reproducible(const la_engine eng); /* la_config.reproducible (§4.
 /* 1 if some head has a decay gamma_h < 1 (§1.2); gamma_h of head h (1: none). */
 int la_engine_decayed(const la_engine eng);
 double la_engine_decay(const la_engine eng, int h);
+/* ln gamma_h as the engine uses it (0 without decay): the cumulative log-decay of n tokens of
+ * head h is n times it (la_state.a). */
+double la_engine_log_decay(const la_engine eng, int h);
 int la_engine_input_dim(const la_engine eng);
 /* 1 if the engine's map carries a log-scale stabilizer (la_map_is_stabilized). */
 int la_engine_stabilized(const la_engine eng);

@@ -17,6 +17,7 @@ shared. Cases:
      of another synthetic generator version (manifests forged, checksums valid) -> exit 2 naming
      it; the partial output missing -> exit 2.
   6. refusals: grad --checkpoint, --window, --reproducible with --checkpoint: exit 2.
+  Case 1 also runs with --decay (per-head gammas, favor+, segments), stopped in each pass.
 Usage: check_checkpoint.py LINATTN_BINARY
 """
 import json
@@ -120,6 +121,11 @@ stop_resume("causal_1rank", 1, ["--feature-map", "favor+", "--features", "32"], 
 segs = f"{W}/segs.npy"
 np.save(segs, np.array([0, 700, 2999, 3000, 4100, 6000], dtype=np.int64))
 stop_resume("causal_segments", 3, ["--segments", segs], 12, 2)
+# decay (docs/design.md §1.2): the lanes' cumulative log-decay is set from their lengths, so a
+# stop in either pass resumes bitwise
+dec = ["--decay", "0.99,0.9,0.5", "--feature-map", "favor+", "--features", "16"]
+stop_resume("decay_p1", 2, dec, 3, 1)
+stop_resume("decay_segments_p2", 3, dec + ["--segments", segs], 12, 2)
 
 # 2. an external SIGTERM to one rank of a running job
 out, ck, ref = f"{W}/term.npy", f"{W}/term_ck", f"{W}/term_ref.npy"

@@ -154,7 +154,8 @@ CASES = [
     ("--decay with --reproducible", FILES + ["--decay", "0.9", "--reproducible"], 2,
      ["--decay", "--reproducible"]),
     ("--decay with grad", ["grad"] + FILES + ["--decay", "0.9"], 2, ["--decay", "grad"]),
-    ("--decay with --checkpoint", FILES + ["--decay", "0.9", "--checkpoint", "ckd"], 2,
+    ("--decay bidirectional with --checkpoint",
+     FILES + ["--decay", "0.9", "--mode", "bidirectional", "--checkpoint", "ckd"], 2,
      ["--checkpoint", "--decay"]),
 ]
 # on more than one rank only (one rank runs it): the reverse summaries of a decayed
