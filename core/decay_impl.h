@@ -127,11 +127,27 @@ static void decay_inputs(la_engine e, la_work *w, int h, int64_t c0, int len, in
   chunk_values(e, h, c0, len, v, w->vp);
 }
 
-/* One forward chunk; raw == NULL: finalize into out, else store the unfinalized rows. */
+/* The unfinalized rows of the chunk split for the bidirectional passes: the numerators into
+ * out's own rows ([n, H, dv]), the denominators into den ([n, H]) and the log-scales into lsc;
+ * the reverse pass finalizes out in place. Same precision as store_raw, a tenth of its extra
+ * memory at dv = 64. */
+static void decay_store(la_engine e, la_work *w, int h, int64_t c0, int len, LA_REAL *out,
+                        LA_REAL *den, double *lsc) {
+  const int dv = e->dv, dv1 = dv + 1, H = e->H;
+  for (int i = 0; i < len; i++) {
+    const size_t ri = (size_t)(c0 + i) * H + h;
+    memcpy(out + ri * dv, (const LA_REAL *)w->o + (size_t)i * dv1, sizeof(LA_REAL) * dv);
+    den[ri] = ((const LA_REAL *)w->o)[(size_t)i * dv1 + dv];
+    lsc[ri] = w->aq[i];
+  }
+}
+
+/* One forward chunk; raw == NULL: finalize into out, else store the unfinalized rows (raw's
+ * [n, H, dv+1] layout, or with den the split one of decay_store). */
 static void decay_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0, int len,
                         int64_t hi, const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
                         double *sz, double *m, int *f, LA_REAL *out, LA_REAL *raw,
-                        double *lsc) {
+                        double *lsc, LA_REAL *den) {
   const double *P = e->dpow + (size_t)h * (e->C + 1);
   int reset;
   const int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
@@ -144,7 +160,8 @@ static void decay_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   decay_inter(e, w, len, 0, n0, sz, *m, P, 0);
   decay_intra(e, w, len, w->phiq, w->dphi, w->vp, w->o, P, 0);
   for (int i = 0; i < len; i++) w->aq[i] += w->mseg[w->segi[i]];
-  if (raw) store_raw(e, w, h, c0, len, raw, lsc);
+  if (den) decay_store(e, w, h, c0, len, out, den, lsc);
+  else if (raw) store_raw(e, w, h, c0, len, raw, lsc);
   else finalize_rows(e, w, h, token0, c0, len, out);
   int b = 0; /* the state continues with the chunk's last segment */
   while (w->segi[b] != nseg - 1) b++;
@@ -158,7 +175,7 @@ static void decay_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t
                          double *m, int *f, void *out, void *raw, double *lsc) {
   for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
     const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
-    decay_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz, m, f, out, raw, lsc);
+    decay_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz, m, f, out, raw, lsc, NULL);
   }
 }
 
@@ -197,11 +214,12 @@ static void decay_accum(la_engine e, la_work *w, int h, int64_t token0, int64_t 
 }
 
 /* One reverse chunk (bidirectional): the keys after each row, added to the forward pass's
- * unfinalized rows (raw, lsc) on a common log-scale, then finalized into out. (sz, m) is the
+ * unfinalized rows (numerators in out, den, lsc; decay_store) on a common log-scale, then
+ * finalized into out. (sz, m) is the
  * suffix state as of token c0 + len. */
 static void decay_chunk_rev(la_engine e, la_work *w, int h, int64_t token0, int64_t c0,
                             int len, const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
-                            double *sz, double *m, LA_REAL *out, const LA_REAL *raw,
+                            double *sz, double *m, LA_REAL *out, const LA_REAL *den,
                             const double *lsc) {
   const double *P = e->dpow + (size_t)h * (e->C + 1);
   const int dv1 = e->dv + 1, H = e->H;
@@ -217,13 +235,15 @@ static void decay_chunk_rev(la_engine e, la_work *w, int h, int64_t token0, int6
   decay_inter(e, w, len, bl, len, sz, *m, P, 1);
   decay_intra(e, w, len, w->phiq, w->dphi, w->vp, w->o, P, 1);
   LA_REAL *o = w->o;
-  for (int i = 0; i < len; i++) { /* forward (raw, lsc) + reverse, on M = max of the two */
+  const int dv = e->dv;
+  for (int i = 0; i < len; i++) { /* forward (out, den, lsc) + reverse, on M = max of the two */
     const size_t ri = (size_t)(c0 + i) * H + h;
     const double a = w->aq[i] + w->mseg[w->segi[i]], b = lsc[ri];
     const double M = a > b ? a : b;
     const LA_REAL fo = (LA_REAL)exp(a - M), fr = (LA_REAL)exp(b - M);
     for (int j = 0; j < dv1; j++)
-      o[(size_t)i * dv1 + j] = fo * o[(size_t)i * dv1 + j] + fr * raw[ri * dv1 + j];
+      o[(size_t)i * dv1 + j] =
+          fo * o[(size_t)i * dv1 + j] + fr * (j < dv ? out[ri * dv + j] : den[ri]);
     w->aq[i] = M;
   }
   finalize_rows(e, w, h, token0, c0, len, out);
@@ -233,11 +253,12 @@ static void decay_chunk_rev(la_engine e, la_work *w, int h, int64_t token0, int6
 }
 
 /* Bidirectional rows [0, n) of head h (token0 the first global token): the forward pass
- * (keys j <= i) into raw/lsc, then the reverse pass (keys j > i) adds and finalizes. pre
+ * (keys j <= i) unfinalized into out, den and lsc, then the reverse pass (keys j > i) adds and
+ * finalizes. pre
  * (sz, m; NULL: none) is the decayed summary of the keys before the block, suf that of the
  * keys after it as of token token0 + n (the reverse summary; §1.2 "Across ranks"). */
 static void decay_bidir(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
-                        const void *q, const void *k, const void *v, void *raw, double *lsc,
+                        const void *q, const void *k, const void *v, void *den, double *lsc,
                         void *out, const double *pre, double pre_m, const double *suf,
                         double suf_m) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
@@ -245,12 +266,15 @@ static void decay_bidir(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   int f = 0;
   if (pre) memcpy(w->wsz2, pre, sizeof(double) * rsz);
   else memset(w->wsz2, 0, sizeof(double) * rsz);
-  decay_causal(e, w, h, token0, 0, n, q, k, v, w->wsz2, &m, &f, NULL, raw, lsc);
+  for (int64_t c0 = 0; c0 < n; c0 += e->C) {
+    const int len = (int)(n - c0 < e->C ? n - c0 : e->C);
+    decay_chunk(e, w, h, token0, c0, len, n, q, k, v, w->wsz2, &m, &f, out, NULL, lsc, den);
+  }
   m = suf ? suf_m : -INFINITY;
   if (suf) memcpy(w->wsz, suf, sizeof(double) * rsz);
   else memset(w->wsz, 0, sizeof(double) * rsz);
   for (int64_t c0 = (n - 1) / e->C * e->C; c0 >= 0; c0 -= e->C) {
     const int len = (int)(n - c0 < e->C ? n - c0 : e->C);
-    decay_chunk_rev(e, w, h, token0, c0, len, q, k, v, w->wsz, &m, out, raw, lsc);
+    decay_chunk_rev(e, w, h, token0, c0, len, q, k, v, w->wsz, &m, out, den, lsc);
   }
 }

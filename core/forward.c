@@ -42,8 +42,8 @@ static int state_empty(const la_engine e, const la_state *s) {
 /* Decayed bidirectional rows [token0, token0 + n) (§1.2): per head a forward pass into
  * unfinalized rows from pre (the decayed summary of the keys before the block), then the
  * reverse pass from suf (the reverse summary of the keys after it); NULL: none, which is the
- * whole sequence only when token0 = 0. raw and lsc ([n, H, dv+1], [n, H]) are allocated here,
- * outside the parallel region. */
+ * whole sequence only when token0 = 0. The forward pass keeps its numerators in out; den and
+ * lsc ([n, H] each) are allocated here, outside the parallel region. */
 static la_status decay_bidir_all(la_engine e, int64_t token0, int64_t n, const void *q,
                                  const void *k, const void *v, void *out, la_den_stats *stats,
                                  const la_state *pre, const la_state *suf) {
@@ -52,20 +52,20 @@ static la_status decay_bidir_all(la_engine e, int64_t token0, int64_t n, const v
            "sequence (token0 = %lld; docs/design.md §1.2)", (long long)token0);
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   const size_t es = la_dtype_size(e->dt), rows = (size_t)n * e->H;
-  void *raw = malloc(es * rows * (e->dv + 1));
+  void *den = malloc(es * rows);
   double *lsc = malloc(sizeof(double) * rows);
-  if (!raw || !lsc) {
-    free(raw);
+  if (!den || !lsc) {
+    free(den);
     free(lsc);
     return la_error(LA_ERR_NOMEM, "decay: out of memory for %lld bidirectional rows",
                     (long long)n);
   }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
   for (int h = 0; h < e->H; h++)
-    e->kern->decay_bidir(e, &e->work[la_thread_id()], h, token0, n, q, k, v, raw, lsc, out,
+    e->kern->decay_bidir(e, &e->work[la_thread_id()], h, token0, n, q, k, v, den, lsc, out,
                          pre ? pre->sz + (size_t)h * rsz : NULL, pre ? pre->m[h] : 0,
                          suf ? suf->sz + (size_t)h * rsz : NULL, suf ? suf->m[h] : 0);
-  free(raw);
+  free(den);
   free(lsc);
   la_engine_merge_stats(e, stats);
   return LA_OK;

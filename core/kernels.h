@@ -116,10 +116,10 @@ typedef struct {
    * of token lo (no segments) */
   void (*decay_accum)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                       const void *k, const void *v, int rev, double *sz, double *m, int *f);
-  /* bidirectional rows [0, n): a forward pass into raw ([n, H, dv+1]) and lsc ([n, H]), then
-   * the reverse pass adds the keys after each row and finalizes into out */
+  /* bidirectional rows [0, n): a forward pass unfinalized into out (numerators), den and lsc
+   * ([n, H] each), then the reverse pass adds the keys after each row and finalizes out */
   void (*decay_bidir)(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const void *q,
-                      const void *k, const void *v, void *raw, double *lsc, void *out,
+                      const void *k, const void *v, void *den, double *lsc, void *out,
                       const double *pre, double pre_m, const double *suf, double suf_m);
 } la_kernels;
 
