@@ -25,14 +25,24 @@ static void add(la_mem_estimate *m, const char *what, double bytes) {
   m->n++;
 }
 
-static double state_bytes(int H, int r, int dv) {
-  return (double)H * ((double)r * (dv + 1) + 1) * sizeof(double) + (double)H * sizeof(int);
+static double state_bytes(int H, int r, int dv) { /* la_state: sz, m, a; f */
+  return (double)H * ((double)r * (dv + 1) + 2) * sizeof(double) + (double)H * sizeof(int);
 }
 
-/* As dist/run.c decides: windows shorter than N and bidirectional segments hold the shard. */
+/* Some head decays (gamma < 1), as la_engine_create decides (core/engine.c). */
+static int decayed(const la_config *c) {
+  if (c->decay_retnet) return 1;
+  for (int i = 0; c->decay && i < c->decay_n; i++)
+    if (c->decay[i] < 1.0) return 1;
+  return 0;
+}
+
+/* As dist/run.c decides (la_stream_holds_shard): windows shorter than N, bidirectional
+ * segments and bidirectional decay hold the shard. */
 static int run_in_memory(const la_job *j) {
   const la_config *c = &j->o->cfg;
-  return (c->window > 0 && c->window < j->N) || (j->seg && c->mode == LA_BIDIRECTIONAL);
+  return (c->window > 0 && c->window < j->N) ||
+         (c->mode == LA_BIDIRECTIONAL && (j->seg || decayed(c)));
 }
 
 /* Rows per block on the largest rank, as dist/run.c sizes its buffers. */
@@ -84,6 +94,10 @@ void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m) {
     if (c->mode == LA_CAUSAL && P > 1 && !run_in_memory(j) && !repro)
       add(m, "overlap buffers", (es * (dv + 1) + sizeof(double)) * B * H);
     add(m, "input conversion", conversion_row_bytes(j, 3) * B);
+    /* decayed bidirectional: each row's denominator and log-scale between the passes
+     * (core/forward.c decay_bidir_all) */
+    if (c->mode == LA_BIDIRECTIONAL && decayed(c))
+      add(m, "decay row sums", (es + sizeof(double)) * B * H);
     if (repro) { /* exact states: run's and MPI's copy, or forward_exact's two and MPI's; the
                     drivers' block summaries (core/repro.c) */
       const double xs = sizeof(int64_t) * (double)la_xhead_len(r, dv) * H;

@@ -67,6 +67,10 @@ CONFIGS = [
                                                 "--threads", 2] + SYN),
     ("grad taylor2 dk=64 f64", "grad", ["--n", 8192, "--feature-map", "taylor2",
                                         "--dtype", "f64"] + SYN),
+    # --decay: causal streams as undecayed; bidirectional holds the shard (docs/design.md §1.2)
+    ("run causal decay f32", "run", ["--n", N, "--decay", "0.99"] + SYN),
+    ("run bidirectional decay f32", "run", ["--n", N, "--mode", "bidirectional", "--decay",
+                                            "retnet"] + SYN),
 ]
 # Wide feature maps are dominated by workspaces that are allocated but only partly touched
 # (the AVX-512 transpose buffer: max(r, dv+1) x max(2C, dv+1) floats per thread): RSS stays
