@@ -613,6 +613,7 @@ static void bwd_window_reverse(la_engine e, la_work *w, int h, int64_t token0, i
   double *sz = w->wsz, qm;
   const int64_t Nlim = fhi > end ? fhi : end; /* no query beyond the halo is ever read */
   la_wq_clear(Q);
+  la_wq_set_decay(Q, 0.0); /* the backward has no decay (refused before) */
   /* queue at the last chunk: far-future pieces (farthest first), then the middle summary */
   const int64_t Elast = la_next_start_after(e, end - 1) < Nlim ? la_next_start_after(e, end - 1) : Nlim;
   if (Elast > end && fhi > end) {

@@ -24,7 +24,7 @@ void la_config_default(la_config *cfg) {
   cfg->kernels = LA_KERNELS_AUTO;
 }
 
-/* --decay (§1.2): gamma in (0, 1], a list of at least one value; not with --window nor
+/* --decay (§1.2): gamma in (0, 1], a list of at least one value; not with
  * --reproducible in this version (refused with the reason, never computed without decay). */
 static la_status la_config_check_decay(const la_config *cfg) {
   if (!cfg->decay && !cfg->decay_n && !cfg->decay_retnet) return LA_OK;
@@ -35,9 +35,6 @@ static la_status la_config_check_decay(const la_config *cfg) {
   for (int h = 0; cfg->decay && h < cfg->decay_n; h++)
     LA_CHECK(cfg->decay[h] > 0.0 && cfg->decay[h] <= 1.0, LA_ERR_ARG,
              "--decay: gamma = %g (value %d) is outside (0, 1]", cfg->decay[h], h + 1);
-  LA_CHECK(cfg->window == 0, LA_ERR_UNSUPPORTED,
-           "--decay is not yet supported with --window (the window queue does not decay its "
-           "summaries yet, docs/design.md §1.2)");
   LA_CHECK(!cfg->reproducible, LA_ERR_UNSUPPORTED,
            "--decay is not yet supported with --reproducible (the exact grid has no decay yet, "
            "docs/design.md §1.2)");

@@ -22,15 +22,6 @@ static void la_summaries_to_work(la_engine e, const double *sz) {
   }
 }
 
-/* LA_ERR_UNSUPPORTED for an entry point that cannot take a decay yet (docs/design.md §1.2):
- * the window's queue of summaries does not decay them. Refused, never computed without the
- * decay. */
-static la_status no_decay(const la_engine e, const char *fn) {
-  LA_CHECK(!e->dlog, LA_ERR_UNSUPPORTED,
-           "%s: --decay is not yet supported here (the window queue does not decay its "
-           "summaries yet; docs/design.md §1.2)", fn);
-  return LA_OK;
-}
 
 /* 1 if every head of s is the identity (nothing read before or after the block). */
 static int state_empty(const la_engine e, const la_state *s) {
@@ -330,7 +321,6 @@ la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const v
                                  la_den_stats *stats) {
   LA_CHECK(e->cfg.mode == LA_CAUSAL && e->cfg.window > 0, LA_ERR_ARG,
            "la_engine_apply_window: the engine has no causal window");
-  LA_TRY(no_decay(e, "la_engine_apply_window"));
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply_window: n = %lld < 0", (long long)n);
   LA_CHECK(hlo <= hhi && hhi <= token0, LA_ERR_ARG,
            "la_engine_apply_window: halo [%lld, %lld) does not end at or before token0 = %lld",

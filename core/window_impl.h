@@ -22,7 +22,19 @@ static void range_keys(la_engine e, int h, int64_t token0, int64_t a, int64_t b,
   }
 }
 
-/* Summary of global keys [a, b) (one segment) on its own scale. */
+/* With decay (§1.2): rows [b0, len) of the chunk's scaled key features weighted by
+ * gamma^(len-1-j), so that the summary state_add forms next is taken as of the last key. */
+static void window_decay_keys(la_engine e, la_work *w, int h, int b0, int len) {
+  if (!e->dlog) return;
+  const int r = e->r;
+  const double lam = e->dlog[h];
+  for (int j = b0; j < len; j++) {
+    const LA_REAL f = (LA_REAL)exp((double)(len - 1 - j) * lam);
+    for (int l = 0; l < r; l++) ((LA_REAL *)w->phik)[(size_t)j * r + l] *= f;
+  }
+}
+
+/* Summary of global keys [a, b) (one segment) on its own scale (with decay as of b - 1). */
 static void range_summary(la_engine e, la_work *w, int h, int64_t token0, int64_t a,
                                  int64_t b, const LA_REAL *k, const LA_REAL *v, int64_t hlo,
                                  const LA_REAL *hk, const LA_REAL *hv, double *sz, double *m) {
@@ -31,6 +43,7 @@ static void range_summary(la_engine e, la_work *w, int h, int64_t token0, int64_
   for (int i = 0; i < len; i++) w->segi[i] = 0;
   *m = -INFINITY;
   rescale_keys(e, w, len, 1, 1, sz, m);
+  window_decay_keys(e, w, h, 0, len);
   state_add(e, w, len, 1, sz, m);
 }
 
@@ -52,7 +65,14 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *A = w->A, *o = w->o, *Af = w->Af;
   double *sz = w->wsz, qm;
+  /* decay (§1.2; the forward only: the backward refuses it): the queue's summaries are taken
+   * as of their last token, row i of a chunk reads the queue's sum times gamma^(c0+i-asof+1),
+   * the far edge and the chunk's own pairs gamma^(i-j) */
+  const double lam = e->dlog ? e->dlog[h] : 0.0;
+  const double *P = e->dlog ? e->dpow + (size_t)h * (C + 1) : NULL;
+  int64_t asof = 0;
   la_wq_clear(Q);
+  la_wq_set_decay(Q, lam);
   /* queue at the first chunk: halo pieces on the chunk grid, then the middle summary */
   if (!la_is_segment_start(e, token0) && hhi > hlo) {
     int64_t c1 = (token0 / C + 1) * C;
@@ -92,7 +112,7 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
     range_keys(e, h, token0, c0, cend, k, v, hlo, hk, hv, w->phik, w->ak, w->vp);
     if (nf > 0) range_keys(e, h, token0, fa, lf, k, v, hlo, hk, hv, w->phif, w->af, w->vf);
     chunk_features(e, h, c0 - token0, len, q, w->phiq, w->aq);
-    la_wq_sum(Q, sz, &qm);
+    la_wq_sum_at(Q, sz, &qm, &asof);
     /* scales: segment 0 shares one with the queue and the far edge; later segments own one */
     double *M = w->mseg;
     for (int s = 0; s < nseg; s++) M[s] = e->stabilized ? -INFINITY : 0.0;
@@ -115,6 +135,10 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
       for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)(sz[i] * fq);
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, r, (LA_REAL)1, w->phiq, r,
               sf, dv1, (LA_REAL)0, o, dv1);
+      for (int i = 0; lam != 0.0 && i < n0; i++) {
+        const LA_REAL f = (LA_REAL)exp((double)(c0 + i - asof + 1) * lam);
+        for (int j = 0; j < dv1; j++) o[(size_t)i * dv1 + j] *= f;
+      }
     }
     if (nf > 0 && n0 > 0) { /* far edge: keys [fa, lf), row i reads j >= c0 + i - W + 1 */
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n0, nf, r, (LA_REAL)1, w->phiq, r,
@@ -122,6 +146,8 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
       for (int i = 0; i < n0; i++)
         for (int j = 0; j < nf; j++)
           if (fa + j < c0 + i - W + 1) Af[(size_t)i * nf + j] = 0;
+          else if (lam != 0.0)
+            Af[(size_t)i * nf + j] *= (LA_REAL)exp((double)(c0 + i - fa - j) * lam);
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, nf, (LA_REAL)1, Af, nf, w->vf,
               dv1, (LA_REAL)1, o, dv1);
     }
@@ -131,6 +157,7 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
     for (int i = 0; i < len; i++)
       for (int j = 0; j < len; j++)
         if (j > i || i - j >= W || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
+        else if (P) A[(size_t)i * len + j] *= (LA_REAL)P[i - j];
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len, w->vp,
             dv1, (LA_REAL)1, o, dv1);
     if (g) {
@@ -174,6 +201,7 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
     while (segi[bl] != nseg - 1) bl++;
     double m;
     memset(sz, 0, sizeof(double) * rsz);
+    window_decay_keys(e, w, h, bl, len); /* with decay: the tail as of its last key */
     state_add(e, w, len, nseg, sz, &m);
     la_wq_push(Q, c0 + bl, cend, sz, m);
     c0 = cend;

@@ -42,10 +42,19 @@ void la_wq_add(double *dst, double *dm, const double *src, double sm, size_t rsz
   la_state_combine_head(dst, dm, &f0, src, &sm, &f1, rsz);
 }
 
+/* A log-scale m taken as of token `from` moved to token `to` >= from: lower by (to - from)
+ * lam; untouched without decay (lam = 0) or for an empty summary. */
+static double decayed_to(double m, double lam, int64_t from, int64_t to) {
+  return lam != 0.0 && m != -INFINITY && to != from ? m + (double)(to - from) * lam : m;
+}
+
+void la_wq_set_decay(la_wqueue *Q, double lam) { Q->lam = lam; }
+
 void la_wq_clear(la_wqueue *Q) {
   Q->head = Q->count = Q->nfront = 0;
   memset(Q->back, 0, sizeof(double) * Q->rsz);
   Q->backm = -INFINITY;
+  Q->backb = Q->frontb = 0;
 }
 
 void la_wq_push(la_wqueue *Q, int64_t a, int64_t b, const double *sz, double m) {
@@ -55,29 +64,45 @@ void la_wq_push(la_wqueue *Q, int64_t a, int64_t b, const double *sz, double m) 
   memcpy(Q->sz + (size_t)slot * Q->rsz, sz, sizeof(double) * Q->rsz);
   Q->m[slot] = m;
   Q->count++;
+  Q->backm = decayed_to(Q->backm, Q->lam, Q->backb, b); /* the back aggregate, now as of b */
+  Q->backb = b;
   la_wq_add(Q->back, &Q->backm, sz, m, Q->rsz);
 }
 
 void la_wq_pop(la_wqueue *Q) {
   if (Q->nfront == 0) { /* move the back stack over, building suffix aggregates */
+    const int last = (Q->head + Q->count - 1) % Q->cap;
+    Q->frontb = Q->b[last]; /* every suffix aggregate is taken as of the last one's end */
     for (int kk = Q->count - 1; kk >= 0; kk--) {
       int s = (Q->head + kk) % Q->cap, s1 = (Q->head + kk + 1) % Q->cap;
       double *ag = Q->agg + (size_t)s * Q->rsz;
       memcpy(ag, Q->sz + (size_t)s * Q->rsz, sizeof(double) * Q->rsz);
-      Q->aggm[s] = Q->m[s];
+      Q->aggm[s] = decayed_to(Q->m[s], Q->lam, Q->b[s], Q->frontb);
       if (kk < Q->count - 1) la_wq_add(ag, Q->aggm + s, Q->agg + (size_t)s1 * Q->rsz, Q->aggm[s1], Q->rsz);
     }
     Q->nfront = Q->count;
     memset(Q->back, 0, sizeof(double) * Q->rsz);
     Q->backm = -INFINITY;
+    Q->backb = Q->frontb;
   }
   Q->head = (Q->head + 1) % Q->cap;
   Q->count--;
   Q->nfront--;
 }
 
-void la_wq_sum(const la_wqueue *Q, double *sz, double *m) {
+void la_wq_sum_at(const la_wqueue *Q, double *sz, double *m, int64_t *asof) {
   memcpy(sz, Q->back, sizeof(double) * Q->rsz);
   *m = Q->backm;
-  if (Q->nfront > 0) la_wq_add(sz, m, Q->agg + (size_t)Q->head * Q->rsz, Q->aggm[Q->head], Q->rsz);
+  *asof = Q->backb;
+  if (Q->nfront > 0) {
+    const int64_t to = Q->backm != -INFINITY ? Q->backb : Q->frontb;
+    const double fm = decayed_to(Q->aggm[Q->head], Q->lam, Q->frontb, to);
+    la_wq_add(sz, m, Q->agg + (size_t)Q->head * Q->rsz, fm, Q->rsz);
+    *asof = to;
+  }
+}
+
+void la_wq_sum(const la_wqueue *Q, double *sz, double *m) {
+  int64_t asof;
+  la_wq_sum_at(Q, sz, m, &asof);
 }

@@ -14,6 +14,11 @@ typedef struct {
   int64_t *a, *b;
   double *sz, *m, *agg, *aggm;
   double *back, backm;
+  /* decay (§1.2): ln gamma per token (0: none). A summary of [a, b) is then taken as of its
+   * last token b - 1; the back aggregate is as of backb, the front's suffix aggregates as of
+   * frontb, and combining moves the earlier operand's log-scale by (later b - its b) lam. */
+  double lam;
+  int64_t backb, frontb;
   void *mem; /* one allocation behind every array */
 } la_wqueue;
 
@@ -29,6 +34,10 @@ void la_wq_push(la_wqueue *Q, int64_t a, int64_t b, const double *sz, double m);
 void la_wq_pop(la_wqueue *Q);
 /* sz, m <- the sum of everything in the queue. */
 void la_wq_sum(const la_wqueue *Q, double *sz, double *m);
+/* The same, and with decay the token it is taken as of (*asof - 1 is its last token). */
+void la_wq_sum_at(const la_wqueue *Q, double *sz, double *m, int64_t *asof);
+/* ln gamma of the summaries pushed from now on (0: no decay); la_wq_clear keeps it. */
+void la_wq_set_decay(la_wqueue *Q, double lam);
 /* (dst, dm) <- (dst, dm) (+) (src, sm), a plain log-scaled sum without flags. */
 void la_wq_add(double *dst, double *dm, const double *src, double sm, size_t rsz);
 #endif

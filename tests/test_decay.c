@@ -107,6 +107,7 @@ typedef struct {
    * [0, split) as the ranks form it (§4.1, §1.2): la_engine_accumulate of two halves, each
    * from the identity, joined by la_state_combine (the cumulative log-decay at work) */
   int via_summary;
+  int64_t window; /* causal sliding window W (0: none) */
 } dcase;
 
 static la_config cfg_of(const dcase *t) {
@@ -124,6 +125,7 @@ static la_config cfg_of(const dcase *t) {
   c.decay = t->d.list;
   c.decay_n = t->d.n;
   c.decay_retnet = t->d.retnet;
+  c.window = t->window;
   return c;
 }
 
@@ -272,7 +274,7 @@ static double run_case(const dcase *t, int64_t i0, int64_t step, uint64_t seed, 
     double *pk = calloc((size_t)t->n * H * r, sizeof(double)), *ak = calloc((size_t)t->n * H, sizeof(double));
     nv_features(&f, t->n, q, pq, aq);
     nv_features(&f, t->n, k, pk, ak);
-    nv_op op = {t->mode, 0, t->off, t->noff, t->normalize, c.den_policy, 0};
+    nv_op op = {t->mode, t->window, t->off, t->noff, t->normalize, c.den_policy, 0};
     ref_rows(&f, &op, t->n, t->dv, pq, aq, pk, ak, v, &t->d, i0, t->n, step, ref);
     int64_t wr = -1;
     worst = row_err(y, ref, i0, t->n, step, H, t->dv, &wr);
@@ -306,7 +308,7 @@ static void test_matrix(void) {
           for (int seg = 0; seg < 2; seg++) {
             dcase t = {(la_mode)mode, maps[mi], (la_dtype)dt, ds[di], 201, 3, 4, 5,
                        seg ? 16 : 0, 1 + (di == 1), maps[mi] != LA_MAP_IDENTITY,
-                       seg ? off : NULL, seg ? 5 : 0, 0, 0};
+                       seg ? off : NULL, seg ? 5 : 0, 0, 0, 0};
             if (maps[mi] == LA_MAP_TAYLOR2) t.dk = 3;
             char what[160];
             snprintf(what, sizeof what, "%s %s %s %s%s", mode ? "bidirectional" : "causal",
@@ -330,6 +332,17 @@ static void test_matrix(void) {
               strncat(what, " in two blocks from summaries", sizeof what - strlen(what) - 1);
               worst[dt] = worse(worst[dt], run_case(&t, 0, 1, 11 + (uint64_t)mi, what, NULL));
               cases++;
+            }
+            if (mode == LA_CAUSAL) { /* sliding windows: shorter than a chunk, and across the
+                                      * queue of chunk summaries and the far edge */
+              for (int wi = 0; wi < 2; wi++) {
+                dcase tw = t;
+                tw.split = 0, tw.via_summary = 0, tw.window = wi ? 70 : 5;
+                char ww[200];
+                snprintf(ww, sizeof ww, "%s window %lld", what, (long long)tw.window);
+                worst[dt] = worse(worst[dt], run_case(&tw, 0, 1, 11 + (uint64_t)mi, ww, NULL));
+                cases++;
+              }
             }
             if (mode == LA_CAUSAL && di > 0) { /* the second block from summaries */
               t.split = seg ? 150 : 120;
@@ -358,7 +371,7 @@ static void test_long(int lg2) {
     for (int dt = 0; dt < 2; dt++) {
       const la_map_kind map = mi ? LA_MAP_FAVOR : LA_MAP_ELU1;
       dcase t = {LA_CAUSAL, map, (la_dtype)dt, {half, 1, 0}, (int64_t)1 << lg2, 1, 8, 4, 0, 2,
-                 1, NULL, 0, 0, 0};
+                 1, NULL, 0, 0, 0, 0};
       char what[128];
       snprintf(what, sizeof what, "long decay %s %s N = 2^%d", la_map_name(map),
                dt ? "f64" : "f32", lg2);
@@ -385,7 +398,7 @@ static void test_near_one(void) {
   for (int mode = 0; mode < 2; mode++)
     for (int dt = 0; dt < 2; dt++) {
       dcase t = {(la_mode)mode, LA_MAP_ELU1, (la_dtype)dt, {near, 1, 0}, 301, 2, 4, 3, 16, 1, 1,
-                 NULL, 0, 0, 0};
+                 NULL, 0, 0, 0, 0};
       run_case(&t, 0, 1, 9, mode ? "near 1, bidirectional" : "near 1, causal", NULL);
       const size_t nq = (size_t)t.n * t.H * t.dk, nv = (size_t)t.n * t.H * t.dv;
       double *q = malloc(sizeof(double) * nq), *k = malloc(sizeof(double) * nq);
@@ -421,10 +434,6 @@ static void test_refusals(void) {
           "gamma %g refused (%s)", bad[i][0], err);
   }
   static const double ok[] = {0.9}, two[] = {0.9, 0.8};
-  la_config_default(&c);
-  c.decay = ok, c.decay_n = 1, c.window = 8;
-  CHECK(why(la_config_check(&c, 4), err, sizeof err) == LA_ERR_UNSUPPORTED &&
-            strstr(err, "--window"), "decay with a window refused (%s)", err);
   la_config_default(&c);
   c.decay = ok, c.decay_n = 1, c.reproducible = 1;
   CHECK(why(la_config_check(&c, 4), err, sizeof err) == LA_ERR_UNSUPPORTED &&

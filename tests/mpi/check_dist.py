@@ -11,8 +11,8 @@ N in {3, 97, 1000} (so N < P and N not divisible by P occur). Also:
 - the synthetic workload gives the same output for every rank count (keyed generator);
 - every --scan-algorithm gives the one-rank output (causal favor+ with segments), and the
   report names it;
-- --decay (causal, per-head gammas and RetNet's, segments, every --scan-algorithm) against
-  the reference with weights gamma_h^(i-j); bidirectional (weights gamma^|i-j|) likewise,
+- --decay (causal, per-head gammas and RetNet's, segments, sliding windows, every
+  --scan-algorithm) against the reference with weights gamma_h^(i-j); bidirectional (weights gamma^|i-j|) likewise,
   with segments on one rank and refused on more;
 - a non-finite value in the last rank's rows: every rank exits 2, one error line, no output,
   no hang and no MPI abort trace.
@@ -197,6 +197,28 @@ def main():
         pk = ref.feature_map(mp, k3[:nn], om, features=16)
         want, _ = ref.quadratic(pq, pk, v3[:nn], "causal", decay=g, offsets=offs if seg else None)
         e_ref = ref.rel_err(np.load(par.path("od.npy")), want)
+        report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
+    # causal sliding windows (docs/design.md §1.2, §3.2): the halo, the middle summary from
+    # the earlier ranks and the queue of chunk summaries, all decayed
+    for mp, W, seg, alg in (("elu1", 37, True, "exscan"), ("favor+", 100, False, "pipelined"),
+                            ("favor+", 5, True, "exscan")):
+        args = ["--q", "dq.npy", "--k", "dk.npy", "--v", "dv.npy", "--feature-map", mp,
+                "--features", "16", "--mode", "causal", "--decay", "0.9,0.995,0.5", "--window",
+                str(W), "--chunk", "8", "--force", "--no-progress", "--scan-algorithm", alg,
+                "--out", "ow.npy"]
+        if seg:
+            args += ["--segments", "seg.npy"]
+        save = ["--save-projection", "p.npy"] if mp in ref.RANDOM_MAPS else []
+        what = f"--decay causal {mp} --window {W}{' segments' if seg else ''} ({alg})"
+        rcp, _, ep = par(*args, *save)
+        if rcp != 0:
+            report(False, what, f"rc {rcp}: {common.first_error(ep)}")
+            continue
+        om = np.load(par.path("p.npy")) if mp in ref.RANDOM_MAPS else None
+        want, _ = ref.quadratic(ref.feature_map(mp, q3, om, features=16),
+                                ref.feature_map(mp, k3, om, features=16), v3, "causal",
+                                decay=gam, offsets=offs if seg else None, window=W)
+        e_ref = ref.rel_err(np.load(par.path("ow.npy")), want)
         report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
     # bidirectional: the prefix by the forward scan, the suffix by the reverse scan of the
     # reverse summaries (weights gamma^|i-j|), two scan algorithms

@@ -149,8 +149,6 @@ CASES = [
     ("--decay not a number", FILES + ["--decay", "0.9,abc"], 2, ["--decay", "0.9,abc"]),
     ("--decay list not of H", FILES + ["--decay", "0.9,0.8,0.7"], 2,
      ["--decay", "3 values for 2 heads"]),
-    ("--decay with --window", FILES + ["--decay", "0.9", "--window", "4"], 2,
-     ["--decay", "--window"]),
     ("--decay with --reproducible", FILES + ["--decay", "0.9", "--reproducible"], 2,
      ["--decay", "--reproducible"]),
     ("--decay with grad", ["grad"] + FILES + ["--decay", "0.9"], 2, ["--decay", "grad"]),

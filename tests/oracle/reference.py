@@ -90,14 +90,17 @@ def kernel_matrix(phiq, phik, mode):
     return a
 
 
-def pair_weights(n, H, mode, decay=None, offsets=None):
-    """[H, N, N] weights of the pairs (i, j) (docs/design.md §1.2, §3): the mode's mask, times
-    gamma_h^|i - j| (decay: one gamma per head, or None), times 1 where i and j lie in the same
-    segment of the packed offsets 0 = o_0 < ... < o_S = N (or None: one segment)."""
+def pair_weights(n, H, mode, decay=None, offsets=None, window=None):
+    """[H, N, N] weights of the pairs (i, j) (docs/design.md §1.2, §3): the mode's mask (and
+    the causal window i - j < window), times gamma_h^|i - j| (decay: one gamma per head, or
+    None), times 1 where i and j lie in the same segment of the packed offsets
+    0 = o_0 < ... < o_S = N (or None: one segment)."""
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
     w = np.ones((H, n, n))
     if mode == "causal":
         w = w * (j <= i)
+    if window:
+        w = w * (i - j < window)
     if decay is not None:
         w = w * np.asarray(decay, dtype=np.float64)[:, None, None] ** np.abs(i - j)[None]
     if offsets is not None:
@@ -122,7 +125,8 @@ def _first_bad(bad):
     return DenominatorError(int(bad.sum()), int(tok), int(head))
 
 
-def quadratic(phiq, phik, v, mode, normalize=True, policy="error", decay=None, offsets=None):
+def quadratic(phiq, phik, v, mode, normalize=True, policy="error", decay=None, offsets=None,
+              window=None):
     """Quadratic form of the operator (docs/design.md §1; with decay and segments §1.2, §3:
     the pair weights of pair_weights).
 
@@ -131,8 +135,8 @@ def quadratic(phiq, phik, v, mode, normalize=True, policy="error", decay=None, o
     """
     phiq, phik, v = as3d(phiq), as3d(phik), as3d(v)
     a = kernel_matrix(phiq, phik, mode)                      # [H, N, N]
-    if decay is not None or offsets is not None:
-        a = a * pair_weights(phiq.shape[0], phiq.shape[1], mode, decay, offsets)
+    if decay is not None or offsets is not None or window:
+        a = a * pair_weights(phiq.shape[0], phiq.shape[1], mode, decay, offsets, window)
     num = np.matmul(a, v.transpose(1, 0, 2)).transpose(1, 0, 2)  # [N, H, dv]
     den = a.sum(axis=2).T                                    # [N, H]
     if not normalize:
