@@ -4,7 +4,8 @@
 # causal elu1, float32, on T threads, at L = 4096, 16384 and 65536, for
 #   - the binding: linattn.torch.attention(q, k, v); out.backward(G), timed in Python;
 #   - the engine from C, build/fwdbwd (tools/fwdbwd.c), on the same data, with the binding's
-#     allocation pattern (c_fresh) and with engine and buffers made once (c_reused);
+#     allocation pattern (c_fresh), with engine and buffers made once (c_reused), and the same
+#     with the binding's NaN/Inf check of every row (c_checked);
 #   - the PyTorch peers with autograd: fla's vectorized chunk form (chunk 32, 64, 128) and
 #     the chunk loop, both checked against the binding on a small case first.
 # Rounds alternate the implementations; each figure is the best of its calls (R rounds, at

@@ -20,6 +20,9 @@ Implementations (the `impl` column):
   c_fresh           fwdbwd --modes fresh (with the tape, as the binding): the binding's pattern from C (feature map, engine
                     and the four output buffers made inside the timed region on every call)
   c_reused          fwdbwd --modes reused: engine and buffers made once, outside the clock
+  c_checked         the same with the engine checking every row of q, k, v and G for NaN and
+                    Inf as it reads them (la_engine_set_check_finite), as the binding's does:
+                    the binding's work called from C
   torch_vec_C<C>    the vectorized chunk form (tests/bench/peers.py chunk_vec): chunks of
                     C rows, every chunk's phi(K)^T [V | 1] at once, an exclusive cumsum over
                     the chunks for the states, then phi(Q) S + tril(phi(Q) phi(K)^T) [V | 1];
@@ -270,7 +273,8 @@ def main():
             log("L = %d: the chunk loop would take about %.0f s per call (> --loop-cap-s %g): "
                 "skipped" % (L, loop_pred * L, a.loop_cap_s))
             loop_rounds = 0
-        t = {name: Timer() for name in ["c_fresh", "c_reused"] + [i[0] for i in impls] + [loop[0]]}
+        t = {name: Timer() for name in ["c_fresh", "c_reused", "c_checked"] + [i[0] for i in impls]
+             + [loop[0]]}
         log("L = %d: warm-up" % L)
         for name, fn, lv, g in impls:
             (call_nocache if name == "binding_nocache" else call_once)(fn, lv, g)
@@ -280,7 +284,7 @@ def main():
             c = run_fwdbwd(a.fwdbwd, ["--L", L, "--heads", a.heads, "--d", a.d, "--threads",
                                       a.threads, "--seed", a.seed, "--repeat", 1, "--warmup",
                                       a.c_warmup])
-            for m in ("fresh", "reused"):
+            for m in ("fresh", "reused", "checked"):
                 t["c_" + m].add(float(c[m]["fwd_s"]), float(c[m]["bwd_s"]))
             # the in-process calls in an order rotated every round: the first call after
             # fwdbwd's subprocess finds its data and threads cold (1.1-1.4 ms more at L = 4096),
@@ -332,11 +336,13 @@ def main():
     out.append("")
     out.append("Ratios (total = fwd + bwd; forward alone in brackets):")
     out.append("")
-    out.append("| L | binding / c_fresh | binding / c_reused | binding_nocache / c_reused | "
-               "binding_replay / binding | best vec peer | loop peer | stronger peer / binding |")
-    out.append("|---|---|---|---|---|---|---|---|")
+    out.append("| L | binding / c_fresh | binding / c_reused | binding / c_checked | "
+               "binding_nocache / c_reused | binding_replay / binding | best vec peer | "
+               "loop peer | stronger peer / binding |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
     for L in lengths:
         b, cf, cr = by[("binding", L)], by[("c_fresh", L)], by[("c_reused", L)]
+        cc = by[("c_checked", L)]
         bh = by[("binding_nocache", L)]
         vec = [k for k in by if k[1] == L and k[0].startswith("torch_vec")]
         vname = min(vec, key=lambda k: by[k].t)[0]
@@ -346,8 +352,9 @@ def main():
         best_peer = min(cands, key=lambda x: x.t)
         fpeer = min([by[k].f for k in vec] + ([lp.f] if lp else []))
         br = by[("binding_replay", L)]
-        out.append("| %d | %.3f (%.3f) | %.3f (%.3f) | %.3f (%.3f) | %.3f (bwd %.3f) | %s %.3f s | %s | %.2fx (%.2fx) |" % (
-            L, b.t / cf.t, b.f / cf.f, b.t / cr.t, b.f / cr.f, bh.t / cr.t, bh.f / cr.f,
+        out.append("| %d | %.3f (%.3f) | %.3f (%.3f) | %.3f (%.3f) | %.3f (%.3f) | %.3f (bwd %.3f) | %s %.3f s | %s | %.2fx (%.2fx) |" % (
+            L, b.t / cf.t, b.f / cf.f, b.t / cr.t, b.f / cr.f, b.t / cc.t, b.f / cc.f,
+            bh.t / cr.t, bh.f / cr.f,
             br.t / b.t, br.b / b.b,
             vname.replace("torch_vec_", ""), bv.t,
             "%.3f s%s" % (lp.t, " (1 call)" if lp.n == 1 else "") if lp else "skipped",

@@ -15,11 +15,14 @@
  *           it inside the timed region, as it is inside the binding's.
  *   reused  what a C caller would do: engine and buffers made once, the buffers touched before
  *           the clock; only la_forward / la_backward (with their statistics) are timed.
+ *   checked reused, with the engine checking every row of q, k, v and G for NaN and Inf where it
+ *           reads them (la_engine_set_check_finite), as the binding's engine does: the same
+ *           work as the binding's call, from C.
  * binding / fresh is then what the Python layer itself adds (ctypes, checks, autograd); fresh /
- * reused is what planning and allocating on every call cost.
+ * reused is what planning and allocating on every call cost; checked / reused the check.
  *
  * usage: fwdbwd --L N [--heads H] [--d D] [--threads T] [--repeat R] [--warmup W] [--seed S]
- *               [--modes fresh,reused] [--tape 0|1] [--dump DIR] [--dump-results]
+ *               [--modes fresh,reused,checked] [--tape 0|1] [--dump DIR] [--dump-results]
  *   --tape 1         (default) the binding's default since tape=True: la_forward_taped and
  *                    la_backward_taped (docs/design.md §4.4 "Tape"), the tape allocated as the
  *                    binding allocates it; 0: la_forward and la_backward (the replay).
@@ -66,8 +69,9 @@ typedef struct {
   la_engine eng;
 } plan;
 
-/* la_py_op_create for (elu1, causal, normalize, "error", threads T, f32, heads, d, d). */
-static void plan_make(plan *p, int heads, int d, int threads) {
+/* la_py_op_create for (elu1, causal, normalize, "error", threads T, f32, heads, d, d);
+ * check: the binding's la_engine_set_check_finite. */
+static void plan_make(plan *p, int heads, int d, int threads, int check) {
   la_config_default(&p->cfg);
   p->cfg.map = LA_MAP_ELU1;
   p->cfg.mode = LA_CAUSAL;
@@ -89,6 +93,7 @@ static void plan_make(plan *p, int heads, int d, int threads) {
   /* la_py_forward sets the batch's segments: none for B = 1 */
   st = la_engine_set_segments(p->eng, NULL, 0);
   if (st != LA_OK) die("segments", st);
+  if (check && (st = la_engine_set_check_finite(p->eng, 1)) != LA_OK) die("check_finite", st);
 }
 
 static void plan_free(plan *p) {
@@ -154,7 +159,7 @@ int main(int argc, char **argv) {
   int64_t L = 0;
   int H = 4, d = 64, threads = 2, repeat = 3, warmup = 1, dump_results = 0, use_tape = 1;
   uint64_t seed = 1;
-  const char *dump = NULL, *modes = "fresh,reused";
+  const char *dump = NULL, *modes = "fresh,reused,checked";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (i + 1 < argc && !strcmp(a, "--L")) L = atoll(argv[++i]);
@@ -171,16 +176,17 @@ int main(int argc, char **argv) {
     else {
       fprintf(stderr,
               "fwdbwd: error: unknown option '%s' (usage: fwdbwd --L N [--heads H] [--d D] "
-              "[--threads T] [--repeat R] [--warmup W] [--seed S] [--modes fresh,reused] "
+              "[--threads T] [--repeat R] [--warmup W] [--seed S] [--modes fresh,reused,checked] "
               "[--tape 0|1] [--dump DIR] [--dump-results])\n", a);
       return 2;
     }
   }
-  const int do_fresh = strstr(modes, "fresh") != NULL, do_reused = strstr(modes, "reused") != NULL;
+  const int do_fresh = strstr(modes, "fresh") != NULL, do_reused = strstr(modes, "reused") != NULL,
+            do_checked = strstr(modes, "checked") != NULL;
   if (L < 1 || H < 1 || d < 1 || threads < 1 || repeat < 0 || warmup < 0 ||
-      (!do_fresh && !do_reused)) {
+      (!do_fresh && !do_reused && !do_checked)) {
     fprintf(stderr, "fwdbwd: error: --L, --heads, --d, --threads must be >= 1, --repeat and "
-                    "--warmup >= 0, --modes fresh and/or reused\n");
+                    "--warmup >= 0, --modes some of fresh, reused, checked\n");
     return 2;
   }
   const size_t cnt = (size_t)L * (size_t)H * (size_t)d;
@@ -197,12 +203,13 @@ int main(int argc, char **argv) {
   }
 
   /* reused: one plan, buffers touched once before any clock */
-  plan keepp;
+  plan keepp, keepc; /* reused; checked (the same buffers) */
   float *out = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
   void *tape = NULL;
   size_t tape_bytes = 0;
-  if (do_reused || (dump && dump_results)) {
-    plan_make(&keepp, H, d, threads);
+  if (do_checked) plan_make(&keepc, H, d, threads, 1);
+  if (do_reused || do_checked || (dump && dump_results)) {
+    plan_make(&keepp, H, d, threads, 0);
     out = talloc(cnt), dq = talloc(cnt), dk = talloc(cnt), dv = talloc(cnt);
     tape_bytes = use_tape ? la_tape_size(keepp.eng, L) : 0;
     if (tape_bytes) {
@@ -223,7 +230,7 @@ int main(int argc, char **argv) {
     save(dump, "dv", dv, L, H, d);
   }
 
-  best bf = {1e30, 1e30, 1e30}, br = {1e30, 1e30, 1e30};
+  best bf = {1e30, 1e30, 1e30}, br = {1e30, 1e30, 1e30}, bc = {1e30, 1e30, 1e30};
   const char *kern = "?";
   int chunk = 0;
   /* warm-up calls (not timed) then the timed ones; the two modes alternate call by call */
@@ -232,7 +239,7 @@ int main(int argc, char **argv) {
     if (do_fresh) {
       double t0 = now();
       plan p;
-      plan_make(&p, H, d, threads);
+      plan_make(&p, H, d, threads, 0);
       float *o = talloc(cnt);
       const size_t tb = use_tape ? la_tape_size(p.eng, L) : 0;
       void *tp = tb ? talloc((tb + 3) / 4) : NULL; /* the binding's tape, an empty tensor */
@@ -259,19 +266,31 @@ int main(int argc, char **argv) {
       chunk = la_engine_chunk(keepp.eng);
       if (timed) keep(&br, t1 - t0, t2 - t1);
     }
+    if (do_checked) {
+      double t0 = now();
+      fwd(&keepc, L, q, k, v, out, tape);
+      double t1 = now();
+      bwd(&keepc, L, q, k, v, g, dq, dk, dv, out, tape);
+      double t2 = now();
+      if (timed) keep(&bc, t1 - t0, t2 - t1);
+    }
   }
-  for (int m = 0; m < 2 && repeat > 0; m++) {
-    if (!(m ? do_reused : do_fresh)) continue;
-    const best *b = m ? &br : &bf;
+  static const char *const names[3] = {"fresh", "reused", "checked"};
+  const int on[3] = {do_fresh, do_reused, do_checked};
+  const best *bs[3] = {&bf, &br, &bc};
+  for (int m = 0; m < 3 && repeat > 0; m++) {
+    if (!on[m]) continue;
+    const best *b = bs[m];
     printf("fwdbwd mode=%s L=%lld H=%d d=%d threads=%d repeat=%d fwd_s=%.6f bwd_s=%.6f "
            "total_s=%.6f kernels=%s chunk=%d tape=%d\n",
-           m ? "reused" : "fresh", (long long)L, H, d, threads, repeat, b->fwd, b->bwd, b->total,
-           kern, chunk, use_tape);
+           names[m], (long long)L, H, d, threads, repeat, b->fwd, b->bwd, b->total, kern, chunk,
+           use_tape);
   }
   if (out) {
     free(out), free(dq), free(dk), free(dv), free(tape);
     plan_free(&keepp);
   }
+  if (do_checked) plan_free(&keepc);
   free(q), free(k), free(v), free(g);
   return 0;
 }
