@@ -3,7 +3,7 @@
 a float64 quadratic reference written here: weights gamma_h^|i-j| phi(q_i).phi(k_j) over the
 keys each query reads (causal j <= i, or the whole segment), with the maps of _common.phi.
 Both modes, elu1, relu, favor+ (explicit projection) and identity (normalize=False), one gamma,
-one per head and "retnet", segments, float64 (1e-12) and float32 (row by row, 1e-5, on the
+one per head and "retnet", segments, causal windows 7 and 40, float64 (1e-12) and float32 (row by row, 1e-5, on the
 same float32 inputs). The backward with decay is not built: refused (test_bad_input).
 
 Run: PYTHONPATH=python LINATTN_LIBRARY=build/python/liblinattn_py.so \
@@ -29,7 +29,7 @@ def gammas(decay, H):
     return list(decay) if isinstance(decay, (list, tuple)) else [decay] * H
 
 
-def reference(name, q, k, v, decay, mode, segments, normalize, omega):
+def reference(name, q, k, v, decay, mode, segments, normalize, omega, window=None):
     """[B, L, H, dv] in float64 from float64 [B, L, H, d] arrays."""
     B, L, H, _ = q.shape
     pq = C.phi(name, torch.tensor(q), omega=omega).numpy()
@@ -39,6 +39,8 @@ def reference(name, q, k, v, decay, mode, segments, normalize, omega):
     for o in (segments or [0, L])[1:-1]:
         seg[o:] += 1
     m = (seg[:, None] == seg[None, :]) & ((j <= i) if mode == "causal" else True)
+    if window:
+        m = m & (i - j < window)
     out = np.zeros((B, L, H, v.shape[-1]))
     for h, g in enumerate(gammas(decay, H)):
         W = np.einsum("bir,bjr->bij", pq[:, :, h], pk[:, :, h]) * (g ** np.abs(i - j)) * m
@@ -60,20 +62,23 @@ def main():
         v = rng.standard_normal((B, L, H, dv))
         for mode in ("causal", "bidirectional"):
             for decay in (0.8, [0.5, 0.9, 1.0], "retnet"):
-                for segments in (None, [0, 30, 31, L]):
-                    chk.start("%s %s decay=%s%s" % (name, mode, decay, " segments" if segments else ""))
+                for segments, window in [(s, w) for s in (None, [0, 30, 31, L])
+                                         for w in ((None, 7, 40) if mode == "causal" else (None,))]:
+                    chk.start("%s %s decay=%s%s%s" % (name, mode, decay, " segments" if segments else "",
+                                                      " window %d" % window if window else ""))
                     for dt, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
                         x = [a.astype(dt) for a in (q, k, v)]
                         ref = reference(name, *(a.astype(np.float64) for a in x), decay, mode,
-                                        segments, kw.get("normalize", True), omega)
+                                        segments, kw.get("normalize", True), omega, window)
                         got = ln.attention(*x, feature_map=name, mode=mode, decay=decay,
-                                           segments=segments, **kw)
+                                           segments=segments, window=window, **kw)
                         err = np.max(np.abs(got - ref), -1) / np.maximum(np.max(np.abs(ref), -1), 1e-300)
                         chk.check(got.dtype == dt and np.all(err <= tol),
                                   "%s: worst row error %.3g > %g" % (dt.__name__, err.max(), tol))
                         if dt == np.float64:  # the torch entry point gives the same bits
                             t = lt.attention(*(torch.tensor(a) for a in x), feature_map=name,
-                                             mode=mode, decay=decay, segments=segments, **kw)
+                                             mode=mode, decay=decay, segments=segments,
+                                             window=window, **kw)
                             chk.check(np.array_equal(t.numpy(), got), "torch != numpy")
     chk.start("decay=1.0 is the undecayed operator bitwise")
     x = [rng.standard_normal((B, L, H, d)) for d in (dk, dk, dv)]
