@@ -182,17 +182,28 @@ static void decay_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t
 /* The summary of the keys of rows [lo, hi) of head h (docs/design.md §4.1, §1.2): per chunk
  * the state decays by gamma^len and takes the keys of the chunk's last segment, as in
  * decay_chunk, with no query read. A segment start drops the state and sets the flag.
- * rev = 1: the reverse summary as of token lo, sum_j gamma^(j - lo) phi(k_j)^T [V|1]_j, the
- * chunks walked from the last (decay_chunk_rev's update); no segments (the caller refuses). */
+ * rev = 1: the reverse summary as of token lo, sum_j gamma^(j - lo) phi(k_j)^T [V|1]_j over
+ * the keys before the first segment start after lo, the chunks walked from the last with
+ * decay_chunk_rev's update; the flag is set when a segment starts in the rows (it hides the
+ * keys after them from the rows before). */
 static void decay_accum(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                         const void *k, const void *v, int rev, double *sz, double *m, int *f) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   if (rev) {
     for (int64_t c0 = lo + (hi - 1 - lo) / e->C * e->C; c0 >= lo; c0 -= e->C) {
       const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+      int reset;
+      const int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
+      if (reset || nseg > 1) *f = 1;
+      if (la_is_segment_start(e, token0 + c0 + len)) { /* the keys after are another segment */
+        memset(sz, 0, sizeof(double) * rsz);
+        *m = -INFINITY;
+      }
       features_at(e, h, c0, len, -1, hi, (const LA_REAL *)k, w->phik, w->ak, v, e->dv);
       chunk_values(e, h, c0, len, (const LA_REAL *)v, w->vp);
-      decay_update(e, w, len, 0, len, 1, e->dlog[h], 1, sz, m);
+      int b0 = 0; /* the summary continues with the chunk's first segment */
+      while (b0 < len && w->segi[b0] == 0) b0++;
+      decay_update(e, w, len, 0, b0, nseg == 1, e->dlog[h], 1, sz, m);
     }
     return;
   }

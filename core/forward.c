@@ -123,9 +123,6 @@ la_status la_engine_accumulate_reverse(la_engine e, int64_t token0, int64_t n, c
   if (!e || !e->dlog) return la_engine_accumulate(e, token0, n, k, v, state);
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_accumulate_reverse: n = %lld < 0", (long long)n);
   LA_TRY(la_engine_state_ok(e, state, "la_engine_accumulate_reverse", "state"));
-  LA_CHECK(!la_engine_has_segments(e), LA_ERR_UNSUPPORTED,
-           "la_engine_accumulate_reverse: the reverse summary of a decayed block with segments "
-           "is not built yet (docs/design.md §1.2)");
   return n == 0 ? LA_OK : decay_accumulate(e, token0, n, k, v, state, 1);
 }
 
@@ -282,9 +279,6 @@ la_status la_engine_apply_segmented(la_engine e, int64_t token0, int64_t n, cons
   if (n == 0) return LA_OK;
   if (e->dlog) { /* decay (§1.2): left is the prefix summary, right the reverse suffix */
     const int around = !state_empty(e, left) || !state_empty(e, right);
-    LA_CHECK(!(around && la_engine_has_segments(e)), LA_ERR_UNSUPPORTED,
-             "la_engine_apply_segmented: a decayed block with segments reads no summary from "
-             "elsewhere yet (docs/design.md §1.2)");
     return around ? decay_bidir_all(e, token0, n, q, k, v, out, stats, left, right)
                   : decay_bidir_all(e, token0, n, q, k, v, out, stats, NULL, NULL);
   }

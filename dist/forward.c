@@ -48,7 +48,8 @@ static la_status forward_bidir(la_dist d, la_engine eng, int64_t n, int64_t row0
     return s;
   }
   if (la_engine_decayed(eng)) { /* §1.2: the prefix by the forward scan, the suffix by the
-                                 * reverse scan of the reverse summaries (no segments) */
+                                 * reverse scan of the reverse summaries (their flags carry
+                                 * the segment starts) */
     s = la_state_init(&head, H, r, dv);
     if (s == LA_OK) s = la_engine_accumulate(eng, row0, n, k, v, &st);
     if (s == LA_OK) s = la_engine_accumulate_reverse(eng, row0, n, k, v, &head);
@@ -296,12 +297,7 @@ la_status la_forward_shard(la_dist d, la_engine eng, int64_t N, int64_t n_local,
                            const void *q, const void *k, const void *v, void *out,
                            la_den_stats *stats) {
   la_status s;
-  if (la_engine_decayed(eng) && d->size > 1 && la_engine_mode(eng) == LA_BIDIRECTIONAL &&
-      la_engine_has_segments(eng))
-    s = la_error(LA_ERR_UNSUPPORTED, "--decay with --segments in bidirectional mode is not yet "
-                 "supported on more than one rank (the reverse summaries do not carry segment "
-                 "starts yet; causal does; docs/design.md §1.2)");
-  else if (la_engine_reproducible(eng) && la_engine_window(eng) > 0 && la_engine_window(eng) < N)
+  if (la_engine_reproducible(eng) && la_engine_window(eng) > 0 && la_engine_window(eng) < N)
     s = forward_window_exact(d, eng, N, n_local, row0, q, k, v, out, stats);
   else if (la_engine_reproducible(eng))
     s = forward_exact(d, eng, n_local, row0, q, k, v, out, stats);

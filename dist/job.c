@@ -252,15 +252,10 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g) {
     st = la_dist_agree(d, st);
   }
   /* --decay (docs/design.md §1.2): one value or one per head, on any number of ranks (the
-   * scan element carries the cumulative decay); bidirectional with segments on one process */
+   * scan element carries the cumulative decay) */
   if (st == LA_OK && o->cfg.decay && o->cfg.decay_n != 1 && o->cfg.decay_n != j->H)
     st = la_error(LA_ERR_ARG, "--decay: a list of %d values for %d heads (give one value, or one "
                   "per head)", o->cfg.decay_n, j->H);
-  if (st == LA_OK && (o->cfg.decay || o->cfg.decay_retnet) && la_dist_size(d) > 1 &&
-      o->cfg.mode == LA_BIDIRECTIONAL && j->seg)
-    st = la_error(LA_ERR_UNSUPPORTED, "--decay with --segments in bidirectional mode is not yet "
-                  "supported on more than one rank (%d ranks; the reverse summaries do not carry "
-                  "segment starts yet; causal does; docs/design.md §1.2)", la_dist_size(d));
   if (st == LA_OK) {
     st = la_engine_create(&o->cfg, j->fm, j->dt, j->dv, &j->eng);
     if (st == LA_OK && j->seg) st = la_engine_set_segments(j->eng, j->seg, j->nseg);

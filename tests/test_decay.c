@@ -327,7 +327,7 @@ static void test_matrix(void) {
               cases++;
               t.via_summary = 0;
             }
-            if (mode == LA_BIDIRECTIONAL && !seg) { /* two blocks, each from the other's summary */
+            if (mode == LA_BIDIRECTIONAL) { /* two blocks, each from the other's summary */
               t.split = 77;
               strncat(what, " in two blocks from summaries", sizeof what - strlen(what) - 1);
               worst[dt] = worse(worst[dt], run_case(&t, 0, 1, 11 + (uint64_t)mi, what, NULL));
@@ -453,11 +453,6 @@ static void test_refusals(void) {
   la_engine_destroy(&e);
   c.mode = LA_BIDIRECTIONAL;
   CHECK(la_engine_create(&c, fm, LA_F64, 2, &e) == LA_OK, "bidirectional engine");
-  static const int64_t segs[] = {0, 2, 4};
-  CHECK(la_engine_set_segments(e, segs, 3) == LA_OK, "segments");
-  CHECK(why(la_engine_accumulate_reverse(e, 0, 4, x, g, &s), err, sizeof err) ==
-            LA_ERR_UNSUPPORTED && strstr(err, "segments"),
-        "the reverse summary with decay and segments refused (%s)", err);
   CHECK(why(la_backward(e, 4, x, x, g, g, x, x, g, NULL), err, sizeof err) ==
             LA_ERR_UNSUPPORTED && strstr(err, "--decay"), "backward refused with decay (%s)", err);
   (void)o;

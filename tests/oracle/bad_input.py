@@ -57,7 +57,7 @@ def write_inputs(run):
         with open(run.path(name), "wb") as f:
             f.write(data)
     segs = {"seg_start1.npy": [1, 20, N], "seg_decr.npy": [0, 20, 10, N],
-            "seg_end.npy": [0, 20, N - 1], "seg_ok.npy": [0, 20, N]}
+            "seg_end.npy": [0, 20, N - 1]}
     for name, s in segs.items():
         np.save(run.path(name), np.array(s, dtype="<i8"))
     np.save(run.path("seg_f64.npy"), np.array([0, 20, N], dtype="<f8"))
@@ -156,11 +156,8 @@ CASES = [
      FILES + ["--decay", "0.9", "--mode", "bidirectional", "--checkpoint", "ckd"], 2,
      ["--checkpoint", "--decay"]),
 ]
-# on more than one rank only (one rank runs it): the reverse summaries of a decayed
-# bidirectional run do not carry segment starts yet (docs/design.md §1.2)
-MULTI = [("--decay bidirectional with segments on many ranks",
-          FILES + ["--decay", "0.9", "--mode", "bidirectional", "--segments", "seg_ok.npy"], 2,
-          ["--decay", "--segments", "bidirectional", "more than one rank"])]
+# on more than one rank only (one rank runs it): none at present
+MULTI = []
 
 
 def check_case(run, tally, name, args, want_rc, must, env=None):
