@@ -230,7 +230,8 @@ static const la_opt rows[] = {
      F(decay_string), .set = decay_set,
      .help = "per-head decay gamma in (0, 1]: one value, a comma list (one per head), or retnet "
              "(gamma_h = 1 - 2^(-5-h)); pair weights gamma^(i-j) (causal), gamma^abs(i-j) "
-             "(bidirectional); one process, not with --window or --reproducible yet"},
+             "(bidirectional); any number of ranks, with --segments and --window; not with "
+             "--reproducible or in grad yet"},
     {.name = "--segments", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      F(segments), .help = "packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N, "
                           "where the state resets"},
