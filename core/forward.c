@@ -10,6 +10,7 @@
 #include <omp.h>
 #endif
 #include "engine_internal.h"
+#include "la_alloc.h"
 
 /* e->sfall <- every head's summary sz, rounded once to the working precision. */
 static void la_summaries_to_work(la_engine e, const double *sz) {
@@ -43,8 +44,8 @@ static la_status decay_bidir_all(la_engine e, int64_t token0, int64_t n, const v
            "sequence (token0 = %lld; docs/design.md §1.2)", (long long)token0);
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   const size_t es = la_dtype_size(e->dt), rows = (size_t)n * e->H;
-  void *den = malloc(es * rows);
-  double *lsc = malloc(sizeof(double) * rows);
+  void *den = la_malloc(es * rows);
+  double *lsc = la_malloc(sizeof(double) * rows);
   if (!den || !lsc) {
     free(den);
     free(lsc);

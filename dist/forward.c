@@ -25,8 +25,13 @@ static la_status forward_causal(la_dist d, la_engine eng, int64_t n, int64_t row
   int H, r, dv;
   la_engine_shape(eng, &H, &r, &dv);
   la_state st = {0};
-  la_status s = la_state_init(&st, H, r, dv);
-  if (s != LA_OK) return s;
+  /* agreed, so that a rank whose state cannot be made leaves with the others (no collective
+   * below is joined by some ranks only) */
+  la_status s = la_dist_agree(d, la_state_init(&st, H, r, dv));
+  if (s != LA_OK) {
+    la_state_free(&st);
+    return s;
+  }
   if (d->size > 1) s = la_engine_accumulate(eng, row0, n, k, v, &st);
   s = la_plan_combine(d, s, 0, 0, &st, NULL); /* rank 0, one rank: the identity */
   if (s == LA_OK) s = la_engine_apply(eng, row0, n, q, k, v, &st, out, stats);
@@ -40,8 +45,11 @@ static la_status forward_bidir(la_dist d, la_engine eng, int64_t n, int64_t row0
   int H, r, dv;
   la_engine_shape(eng, &H, &r, &dv);
   la_state st = {0}, head = {0};
-  la_status s = la_state_init(&st, H, r, dv);
-  if (s != LA_OK) return s;
+  la_status s = la_dist_agree(d, la_state_init(&st, H, r, dv)); /* as forward_causal */
+  if (s != LA_OK) {
+    la_state_free(&st);
+    return s;
+  }
   if (la_engine_decayed(eng) && d->size == 1) { /* forward and reverse passes */
     s = la_engine_apply(eng, row0, n, q, k, v, &st, out, stats);
     la_state_free(&st);

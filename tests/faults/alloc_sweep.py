@@ -24,9 +24,10 @@ Jobs (small: N = 300 tokens, 2 heads, dk = dv = 8; one thread unless noted):
            run bidirectional, run causal --window 37, run from .npy files (float64 files
            converted to float32 in blocks of 128, with segments), grad bidirectional with
            segments (the backward's segmented path), run --reproducible bidirectional with
-           segments (2 threads) and with --window 37
+           segments (2 threads) and with --window 37, run bidirectional --decay with segments
   2 ranks: run causal --out --report, eval (every 8th N, ~9 s), run --reproducible favor+, grad --grad-q/-k/-v
-           --report, grad --window 37 (halos both ways); each with the failure on rank 0
+           --report, grad --window 37 (halos both ways), run bidirectional --decay (the
+           forward and the reverse scans), run --decay --window 37; each with the failure on rank 0
            and on rank 1. Every N is swept (no stride), except in the --reproducible jobs,
            whose allocations are mostly those of the jobs before them: every 2nd or 4th N,
            and the last. The tests take about 7 minutes each on the shared 2-core machine.
@@ -160,6 +161,9 @@ def jobs_for(P, inputs):
                 run_outs, {"OMP_NUM_THREADS": "2"}, stride=2),
             Job("run-repro-window", ["run"] + SMALL + REPRO + ["--window", "37"] + o, run_outs,
                 stride=4),
+            Job("run-decay-segments", ["run"] + SMALL + ["--mode", "bidirectional", "--decay", "0.9",
+                                                         "--segments", inputs["seg"]] + o,
+                run_outs, stride=2),
         ]
     return [ck_job, Job("run-causal", ["run"] + SMALL + o, run_outs),
             Job("eval", EVAL, None, may_leave=EVAL_CSVS, stride=8),
@@ -167,7 +171,11 @@ def jobs_for(P, inputs):
                                                               "--features", "8"] + o, run_outs,
                 stride=4),
             Job("grad", ["grad"] + SMALL + g, grad_outs),
-            Job("grad-window", ["grad"] + SMALL + ["--window", "37"] + g, grad_outs)]
+            Job("grad-window", ["grad"] + SMALL + ["--window", "37"] + g, grad_outs),
+            Job("run-decay-bidirectional", ["run"] + SMALL + ["--mode", "bidirectional", "--decay",
+                                                              "0.9,0.5"] + o, run_outs, stride=2),
+            Job("run-decay-window", ["run"] + SMALL + ["--decay", "0.9", "--window", "37"] + o,
+                run_outs, stride=4)]
 
 
 def make_inputs(d):
