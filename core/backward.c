@@ -201,7 +201,7 @@ la_status la_backward_reverse(la_engine e, int64_t token0, int64_t n, const void
 
 la_status la_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                       const void *g, void *dq, void *dk, void *dv, la_den_stats *stats) {
-  LA_CHECK(!la_engine_decayed(e), LA_ERR_UNSUPPORTED, "%s: the backward with --decay is not built yet (docs/design.md §1.2)", "la_backward");
+  if (la_engine_decayed(e)) return la_decay_backward(e, n, q, k, v, g, dq, dk, dv, stats);
   la_state st = {0}, rev = {0}, tail = {0};
   const int win = e->cfg.window > 0 && e->cfg.window < n;
   /* the side rows live in dv until the reverse pass overwrites them, except for windows */

@@ -115,6 +115,11 @@ la_status la_engine_state_ok(const la_engine e, const la_state *s, const char *f
                              const char *arg);
 /* Reserve every thread's window queue for `cap` summaries; LA_ERR_NOMEM with its reason. */
 la_status la_engine_reserve_queues(la_engine e, int cap);
+/* decay_bwd.c: la_backward of a decayed engine (causal, one process, no window, no
+ * stabilizer; docs/design.md §1.2 "The backward"). */
+la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
+                            const void *g, void *dq, void *dk, void *dv, la_den_stats *stats);
+
 /* With check_finite: LA_ERR_NONFINITE when a thread saw a non-finite row since the last call
  * (the flags are cleared), else LA_OK. */
 la_status la_engine_take_nonfinite(la_engine e);

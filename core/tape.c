@@ -28,6 +28,7 @@ static int tape_supported(const la_engine e, int64_t n, const char **why) {
   if (e->cfg.mode != LA_CAUSAL) *why = "bidirectional mode (its backward replays one summary)";
   else if (e->cfg.window > 0 && e->cfg.window < n) *why = "a causal window";
   else if (n < 1) *why = "an empty sequence";
+  else if (e->dlog) *why = "--decay (its backward composes decayed forwards; docs/design.md §1.2)";
   return *why == NULL;
 }
 

@@ -182,10 +182,13 @@ CASES = [
     ("decay list not of H", lambda: A(Q, K, V, decay=[0.9] * (H + 1)), (IE, VE),
      ["decay", "for %d heads" % H]),
     ("decay = 'x'", lambda: A(Q, K, V, decay="x"), (IE, VE), ["decay"]),
-    ("decay with a gradient", lambda: A(Q.clone().requires_grad_(), K, V, decay=0.9),
-     (UE, NotImplementedError), ["decay", "backward"]),
-    ("decay backward (numpy)", lambda: linattn.numpy.attention_backward(
-        QN, KN, VN, np.ascontiguousarray(VN), decay=0.5), (UE, NotImplementedError), ["decay", "backward"]),
+    # the backward with decay: causal, one process, maps without a stabilizer (design §1.2)
+    ("decay with a gradient, favor+", lambda: A(Q.clone().requires_grad_(), K, V, decay=0.9,
+                                                feature_map="favor+", features=8).sum().backward(),
+     (UE, NotImplementedError), ["decay", "stabilizer"]),
+    ("decay backward bidirectional (numpy)", lambda: linattn.numpy.attention_backward(
+        QN, KN, VN, np.ascontiguousarray(VN), decay=0.5, mode="bidirectional"),
+     (UE, NotImplementedError), ["decay", "causal"]),
     ("gates", lambda: A(Q, K, V, gates=torch.zeros(B, L, H)), (UE, IE, NotImplementedError), ["gates"]),
     ("kernels = foo", lambda: A(Q, K, V, kernels="foo"), (IE, VE), ["kernels", "foo"]),
     ("scan_algorithm = foo", lambda: A(Q, K, V, scan_algorithm="foo"), (IE, VE), ["scan_algorithm", "foo"]),

@@ -1,0 +1,183 @@
+/* The backward with decay (docs/design.md §1.2 "The backward"), causal, one process, maps
+ * without a log-scale stabilizer. With pair weights w_ij = gamma^(i-j) (j <= i, same segment),
+ * out_i = num_i / D(den_i) and c_i = [G_i / D_i | -(G_i . out_i) D'(den_i) / D_i] (dv + 1):
+ *   dphi(q_i) = sum_{j<=i} w_ij ([v_j|1] . c_i) phi(k_j)     causal
+ *   dphi(k_j) = sum_{i>=j} w_ij ([v_j|1] . c_i) phi(q_i)     anti-causal
+ *   dv_j      = sum_{i>=j} w_ij (phi(q_i) . phi(k_j)) c_i[:dv] anti-causal
+ * Each is a decayed linear attention without normalization on features given as they are
+ * (the precomputed map), so they run on the engine's own decayed chunk kernels: the
+ * anti-causal ones on the sequence reversed in time (w_ij depends on i - j only, and the
+ * reversed segments are the same pieces). num and den come from one more such call on
+ * [V|1]; the map's chain rule (maps.c) takes dphi to dq and dk. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine_internal.h"
+#include "featmap_internal.h"
+#include "la_alloc.h"
+
+static double rd(la_dtype dt, const void *p, size_t i) {
+  return dt == LA_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+static void wr(la_dtype dt, void *p, size_t i, double x) {
+  if (dt == LA_F32) ((float *)p)[i] = (float)x;
+  else ((double *)p)[i] = x;
+}
+
+/* rows [n, H, w] reversed in time */
+static void reverse_rows(la_dtype dt, const void *x, void *y, int64_t n, size_t row) {
+  const size_t es = la_dtype_size(dt);
+  for (int64_t t = 0; t < n; t++)
+    memcpy((char *)y + es * row * (size_t)(n - 1 - t), (const char *)x + es * row * (size_t)t,
+           es * row);
+}
+
+typedef struct {
+  la_featmap fm;
+  la_engine eng;
+} inner;
+
+/* A decayed causal engine on given features (dk' -> dv'), unnormalized, the outer engine's
+ * gammas, threads, chunk and kernels; segments off (forward) or reversed in time. */
+static la_status inner_make(const la_engine e, int dk, int dv, const double *gam,
+                            const int64_t *off, int64_t noff, inner *in) {
+  la_config c;
+  la_config_default(&c);
+  c.mode = LA_CAUSAL;
+  c.map = LA_MAP_PRECOMPUTED;
+  c.normalize = 0;
+  c.allow_signed = 1;
+  c.threads = e->cfg.threads;
+  c.chunk = e->cfg.chunk;
+  c.kernels = e->cfg.kernels;
+  c.decay = gam;
+  c.decay_n = e->H;
+  in->fm = NULL, in->eng = NULL;
+  LA_TRY(la_featmap_create(&c, e->H, dk, &in->fm));
+  LA_TRY(la_engine_create(&c, in->fm, e->dt, dv, &in->eng));
+  if (off) LA_TRY(la_engine_set_segments(in->eng, off, noff));
+  return LA_OK;
+}
+
+static void inner_free(inner *in) {
+  la_engine_destroy(&in->eng);
+  la_featmap_destroy(&in->fm);
+}
+
+la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
+                            const void *g, void *dq, void *dk, void *dv, la_den_stats *stats) {
+  LA_CHECK(e->cfg.mode == LA_CAUSAL, LA_ERR_UNSUPPORTED,
+           "la_backward: the backward with --decay is causal only in this version "
+           "(docs/design.md §1.2)");
+  LA_CHECK(!(e->cfg.window > 0 && e->cfg.window < n), LA_ERR_UNSUPPORTED,
+           "la_backward: the backward with --decay has no window in this version "
+           "(docs/design.md §1.2)");
+  LA_CHECK(!e->stabilized, LA_ERR_UNSUPPORTED,
+           "la_backward: the backward with --decay takes maps without a log-scale stabilizer "
+           "in this version (%s has one; elu1, relu, identity, taylor2, dpfp and precomputed "
+           "do not; docs/design.md §1.2)", la_map_name(e->cfg.map));
+  if (n == 0) return LA_OK;
+  const la_dtype dt = e->dt;
+  const int H = e->H, r = e->r, DV = e->dv, dk0 = la_engine_input_dim(e), dv1 = DV + 1;
+  const size_t es = la_dtype_size(dt), N = (size_t)n;
+  double *gam = la_malloc(sizeof(double) * (size_t)H);
+  int64_t *roff = e->seg_off ? la_malloc(sizeof(int64_t) * (size_t)e->seg_count) : NULL;
+  /* features, [V|1], the forward's rows and the coefficients, and the three products */
+  void *pq = la_malloc(es * N * H * r), *pk = la_malloc(es * N * H * r);
+  void *v1 = la_malloc(es * N * H * dv1), *nd = la_malloc(es * N * H * dv1);
+  void *out = la_malloc(es * N * H * DV), *cc = la_malloc(es * N * H * dv1);
+  void *cu = la_malloc(es * N * H * DV), *dpq = la_malloc(es * N * H * r);
+  void *t1 = la_malloc(es * N * H * (size_t)(dv1 > r ? dv1 : r)),
+       *t2 = la_malloc(es * N * H * (size_t)(dv1 > r ? dv1 : r)),
+       *t3 = la_malloc(es * N * H * (size_t)(dv1 > r ? dv1 : r)),
+       *t4 = la_malloc(es * N * H * (size_t)(dv1 > r ? dv1 : r));
+  void *ph = la_malloc(es * N * (size_t)r), *dph = la_malloc(es * N * (size_t)r);
+  double *a = la_malloc(sizeof(double) * N), *sums = la_malloc(sizeof(double) * N);
+  inner e1 = {0}, e2 = {0}, e3 = {0}, e4 = {0};
+  la_status s = LA_OK;
+  if (!gam || (e->seg_off && !roff) || !pq || !pk || !v1 || !nd || !out || !cc || !cu ||
+      !dpq || !t1 || !t2 || !t3 || !t4 || !ph || !dph || !a || !sums)
+    s = la_error(LA_ERR_NOMEM, "la_backward: out of memory for the decayed backward's rows "
+                 "(%lld tokens x %d heads)", (long long)n, H);
+  for (int h = 0; s == LA_OK && h < H; h++) gam[h] = la_engine_decay(e, h);
+  if (s == LA_OK && roff)
+    for (int64_t i = 0; i < e->seg_count; i++)
+      roff[i] = n - e->seg_off[e->seg_count - 1 - i];
+  /* the forward (its outputs after the policy, and the statistics) */
+  if (s == LA_OK) s = la_forward(e, n, q, k, v, out, stats);
+  /* features [n, H, r] (no log-scale: a = 0) and [V|1] */
+  for (int h = 0; s == LA_OK && h < H; h++)
+    for (int w = 0; w < 2 && s == LA_OK; w++) {
+      s = la_featmap_eval(e->fm, dt, h, n, (const char *)(w ? k : q) + es * (size_t)h * dk0,
+                          (int64_t)H * dk0, ph, a);
+      for (size_t t = 0; s == LA_OK && t < N; t++)
+        memcpy((char *)(w ? pk : pq) + es * ((t * H + h) * r), (char *)ph + es * t * r,
+               es * r);
+    }
+  for (size_t t = 0; s == LA_OK && t < N * H; t++) {
+    memcpy((char *)v1 + es * t * dv1, (const char *)v + es * t * DV, es * DV);
+    wr(dt, v1, t * dv1 + DV, 1.0);
+  }
+  /* (num | den) of every row */
+  if (s == LA_OK) s = inner_make(e, r, dv1, gam, e->seg_off, e->seg_count, &e1);
+  if (s == LA_OK) s = la_forward(e1.eng, n, pq, pk, v1, nd, NULL);
+  /* c = [G / D | -(G . out) D' / D] by the denominator policy (§1.1) */
+  for (size_t t = 0; s == LA_OK && t < N * H; t++) {
+    const double den = rd(dt, nd, t * dv1 + DV);
+    double D = den, dD = 1.0, go = 0.0;
+    int zero = 0;
+    if (!e->cfg.normalize) D = 1.0, dD = 0.0;
+    else if (e->cfg.den_policy == LA_DEN_ADD) D = den + e->cfg.den_eps;
+    else if (e->cfg.den_policy == LA_DEN_CLAMP && den < e->cfg.den_eps) D = e->cfg.den_eps, dD = 0.0;
+    else if (e->cfg.den_policy == LA_DEN_ZERO_EMPTY && den == 0.0) zero = 1;
+    for (int c = 0; c < DV; c++) go += rd(dt, g, t * DV + c) * rd(dt, out, t * DV + c);
+    for (int c = 0; c < DV; c++) {
+      const double u = zero ? 0.0 : rd(dt, g, t * DV + c) / D;
+      wr(dt, cc, t * dv1 + c, u);
+      wr(dt, cu, t * DV + c, u);
+    }
+    wr(dt, cc, t * dv1 + DV, zero ? 0.0 : -go * dD / D);
+  }
+  /* dphi(q): causal, queries c, keys [V|1], values phi(k) */
+  if (s == LA_OK) s = inner_make(e, dv1, r, gam, e->seg_off, e->seg_count, &e2);
+  if (s == LA_OK) s = la_forward(e2.eng, n, cc, v1, pk, dpq, NULL);
+  /* dphi(k): anti-causal, queries [V|1], keys c, values phi(q), in reversed time */
+  if (s == LA_OK) s = inner_make(e, dv1, r, gam, roff, e->seg_count, &e3);
+  if (s == LA_OK) {
+    reverse_rows(dt, v1, t1, n, (size_t)H * dv1);
+    reverse_rows(dt, cc, t2, n, (size_t)H * dv1);
+    reverse_rows(dt, pq, t3, n, (size_t)H * r);
+    s = la_forward(e3.eng, n, t1, t2, t3, t4, NULL);
+  }
+  if (s == LA_OK) reverse_rows(dt, t4, t1, n, (size_t)H * r); /* t1: dphi(k) [n, H, r] */
+  /* dv: anti-causal, queries phi(k), keys phi(q), values c[:dv] */
+  if (s == LA_OK) s = inner_make(e, r, DV, gam, roff, e->seg_count, &e4);
+  if (s == LA_OK) {
+    reverse_rows(dt, pk, t2, n, (size_t)H * r);
+    reverse_rows(dt, pq, t3, n, (size_t)H * r);
+    reverse_rows(dt, cu, t4, n, (size_t)H * DV);
+    s = la_forward(e4.eng, n, t2, t3, t4, nd, NULL);
+  }
+  if (s == LA_OK) reverse_rows(dt, nd, dv, n, (size_t)H * DV);
+  /* the map's chain rule: dq from dphi(q), dk from dphi(k) */
+  for (int h = 0; s == LA_OK && h < H; h++)
+    for (int w = 0; w < 2 && s == LA_OK; w++) {
+      const void *x = w ? k : q, *P = w ? pk : pq, *D = w ? t1 : dpq;
+      void *dx = w ? dk : dq;
+      for (size_t t = 0; t < N; t++) {
+        memcpy((char *)ph + es * t * r, (const char *)P + es * ((t * H + h) * r), es * r);
+        memcpy((char *)dph + es * t * r, (const char *)D + es * ((t * H + h) * r), es * r);
+      }
+      const int64_t ld = (int64_t)H * dk0;
+      if (dt == LA_F32)
+        la_featmap_chain_f32(e->fm, h, n, (const float *)x + (size_t)h * dk0, ld, dph, ph,
+                             (float *)dx + (size_t)h * dk0, ld, sums);
+      else
+        la_featmap_chain_f64(e->fm, h, n, (const double *)x + (size_t)h * dk0, ld, dph, ph,
+                             (double *)dx + (size_t)h * dk0, ld, sums);
+    }
+  inner_free(&e1), inner_free(&e2), inner_free(&e3), inner_free(&e4);
+  free(gam), free(roff), free(pq), free(pk), free(v1), free(nd), free(out), free(cc), free(cu);
+  free(dpq), free(t1), free(t2), free(t3), free(t4), free(ph), free(dph), free(a), free(sums);
+  return s;
+}
