@@ -207,8 +207,17 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
                  "%d heads)", (long long)n, H);
   if (s == LA_OK) s = la_state_init(&st, H, r, dvw);
   if (s == LA_OK) s = la_state_init(&rev, H, r, dvw);
+  /* decay (docs/design.md §1.2 "The backward"): one process, la_backward's composition */
+  if (s == LA_OK && la_engine_decayed(eng) && la_engine_stabilized(eng))
+    s = la_error(LA_ERR_UNSUPPORTED, "the backward with --decay takes maps without a log-scale "
+                 "stabilizer in this version (docs/design.md §1.2)");
+  else if (s == LA_OK && la_engine_decayed(eng) && d->size > 1)
+    s = la_error(LA_ERR_UNSUPPORTED, "the backward with --decay runs on one process in this "
+                 "version (%d ranks; docs/design.md §1.2)", d->size);
   s = la_dist_agree(d, s);
-  if (s == LA_OK && win) {
+  if (s == LA_OK && la_engine_decayed(eng)) {
+    s = la_backward(eng, n, q, k, v, g, dq, dk, dv, stats);
+  } else if (s == LA_OK && win) {
     s = backward_window(d, eng, N, n, row0, q, k, v, g, dq, dk, dv, side, stats);
   } else if (s == LA_OK && bidir && la_engine_has_segments(eng)) {
     s = backward_segmented(d, eng, n, row0, q, k, v, g, dq, dk, dv, side, stats);

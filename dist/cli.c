@@ -231,7 +231,8 @@ static const la_opt rows[] = {
      .help = "per-head decay gamma in (0, 1]: one value, a comma list (one per head), or retnet "
              "(gamma_h = 1 - 2^(-5-h)); pair weights gamma^(i-j) (causal), gamma^abs(i-j) "
              "(bidirectional); any number of ranks, with --segments and --window; not with "
-             "--reproducible or in grad yet"},
+             "--reproducible; grad takes it causal on one process, without a window, for maps "
+             "without a stabilizer"},
     {.name = "--segments", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      F(segments), .help = "packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N, "
                           "where the state resets"},
@@ -468,9 +469,6 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
   for (int j = 0; j < NROWS; j++)
     LA_CHECK(!(given[j] && !strcmp(rows[j].name, "--checkpoint-every") && !o->checkpoint),
              LA_ERR_ARG, "--checkpoint-every needs --checkpoint DIR (where the checkpoints go)");
-  LA_CHECK(!(sub == LA_SUB_GRAD && o->decay_string), LA_ERR_UNSUPPORTED,
-           "--decay: grad does not offer the backward with decay in this version (run does, "
-           "docs/design.md §1.2)");
   LA_CHECK(!(sub == LA_SUB_GRAD && o->cfg.reproducible), LA_ERR_ARG,
            "--reproducible: grad does not offer it in this version (the backward's reverse "
            "scan is not yet on the exact grid, docs/design.md §4.7); run does");

@@ -113,6 +113,15 @@ void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m) {
      * a dV row is shorter than 24 bytes (backward.c), else inside dV */
     if (win || es * dv < 3 * sizeof(double)) add(m, "side storage", 3.0 * sizeof(double) * n * H);
     add(m, "input conversion", conversion_row_bytes(j, 4) * n);
+    /* the backward with decay (core/decay_bwd.c): features, [V|1], the forward's rows, the
+     * coefficients and four scratch arrays of rows, per token and head; one head's features
+     * and two doubles per token */
+    if (decayed(c)) {
+      const double w = r > dv + 1 ? r : dv + 1;
+      add(m, "decayed backward rows",
+          es * n * H * (3.0 * r + 3.0 * (dv + 1) + 2.0 * dv + 4.0 * w) + es * n * 2.0 * r +
+              2.0 * sizeof(double) * n);
+    }
   }
   if (win) {
     /* past halo: raw key rows Wr H (dk + dv) elements, and two P H per doubles of middle

@@ -203,6 +203,14 @@ def oracle_cases(P, quick):
                        normalize=False, n=n1))
     cs.append(base("elu1 causal window W=5 f32", "elu1", "causal", dtype="f32", n=n, window=5,
                    chunk=8))
+    # --decay (docs/design.md §1.2 "The backward"): causal, one process, unstabilized maps
+    if P == 1:
+        for mp, kw in (("elu1", {}), ("taylor2", {}), ("dpfp", {}), ("relu", {}),
+                       ("identity", {"normalize": False}), ("elu1", {"dtype": "f32"}),
+                       ("elu1", {"seg": straddle}), ("elu1", {"policy": "add:E"})):
+            name = f"{mp} causal --decay 0.9,0.6 " + " ".join(
+                f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
+            cs.append(base(name, mp, "causal", n=n, chunk=8, decay=[0.9, 0.6], **kw))
     return cs
 
 
@@ -235,7 +243,7 @@ def oracle_case(run, tally, c):
     try:
         r = torch_oracle.gradients(c["q"], c["k"], c["v"], c["g"], c["map"], omega, None,
                                    c["mode"], c["normalize"], c["policy"], c["seg"], c["window"],
-                                   c["features"])
+                                   c["features"], c.get("decay"))
     except torch_oracle.DenominatorViolation as e:
         return tally.case(False, c["name"], note=f"TEST DATA: oracle den violates: {e}")
     den = r["den"]

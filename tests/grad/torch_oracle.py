@@ -102,9 +102,12 @@ def _violation(bad):
     return DenominatorViolation(f"{int(bad.sum())} bad denominators, first at token {t}, head {h}")
 
 
-def operator(pq, pk, v, msk, normalize=True, policy="error"):
-    """Masked quadratic operator on features: returns (out [N,H,dv], den [N,H])."""
+def operator(pq, pk, v, msk, normalize=True, policy="error", weights=None):
+    """Masked quadratic operator on features: returns (out [N,H,dv], den [N,H]); weights
+    [H,N,N] multiply the pairs (decay, docs/design.md §1.2)."""
     a = torch.einsum("ihr,jhr->hij", pq, pk)
+    if weights is not None:
+        a = a * weights
     a = torch.where(msk[None], a, torch.zeros((), dtype=a.dtype))   # masked entries exactly 0
     num = torch.einsum("hij,jhd->ihd", a, v)
     den = a.sum(2).T
@@ -130,7 +133,7 @@ def operator(pq, pk, v, msk, normalize=True, policy="error"):
 
 
 def gradients(q, k, v, g, feature_map, omega=None, scale=None, mode="causal", normalize=True,
-              policy="error", segments=None, window=None, features=None):
+              policy="error", segments=None, window=None, features=None, decay=None):
     """Autograd of L = sum(out * g). Inputs are NumPy arrays [N,H,d] (or [N,d]); returns a
     dict of float64 NumPy arrays out, den, dq, dk, dv (dq/dk/dv in the input's shape)."""
     shapes = [np.shape(x) for x in (q, k, v)]
@@ -140,8 +143,13 @@ def gradients(q, k, v, g, feature_map, omega=None, scale=None, mode="causal", no
     for x in (tq, tk, tv):
         x.requires_grad_(True)
     msk = mask(tq.shape[0], mode, segments, window)
+    w = None
+    if decay is not None:  # gamma_h^|i - j| (one gamma per head)
+        n = tq.shape[0]
+        d = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs().double()
+        w = torch.tensor(np.asarray(decay, dtype=np.float64))[:, None, None] ** d[None]
     out, den = operator(phi(feature_map, tq, omega, scale, features),
-                        phi(feature_map, tk, omega, scale, features), tv, msk, normalize, policy)
+                        phi(feature_map, tk, omega, scale, features), tv, msk, normalize, policy, w)
     (out * tg).sum().backward()
     res = dict(out=out.detach().numpy(), den=den.detach().numpy())
     for name, x, shp in zip(("dq", "dk", "dv"), (tq, tk, tv), shapes):

@@ -71,6 +71,7 @@ CONFIGS = [
     ("run causal decay f32", "run", ["--n", N, "--decay", "0.99"] + SYN),
     ("run bidirectional decay f32", "run", ["--n", N, "--mode", "bidirectional", "--decay",
                                             "retnet"] + SYN),
+    ("grad causal decay f32", "grad", ["--n", N // 4, "--decay", "0.99"] + SYN),
 ]
 # Wide feature maps are dominated by workspaces that are allocated but only partly touched
 # (the AVX-512 transpose buffer: max(r, dv+1) x max(2C, dv+1) floats per thread): RSS stays

@@ -151,13 +151,17 @@ CASES = [
      ["--decay", "3 values for 2 heads"]),
     ("--decay with --reproducible", FILES + ["--decay", "0.9", "--reproducible"], 2,
      ["--decay", "--reproducible"]),
-    ("--decay with grad", ["grad"] + FILES + ["--decay", "0.9"], 2, ["--decay", "grad"]),
+    ("--decay with grad, favor+", ["grad"] + FILES + ["--grad-out", "v.npy", "--decay", "0.9",
+                                      "--feature-map", "favor+"], 2,
+     ["--decay", "stabilizer"]),
     ("--decay bidirectional with --checkpoint",
      FILES + ["--decay", "0.9", "--mode", "bidirectional", "--checkpoint", "ckd"], 2,
      ["--checkpoint", "--decay"]),
 ]
-# on more than one rank only (one rank runs it): none at present
-MULTI = []
+# on more than one rank only (one rank runs it): the backward with decay runs on one process
+MULTI = [("--decay with grad on many ranks", ["grad"] + FILES + ["--grad-out", "v.npy",
+                                                                  "--decay", "0.9"], 2,
+          ["--decay", "one process"])]
 
 
 def check_case(run, tally, name, args, want_rc, must, env=None):
