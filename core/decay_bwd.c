@@ -103,9 +103,15 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
   if (s == LA_OK && roff)
     for (int64_t i = 0; i < e->seg_count; i++)
       roff[i] = n - e->seg_off[e->seg_count - 1 - i];
-  /* the forward (its outputs after the policy, and the statistics); with
-   * la_engine_set_replay_output (linattn grad --out) they are the outputs asked for */
+  /* the forward (its outputs after the policy, and the statistics; with
+   * la_engine_set_check_finite it checks q, k and v); with la_engine_set_replay_output
+   * (linattn grad --out) they are the outputs asked for */
   if (s == LA_OK) s = la_forward(e, n, q, k, v, out, stats);
+  if (s == LA_OK && e->check_finite) { /* and G, which no forward reads */
+    int64_t bt;
+    int bh, bc;
+    s = la_check_finite(dt, g, n, H, DV, 0, &bt, &bh, &bc);
+  }
   if (s == LA_OK && e->rout && e->rout_row0 == 0 && e->rout_n == n)
     memcpy(e->rout, out, es * N * H * DV);
   /* features [n, H, r] (no log-scale: a = 0) and [V|1] */

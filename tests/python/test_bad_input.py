@@ -183,6 +183,14 @@ CASES = [
      ["decay", "for %d heads" % H]),
     ("decay = 'x'", lambda: A(Q, K, V, decay="x"), (IE, VE), ["decay"]),
     # the backward with decay: causal, one process, maps without a stabilizer (design §1.2)
+    ("NaN in the output's gradient (torch backward, decay)",
+     lambda: A(Q.clone().requires_grad_(), K, V, decay=0.9).backward(
+         with_value(torch.ones(B, L, H, DV, dtype=Q.dtype), (1, 5, 0, 1), float("nan"))),
+     (IE, VE), ["gradient", "(batch 1, token 5, head 0, column 1)"]),
+    ("NaN in grad_out (numpy, decay)", lambda: NB(QN, KN, VN, np.where(np.arange(DV) == 1, np.nan,
+                                                                       0.0) * np.ones((B, L, H, 1)),
+                                                  decay=0.9),
+     (IE, VE), ["gradient", "(batch 0, token 0, head 0, column 1)"]),
     ("decay with a gradient, favor+", lambda: A(Q.clone().requires_grad_(), K, V, decay=0.9,
                                                 feature_map="favor+", features=8).sum().backward(),
      (UE, NotImplementedError), ["decay", "stabilizer"]),
