@@ -1,4 +1,4 @@
-/* CRC-64/XZ of byte strings (core/crc64.c), for checkpoint pieces. Private to the project
+/* CRC-64/XZ of byte strings (core/io/crc64.c), for checkpoint pieces. Private to the project
  * (dist/ has core/ on its private include path). Not Collective. */
 #ifndef LINATTN_LA_CRC64_H
 #define LINATTN_LA_CRC64_H

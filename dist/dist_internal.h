@@ -2,6 +2,7 @@
 #ifndef LINATTN_DIST_INTERNAL_H
 #define LINATTN_DIST_INTERNAL_H
 #include "linattn/dist.h"
+#include "../core/la_core_private.h"
 
 struct la_dist_s {
   MPI_Comm comm; /* duplicate of the caller's communicator */
@@ -60,5 +61,12 @@ la_status la_forward_shard(la_dist d, la_engine eng, int64_t N, int64_t n_local,
 la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,
                                const void *k, const void *v, int64_t *lo, int64_t *hi,
                                char **hk, char **hv, la_state *mid);
+
+/* Collective: the exclusive scan, its reverse and the allreduce on exact states (§4.7),
+ * whose operator is exactly associative, so the result does not depend on how MPI brackets
+ * it. */
+la_status la_dist_xexscan(la_dist d, la_xstate *x);
+la_status la_dist_xexscan_reverse(la_dist d, la_xstate *x);
+la_status la_dist_xallreduce(la_dist d, la_xstate *x);
 
 #endif

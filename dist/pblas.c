@@ -9,6 +9,7 @@
 #include <string.h>
 #include "pblas.h"
 #include "la_alloc.h"
+#include "la_core_private.h"
 
 #include "scalapack.h"
 

@@ -28,6 +28,9 @@
 enum { LA_SCAN_TAG = 0x5ca7 };
 
 const char *const la_scan_algorithm_names[] = LA_SCAN_ALGORITHM_NAMES; /* scan_names.h */
+_Static_assert(sizeof la_scan_algorithm_names / sizeof *la_scan_algorithm_names ==
+                   (size_t)LA_SCAN_COUNT + 1,
+               "scan_names.h names every la_scan_algorithm, in order, then NULL");
 
 size_t la_scan_scratch_doubles(la_scan_algorithm a, int P, int count, size_t per, int pieces) {
   const size_t total = (size_t)count * per;

@@ -71,6 +71,7 @@ double la_scan_model_seconds(la_scan_algorithm a, int P, int heads, size_t per, 
   double lat_f = 1, bw_f = 1;
   for (size_t j = 0; j < sizeof smpi_factor / sizeof *smpi_factor; j++)
     if (msg > smpi_factor[j].above) lat_f = smpi_factor[j].lat, bw_f = smpi_factor[j].bw;
+  /* an algorithm without fitted coefficients is costed as the chain */
   const int i = a >= LA_SCAN_EXSCAN && a <= LA_SCAN_PIPELINED ? (int)a : (int)LA_SCAN_CHAIN;
   return rounds * (coef[i][0] * lat_f + msg * coef[i][1] / bw_f) + comb * gamma_combine;
 }

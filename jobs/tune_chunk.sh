@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Chunk-length sweep behind the engine's default chunk per (r, dv) (la_default_chunk in
-# core/engine.c, issue 6). Times causal mode, the only mode whose work depends on C (the
+# core/engine/engine.c, issue 6). Times causal mode, the only mode whose work depends on C (the
 # intra-chunk products cost 2C(r+dv) flops per token, the state products 4 r dv), for
 # C in 16..256 at several (r, dv), and prints the best C for each with its GFLOP/s.
 # A benchmark, not a test: timings are noisy on a shared node, rerun before trusting a tie.

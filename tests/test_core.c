@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "linattn/linattn.h"
-#include "../core/vexp.h"
+#include "../core/la_core_private.h"
+#include "../core/simd/vexp.h"
 #include "../core/la_crc64.h"
-#include "../core/denominator.h"
+#include "../core/engine/denominator.h"
 
 #include "check.h"
 
@@ -344,7 +345,7 @@ static void test_den_bin16(void) {
     CHECK(den_bin16(ldexp(1.0, e)) == 16L * e, "den_bin16(2^%d) = %ld", e, den_bin16(ldexp(1.0, e)));
 }
 
-/* la_check_finite (core/finite.c): the first non-finite value by (token, head, column), at
+/* la_check_finite (core/base/finite.c): the first non-finite value by (token, head, column), at
  * every position of small blocks, in both dtypes, for NaN, +inf and -inf; and the extremes
  * that are finite (largest, smallest subnormal, -0) pass. */
 static void test_finite(void) {

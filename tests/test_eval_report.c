@@ -1,4 +1,4 @@
-/* la_eval_report (dist/eval_report.c) on synthetic CSVs with known properties:
+/* la_eval_report (program/report/eval_report.c) on synthetic CSVs with known properties:
  *  - favor+ errors are exactly 0.8 m^-1/2 (median over seeds), so the fitted slope must be
  *    -0.50 and consistent; trig's are 0.5 m^-0.2, so its slope is -0.20 and not consistent;
  *  - one results row has kernel_rel_err below the rank-r floor: the report must flag it;
@@ -32,7 +32,7 @@
 #include <dirent.h>
 #include "check.h"
 #include "../core/la_alloc.h"
-#include "../dist/eval_report.h"
+#include "../program/report/eval_report.h"
 
 extern char **environ;
 

@@ -1,4 +1,4 @@
-/* Unit tests of the AVX2 + FMA kernels (core/kern256.c, and simd_compose.c on the avx2 table) against plain float64
+/* Unit tests of the AVX2 + FMA kernels (core/simd/kern256.c, and simd_compose.c on the avx2 table) against plain float64
  * loops written here (no engine code). Bounds are the rigorous float32 ones: a length-K chain
  * of float32 products and sums (any order, FMA or not) is within gamma_K sum_k |a_k b_k| of the
  * exact value, gamma_K = K u / (1 - K u), u = 2^-24; a product of products (the chunks'
@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../core/kern256.h"
-#include "../core/simd_compose.h"
+#include "../core/simd/kern256.h"
+#include "../core/simd/simd_compose.h"
 
 #include "check.h"
 

@@ -1,4 +1,4 @@
-/* Unit tests of the AVX2 + FMA float64 GEMM (core/kern256_f64.c, the avx2 table's gemm_f64)
+/* Unit tests of the AVX2 + FMA float64 GEMM (core/simd/kern256_f64.c, the avx2 table's gemm_f64)
  * against a plain long double loop written here (no engine code). The bound is the rigorous
  * float64 one: a length-K chain of float64 products and sums (any order, FMA or not) is within
  * gamma_K sum_k |a_k b_k| of the exact value, gamma_K = K u / (1 - K u), u = 2^-53 (+2 for the
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../core/kern256.h"
+#include "../core/simd/kern256.h"
 
 #include "check.h"
 

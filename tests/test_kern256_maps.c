@@ -1,5 +1,5 @@
-/* Unit tests of the AVX2 + FMA maps and elementwise kernels (core/kern256_maps.c, its exp in
- * core/vexp256.h) against plain float64 / long double loops and libm written here (no engine
+/* Unit tests of the AVX2 + FMA maps and elementwise kernels (core/simd/kern256_maps.c, its exp in
+ * core/simd/vexp256.h) against plain float64 / long double loops and libm written here (no engine
  * code but the generic den_note of denominator.h, which finalize_plain must agree with).
  * Edge shapes throughout: lengths not a multiple of 8, dk = 1, 3, 64 and others, row strides
  * ld > dk, rows of r > dk, prefetch streams NULL and not. Skipped (exit 77) on a CPU without
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "linattn/linattn.h"
-#include "../core/kern256_maps.h"
-#include "../core/denominator.h"
+#include "../core/simd/kern256_maps.h"
+#include "../core/engine/denominator.h"
 
 #include "check.h"
 

@@ -1,4 +1,4 @@
-/* Unit tests of the AVX-512 kernels (core/kern512.c) against plain float64 loops written here.
+/* Unit tests of the AVX-512 kernels (core/simd/kern512.c) against plain float64 loops written here.
  * Bounds are the rigorous float32 ones: a length-K dot product in float32 (any order, FMA or
  * not) is within gamma_K sum_k |a_k b_k| of the exact value, gamma_K = K u / (1 - K u),
  * u = 2^-24. Skipped (exit 77) on a CPU without AVX-512F or with LINATTN_KERNELS=blas. */
@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "linattn/linattn.h"
-#include "../core/kern512.h"
-#include "../core/simd_compose.h"
-#include "../core/denominator.h"
+#include "../core/simd/kern512.h"
+#include "../core/simd/simd_compose.h"
+#include "../core/engine/denominator.h"
 
 #include "check.h"
 

@@ -1,4 +1,4 @@
-/* Tests for core/npy.c. Usage: test_npy [DIR [--keep]]
+/* Tests for core/io/npy.c. Usage: test_npy [DIR [--keep]]
  * Without DIR a directory is made with mkdtemp and removed at the end. With DIR the test
  * files go there; --keep leaves the round-trip files rt_<dtype>_<shape>.npy behind (for
  * tests/npy_numpy_check.py). Prints "N passed, M failed"; exit status 1 on any failure. */

@@ -1,4 +1,4 @@
-/* The kernel tables (core/simd.h, docs/design.md §5.5): every entry of every table is set
+/* The kernel tables (core/simd/simd.h, docs/design.md §5.5): every entry of every table is set
  * (the templates call them without a NULL check); --kernels and LINATTN_KERNELS choose as
  * documented; an instruction set the CPU lacks is refused with its reason; the engine and the
  * report name the table that ran. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "linattn/linattn.h"
-#include "../core/simd.h"
+#include "../core/simd/simd.h"
 
 #include "check.h"
 

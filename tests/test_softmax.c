@@ -1,4 +1,4 @@
-/* Exact softmax baseline (core/softmax.c, core/softmax_bwd.c) against naive float64 quadratic
+/* Exact softmax baseline (core/softmax/softmax.c, core/softmax/softmax_bwd.c) against naive float64 quadratic
  * implementations written in the tests (here and test_softmax_naive.h; no shared code):
  * whole-sequence and key-block (partial) entries, causal and bidirectional, f64 (tolerance
  * 1e-12) and f32 (1e-5), sizes that are not multiples of the blocks. Masks (segments of

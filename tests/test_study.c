@@ -1,4 +1,4 @@
-/* The error study's numerical pieces (core/shardpass.c, core/studystats.c) against naive
+/* The error study's numerical pieces (core/engine/shardpass.c, core/softmax/studystats.c) against naive
  * float64 computations written here: features computed in the test from their definitions
  * (elu1; favor+ from the map's projection omega), the kernel and the quadratic form formed
  * explicitly, and the sign-flip test on Gram matrices with known answers and on simulated
@@ -163,7 +163,7 @@ static void signflip_cases(void) {
 }
 
 /* la_shard_pass over key shards (one of them longer than a key block, one empty), combined as
- * dist/eval_sample.c does (max, rescale, sum), against naive float64 softmax, quadratic form
+ * program/eval_sample.c does (max, rescale, sum), against naive float64 softmax, quadratic form
  * and weights TV (docs/design.md §8.2, §8.7). */
 static void shard_case(la_map_kind map, int64_t n, int H, int dk, int dv, double in_scale) {
   la_config cfg;
@@ -198,7 +198,7 @@ static void shard_case(la_map_kind map, int64_t n, int H, int dk, int dv, double
   }
   const int64_t rh = 2 * nq * H;
   la_shard_sums *a = &ss[0];
-  for (int h = 0; h < H; h++) { /* combine into ss[0], as dist/eval_sample.c across ranks */
+  for (int h = 0; h < H; h++) { /* combine into ss[0], as program/eval_sample.c across ranks */
     double C = -INFINITY;
     for (int p = 0; p < NS; p++) C = fmax(C, ss[p].c[h]);
     for (int p = 0; p < NS; p++) {

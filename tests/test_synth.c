@@ -1,4 +1,4 @@
-/* The synthetic generator (core/synth.c, core/synth_kernel.h; docs/design.md §2 "Generator"):
+/* The synthetic generator (core/random/synth.c, core/random/synth_kernel.h; docs/design.md §2 "Generator"):
  * (a) the AVX-512, AVX2 and generic builds, and the vector and scalar lanes, give the same bits;
  * (b) rows do not depend on how [token0, n) is split, nor on d beyond their own columns;
  * (c) the kernel's float -2 log and sin/cos against long double libm (double where long
@@ -14,7 +14,8 @@
 #include <string.h>
 #include <time.h>
 #include "linattn/core.h"
-#include "../core/synth_kernel.h"
+#include "../core/la_core_private.h"
+#include "../core/random/synth_kernel.h"
 
 #include "check.h"
 

@@ -1,4 +1,4 @@
-/* GFLOP/s of the AVX2 + FMA GEMM (core/kern256.c) against OpenBLAS's cblas_sgemm and, where the
+/* GFLOP/s of the AVX2 + FMA GEMM (core/simd/kern256.c) against OpenBLAS's cblas_sgemm and, where the
  * CPU has AVX-512, la_k512_gemm: single thread, operands in cache, row-major C = A B at the
  * chunk products' shapes (docs/design.md §4.2). Best of 300 rounds of >= 0.5 ms each (the
  * machine may be shared: the best round is the uninterrupted one).
@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include "../core/kern256.h"
-#include "../core/simd_compose.h"
-#include "../core/kern512.h"
+#include "../core/simd/kern256.h"
+#include "../core/simd/simd_compose.h"
+#include "../core/simd/kern512.h"
 
 char *openblas_get_corename(void);
 void openblas_set_num_threads(int);

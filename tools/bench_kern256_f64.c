@@ -1,7 +1,7 @@
-/* GFLOP/s of the AVX2 + FMA float64 GEMM (core/kern256_f64.c, la_k256_gemm_f64) against
+/* GFLOP/s of the AVX2 + FMA float64 GEMM (core/simd/kern256_f64.c, la_k256_gemm_f64) against
  * OpenBLAS's cblas_dgemm, single thread, operands in cache, at the shapes the float64 chunk
- * templates issue (docs/design.md §4.2; core/chunk_impl.h, backward_impl.h through
- * core/gemm.c's la_gemm_f64): the chunk C = 48 (the tuned chunk for r <= 128), r = 64,
+ * templates issue (docs/design.md §4.2; core/engine/chunk_impl.h, backward_impl.h through
+ * core/engine/gemm.c's la_gemm_f64): the chunk C = 48 (the tuned chunk for r <= 128), r = 64,
  * dv + 1 = 65, the triangle's three 16-row blocks (tril_product), and the key summary's
  * transposed A; then the whole sequence of one causal chunk's products. Best of 200 rounds of
  * >= 0.5 ms each (a shared machine: the best round is the uninterrupted one).
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include "../core/kern256.h"
+#include "../core/simd/kern256.h"
 
 char *openblas_get_corename(void);
 void openblas_set_num_threads(int);

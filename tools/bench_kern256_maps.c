@@ -1,5 +1,5 @@
-/* bench_kern256_maps: the AVX2 + FMA maps (core/kern256_maps.c) and their exp
- * (core/vexp256.h) timed in cache, in ns per element, against the generic path and against
+/* bench_kern256_maps: the AVX2 + FMA maps (core/simd/kern256_maps.c) and their exp
+ * (core/simd/vexp256.h) timed in cache, in ns per element, against the generic path and against
  * the AVX-512 forms (kern512.c) where the CPU has AVX-512F. docs/design.md §2 (the maps),
  * §5.5 (kernels per instruction set).
  *
@@ -20,14 +20,14 @@
 #include <string.h>
 #include <time.h>
 #include "linattn/linattn.h"
-#include "../core/kern256_maps.h"
-#include "../core/kern512.h"
-#include "../core/vexp.h"
+#include "../core/simd/kern256_maps.h"
+#include "../core/simd/kern512.h"
+#include "../core/simd/vexp.h"
 
 #if defined(__x86_64__)
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
-#include "../core/vexp256.h"
+#include "../core/simd/vexp256.h"
 /* la_exp8_nonpos / la_exp4d_nonpos alone over n elements (n a multiple of 8 / 4) */
 static void exp8_run(size_t n, const float *x, float *y) {
   for (size_t i = 0; i < n; i += 8) _mm256_storeu_ps(y + i, la_exp8_nonpos(_mm256_loadu_ps(x + i)));

@@ -8,7 +8,8 @@
 #
 # The cases: `run` over every map, mode (causal, bidirectional), dtype (f32, f64), segments,
 # windows, --reproducible, every scan algorithm and several block sizes; `grad` over the maps,
-# modes and dtypes, with segments and windows, and every scan algorithm; a small `eval`; each on 1 and 3 ranks
+# modes and dtypes, with segments and windows, and every scan algorithm; a small `eval`; each
+# on 1 and 3 ranks. Then --decay: runs on 1 and 3 ranks, grads on one.
 # (mpirun --oversubscribe). Each case writes WORKDIR/{old,new}/CASE/; the phases old and
 # new can run separately (old first, while the new binary is still being built). CSV files
 # of eval are compared without their timing columns (seconds, gflops); JSON reports, which
@@ -100,6 +101,28 @@ cases="$work/cases.txt"
     done
     # eval, small
     echo "$P eval --n 256,600 --feature-maps elu1,favor+,taylor2 --features 8 --seeds 2 --recall"
+  done
+  # decay (docs/design.md §1.2), after the cases above so that their numbers stay: every map
+  # family, both modes, segments, windows, scan algorithms; grad with decay on one rank
+  for P in 1 3; do
+    for map in elu1 favor+ taylor2 dpfp; do
+      for dt in f32 f64; do
+        for mode in causal bidirectional; do
+          echo "$P run --feature-map $map --mode $mode --dtype $dt --block-tokens 77 --decay 0.97"
+          echo "$P run --feature-map $map --mode $mode --dtype $dt --block-tokens 200 --decay retnet --segments $work/seg.npy"
+        done
+        echo "$P run --feature-map $map --dtype $dt --block-tokens 77 --decay 0.9,0.999 --window 50"
+      done
+    done
+    for a in doubling chain allgather pipelined; do
+      echo "$P run --feature-map elu1 --block-tokens 77 --decay 0.97 --scan-algorithm $a --scan-pieces 3"
+    done
+  done
+  for map in elu1 relu taylor2; do
+    for dt in f32 f64; do
+      echo "1 grad --feature-map $map --dtype $dt --decay 0.95"
+      echo "1 grad --feature-map $map --dtype $dt --decay retnet --segments $work/seg.npy"
+    done
   done
 } | awk '{ printf "c%04d %s\n", NR, $0 }' > "$cases.tmp" && mv "$cases.tmp" "$cases"
 

@@ -1,5 +1,5 @@
 /* eval_report: remake DIR/report.md and the plots of `linattn eval` from the CSVs in DIR, with
- * the current report (dist/eval_report.c), e.g. for a study made by an older version or merged
+ * the current report (program/report/eval_report.c), e.g. for a study made by an older version or merged
  * by jobs/eval_merge.sh. No MPI. The header's facts are given, not measured:
  *   eval_report DIR COMMAND VERSION RANKS THREADS SECONDS [CPU [BLAS_CORE]]
  * Exit 0, or 1 with the report's one-line reason. */

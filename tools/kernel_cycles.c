@@ -1,4 +1,4 @@
-/* kernel_cycles: the AVX-512 chunk kernels (core/kern512.c) timed in cache, each against the
+/* kernel_cycles: the AVX-512 chunk kernels (core/simd/kern512.c) timed in cache, each against the
  * engine's own GEMM rate measured in the same run (docs/performance.md "Kernels in cache").
  *
  * On a noisy shared machine a whole-run timing moves by 10-20 % from run to run; a kernel
@@ -8,7 +8,7 @@
  * compare fractions, never absolute times, across runs). Not la_kernel_probe_gflops, bench's
  * probe: that one averages 2000 calls per sample, and the denominator must be timed the way
  * the kernels are. The feature maps are given per vector (16 float or 8 double lanes), and
- * the synthetic generator's AVX-512 build (core/synth_kernel.h) per 16 pairs of values, on
+ * the synthetic generator's AVX-512 build (core/random/synth_kernel.h) per 16 pairs of values, on
  * blocks of 16 tokens x 4 heads x 64 columns (the engine's calls; docs/design.md §2.1). Nothing
  * here is asserted: it is a benchmark (the ctest only runs --quick).
  *
@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "../core/kern512.h"
-#include "../core/simd_compose.h"
-#include "../core/synth_kernel.h"
+#include "../core/simd/kern512.h"
+#include "../core/simd/simd_compose.h"
+#include "../core/random/synth_kernel.h"
 
 static double now(void) {
   struct timespec t;

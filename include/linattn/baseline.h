@@ -22,7 +22,7 @@ la_status la_softmax_attention(la_dtype dt, int64_t n, int heads, int dk, int dv
                                void *out, int threads);
 
 /* Online-softmax state of nq query rows (all heads), for keys that arrive in blocks from
- * elsewhere (the ring of dist/bench.c). Per row and head: the running max m of s q.k over
+ * elsewhere (the ring of program/bench.c). Per row and head: the running max m of s q.k over
  * the keys seen so far, l = sum exp(s q.k - m), acc = sum exp(s q.k - m) v, all float64.
  * A row that has read no key has m = -inf, l = 0, acc = 0. */
 typedef struct {
@@ -74,7 +74,7 @@ la_status la_softmax_partial(la_softmax_state *s, la_dtype dt, int dk, double sc
  * the call return LA_ERR_DENOMINATOR (after writing every row). */
 la_status la_softmax_finish(const la_softmax_state *s, la_dtype dt, void *out);
 
-/* The backward (core/softmax_bwd.c, float64), for the loss L = sum(out * G), with the final
+/* The backward (core/softmax/softmax_bwd.c, float64), for the loss L = sum(out * G), with the final
  * forward state (m, l) of each query row and P_ij = exp(s q_i.k_j - m_i) / l_i on the mask:
  *   D_i = sum_c G_ic out_ic,   dP_ij = G_i.v_j,   dS_ij = P_ij (dP_ij - D_i),
  *   dV_j += sum_i P_ij G_i,   dQ_i += s sum_j dS_ij k_j,   dK_j += s sum_i dS_ij q_i

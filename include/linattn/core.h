@@ -42,7 +42,8 @@ typedef enum {
   LA_SCAN_DOUBLING,
   LA_SCAN_CHAIN,
   LA_SCAN_ALLGATHER,
-  LA_SCAN_PIPELINED
+  LA_SCAN_PIPELINED,
+  LA_SCAN_COUNT /* the number of algorithms; a new one goes just before */
 } la_scan_algorithm;
 #define LA_SCAN_PIECES_DEFAULT 8
 #define LA_SCAN_PIECES_MAX 65536
@@ -171,37 +172,6 @@ void la_state_combine_head(double *a_sz, double *a_m, int *a_f, const double *b_
 void la_state_combine_head_right(const double *a_sz, const double *a_m, const int *a_f,
                                  double *b_sz, double *b_m, int *b_f, size_t rsz);
 
-/* ---- Exact scan state for --reproducible (§4.7) ----
- * Each element of (S|z) e^m as LA_XBINS integer bins of 32 bits on one absolute binary grid:
- * addition is exact, so any order or bracketing of the same addends gives the same bits.
- * Per head: int64 [f, non-finite mark, live, r*(dv+1) elements of 1 + LA_XBINS]. */
-#define LA_XBINS 4
-typedef struct {
-  int heads, r, dv;
-  int64_t *x; /* [H][la_xhead_len(r, dv)] */
-} la_xstate;
-
-size_t la_xhead_len(int r, int dv); /* int64 per head */
-la_status la_xstate_init(la_xstate *x, int heads, int r, int dv); /* identity element */
-void la_xstate_reset(la_xstate *x);
-void la_xstate_free(la_xstate *x);
-void la_xhead_reset(int64_t *xh, size_t rsz); /* one head back to the identity */
-/* x_h <- x_h (+) (sz e^m, f): with f the head restarts (a segment start), §4.1. */
-void la_xhead_add(int64_t *xh, size_t rsz, const double *sz, double m, int f);
-/* a <- a (+) b, and b <- a (+) b (a before b; the MPI operator's form). Exact. */
-void la_xhead_combine(int64_t *a, const int64_t *b, size_t rsz);
-void la_xhead_combine_right(const int64_t *a, int64_t *b, size_t rsz);
-/* a <- a + b whatever b's flag (a keeps its flag): the sum of two pieces of one segment. */
-void la_xhead_add_x(int64_t *a, const int64_t *b, size_t rsz);
-/* The float64 state nearest the exact one (a fixed function of the bins): m = 0 for
- * unstabilized maps, else a multiple of 32 ln 2; -inf for the identity; NaN after a
- * non-finite addend. */
-void la_xhead_round(const int64_t *xh, size_t rsz, int stabilized, double *sz, double *m,
-                    int *f);
-void la_xstate_round(const la_xstate *x, int stabilized, la_state *s);
-void la_xstate_add(la_xstate *x, const la_state *s);         /* x <- x (+) s */
-void la_xstate_combine(la_xstate *a, const la_xstate *b);    /* a <- a (+) b */
-
 /* ---- Denominator statistics (§1) ---- */
 #define LA_DEN_HIST_PER_OCTAVE 16
 #define LA_DEN_HIST_BINS (2200 * LA_DEN_HIST_PER_OCTAVE)
@@ -253,33 +223,17 @@ const char *la_engine_kernels(const la_engine eng);
  * the build have. LA_ERR_UNSUPPORTED (with its reason, la_error_reason) for an instruction
  * set the CPU or the build lacks. */
 la_status la_kernels_resolve(la_kernel_choice choice, const char **name);
-/* OpenBLAS's own threads for the caller's BLAS calls (n < 1: one); a no-op with another BLAS.
- * The engine keeps it at one inside its OpenMP regions (docs/design.md §4.9). */
-void la_blas_set_threads(int n);
 
-/* Which rows of a sequence each of P ranks owns (core/geometry.c; dist.h's collectives use
+/* Which rows of a sequence each of P ranks owns (core/engine/geometry.c; dist.h's collectives use
  * them). */
 /* Ownership rule (the only one): rank p owns n_p = N/P + (N%P > p) rows, contiguous, in
  * rank order. Not Collective. */
 void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *row0);
-/* The same rule on whole blocks of G tokens (the last block may be short), for
- * --reproducible with G = la_engine_repro_block (§4.7): every row0 is a multiple of G, and
- * ranks past the last block own nothing. G = 1 is la_split_ownership. Not Collective. */
-void la_split_ownership_grid(int64_t N, int P, int rank, int64_t G, int64_t *n_local,
-                             int64_t *row0);
 /* The rows a rank owns under the engine's rule: la_split_ownership, or on the reproducible
  * grid when the engine's configuration asks for --reproducible. */
 void la_engine_ownership(const la_engine eng, int64_t N, int P, int rank, int64_t *n_local,
                          int64_t *row0);
 
-/* GFLOP/s of the GEMM kernel of the table `auto` chooses (docs/design.md §5.5) alone: 64 x 64 x
- * 64 float32 products in cache on each of `threads` threads, best of reps; *impl = its bench
- * row name ("k512gemm", "k256gemm"). NAN with the generic kernels; -1 when out of memory
- * (reason recorded, la_error_reason). */
-double la_kernel_probe_gflops(int threads, int reps, const char **impl);
-/* The same for the table's float64 GEMM (gemm_f64, 64 x 64 x 64 doubles; *impl "k256dgemm"):
- * NAN where the table has none (the float64 products then run on OpenBLAS's DGEMM). */
-double la_kernel_probe_gflops_f64(int threads, int reps, const char **impl);
 int la_engine_threads(const la_engine eng);
 /* The threads an engine planned with cfg would use (cfg->threads, or the OpenMP default). */
 int la_config_threads(const la_config *cfg);
@@ -405,10 +359,6 @@ la_status la_projection_check(la_dtype dt, int ndim, const int64_t *shape, const
  * [1, LA_FEATURES_MAX]; otherwise features unchanged (la_projection_check then refuses it). */
 int la_projection_features(int ndim, const int64_t *shape, int features);
 
-/* Counter-based generator (§2): a standard normal keyed by (seed, a, b, c). */
-double la_rng_normal(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
-uint64_t la_rng_u64(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
-
 /* Synthetic rows [n, H, d] for tensor 0 (Q), 1 (K), 2 (V), starting at token0, on OpenMP's
  * default team; la_synth_rows_threads on `threads` threads (<= 0: the default). The rows do
  * not depend on the thread count. LA_SYNTH_VERSION names the definition (docs/design.md
@@ -418,40 +368,6 @@ void la_synth_rows(uint64_t seed, int tensor, int64_t token0, int64_t n, int hea
                    double scale, la_dtype dt, void *dst);
 void la_synth_rows_threads(uint64_t seed, int tensor, int64_t token0, int64_t n, int heads,
                            int d, double scale, la_dtype dt, void *dst, int threads);
-
-/* ---- Reproducible drivers (§4.7): blocks of R tokens on the global grid ----
- * token0 must be a multiple of R (ranks own whole R-blocks; streaming blocks are multiples
- * of R). Outputs are bitwise the same for any split into ranks, blocks and threads. */
-#define LA_REPRO_CHUNKS 64
-int64_t la_engine_repro_block(const la_engine eng); /* R = LA_REPRO_CHUNKS x the chunk */
-/* The bytes the reproducible drivers allocate for a call on n rows (the memory estimate). */
-size_t la_repro_plan_bytes(const la_config *cfg, int heads, int r, int dv, int64_t n);
-/* x <- x (+) the summary of keys [token0, token0 + n) (flagged with segments). */
-la_status la_engine_accumulate_exact(la_engine eng, int64_t token0, int64_t n, const void *k,
-                                     const void *v, la_xstate *x);
-/* causal: outputs from the prefix x, which advances past the block; bidirectional: outputs
- * from the complete summary x (not changed; k, v unused). */
-la_status la_engine_apply_exact(la_engine eng, int64_t token0, int64_t n, const void *q,
-                                const void *k, const void *v, la_xstate *x, void *out,
-                                la_den_stats *stats);
-/* Bidirectional segments: tail (+)= the summary after the block's last start (as
- * la_engine_accumulate_exact), head (+)= the summary before its first start (f = 1 if any);
- * then the outputs from left (the current segment's keys before token0) and right (after). */
-la_status la_engine_segment_ends_exact(la_engine eng, int64_t token0, int64_t n, const void *k,
-                                       const void *v, la_xstate *tail, la_xstate *head);
-la_status la_engine_apply_segmented_exact(la_engine eng, int64_t token0, int64_t n,
-                                          const void *q, const void *k, const void *v,
-                                          const la_xstate *left, const la_xstate *right,
-                                          void *out, la_den_stats *stats);
-/* Causal window: rows [token0, token0 + n) with the extended keys xk, xv: global tokens
- * [x0, xend), contiguous, from max(0, token0 - W + 1) on to token0 + min(n, W - 1) (the
- * halos of the first blocks read across token0, so they repeat the first own rows); each
- * block of R tokens restarts the window kernel from its own halo and an exactly summed
- * middle. */
-la_status la_engine_apply_window_exact(la_engine eng, int64_t token0, int64_t n, const void *q,
-                                       const void *k, const void *v, int64_t x0,
-                                       int64_t xend, const void *xk, const void *xv,
-                                       void *out, la_den_stats *stats);
 
 #ifdef __cplusplus
 }

@@ -57,12 +57,6 @@ la_scan_algorithm la_dist_scan_algorithm(const la_dist d);
 double la_scan_model_seconds(la_scan_algorithm a, int P, int heads, size_t per, int pieces);
 la_scan_algorithm la_scan_auto_choice(int P, int heads, size_t per, int pieces);
 
-/* Collective: the same on exact states (§4.7), whose operator is exactly associative, so
- * the result does not depend on how MPI brackets it. */
-la_status la_dist_xexscan(la_dist d, la_xstate *x);
-la_status la_dist_xexscan_reverse(la_dist d, la_xstate *x);
-la_status la_dist_xallreduce(la_dist d, la_xstate *x);
-
 /* Nonblocking exclusive scan of the rank totals (MPI_Iexscan), to overlap with local work.
  * begin is Collective (every rank must call it); end waits and writes the prefix
  * (rank 0: the identity). */

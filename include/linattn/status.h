@@ -36,7 +36,7 @@ const char *la_status_string(la_status s);
  * else (including LA_ERR_WRITE, a failed write of an output, and LA_ERR_READ, a read error in
  * the middle of an input that was readable and well-formed). The program's fifth code, 75
  * (EX_TEMPFAIL: `run --checkpoint` stopped at a checkpoint on a signal), is not an error and
- * has no status: dist/run.c returns it. */
+ * has no status: program/run.c returns it. */
 int la_status_exit_code(la_status s);
 
 /* Errors with reasons (docs/design.md §6 "Errors"). la_error records a one-line message on

@@ -198,7 +198,7 @@ def attention(q, k, v, *, feature_map="elu1", features=None, mode="causal", norm
 
 
 class _SoftmaxFn(torch.autograd.Function):
-    """The engine's exact softmax (baseline.h); backward in float64 (core/softmax_bwd.c)."""
+    """The engine's exact softmax (baseline.h); backward in float64 (core/softmax/softmax_bwd.c)."""
 
     @staticmethod
     def forward(ctx, q, k, v, p):

@@ -143,7 +143,7 @@ def signflip_p(A):
 
 
 # The synthetic workload, from its definition (docs/design.md §2.1 "Synthetic inputs", version
-# 4; core/rng.c, core/synth.c and core/synth_kernel.h are not imported): row (token, head) of
+# 4; core/random/rng.c, core/random/synth.c and core/random/synth_kernel.h are not imported): row (token, head) of
 # tensor t has the key rowkey = the SplitMix64 chain over (seed, token, 2^60 | t << 32 | head);
 # columns 2c, 2c+1 are Box-Muller on one draw x = mix64(rowkey ^ (c + C3)):
 # u1 = float32((x >> 24) + 1) 2^-40, u2 = (x mod 2^24) 2^-24, z = sqrt(-2 log u1) (cos, sin)

@@ -1,4 +1,4 @@
-/* libFuzzer harness: the option parser (dist/options.c driven by the table of dist/cli.c,
+/* libFuzzer harness: the option parser (program/options.c driven by the table of program/cli.c,
  * both compiled into the harness). Byte 0 picks the subcommand (run, grad, bench); the rest
  * is split on NUL bytes into the arguments after `linattn SUB`. A parse that succeeds must
  * leave every bounded field in its bounds; then --help and --print-options are written (to
@@ -65,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                  "bench map %lld", (long long)o.maps.i[j]);
     FUZZ_CHECK(o.repeat >= 1 && o.repeat <= 1000, "repeat %d", o.repeat);
   } else {
-    /* block 0: auto, worked out by the job from the shapes (dist/job.c) */
+    /* block 0: auto, worked out by the job from the shapes (program/job.c) */
     FUZZ_CHECK(o.n >= 0 && o.block >= 0 && o.block <= (int64_t)1 << 30, "n %lld block %lld",
                (long long)o.n, (long long)o.block);
     FUZZ_CHECK(o.cfg.mode == LA_CAUSAL || o.cfg.mode == LA_BIDIRECTIONAL, "mode %d", (int)o.cfg.mode);

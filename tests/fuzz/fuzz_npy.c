@@ -1,4 +1,4 @@
-/* libFuzzer harness: the .npy reader (core/npy.c, linattn/npy.h). The input is a whole file.
+/* libFuzzer harness: the .npy reader (core/io/npy.c, linattn/npy.h). The input is a whole file.
  * la_npy_parse_header reads it from memory; la_npy_read_info, la_npy_load and
  * la_npy_read_rows read it as a file (fuzz_file). Besides the sanitizers it checks that the
  * three agree: a file is accepted iff its header parses and it holds the whole payload, the
@@ -7,7 +7,7 @@
 #include "fuzz_common.h"
 #include "linattn/npy.h"
 
-#define READ_HEADER_MAX (1 << 20) /* as core/npy.c */
+#define READ_HEADER_MAX (1 << 20) /* as core/io/npy.c */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[512] = "", ferr[512] = "";

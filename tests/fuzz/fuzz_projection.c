@@ -1,5 +1,5 @@
 /* libFuzzer harness: the projection reader (--projection, docs/design.md §2.1 "Load"): an .npy
- * file read as dist/job.c does (la_npy_read_info and la_projection_features for m, la_npy_load,
+ * file read as program/job.c does (la_npy_read_info and la_projection_features for m, la_npy_load,
  * la_projection_check), against a plain statement of the rule ([H, m, dk] or [m, dk], f32 or
  * f64, m = --features, every entry finite). A projection that passes is converted and
  * installed in a favor+ feature map as job.c load_projection does, and must read back.
@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (s != LA_OK) {
     FUZZ_CHECK((s == LA_ERR_SHAPE || s == LA_ERR_NONFINITE) && fuzz_one_line(err),
                "status %d, message '%s'", (int)s, err);
-  } else if ((int64_t)H * features * dk <= (1 << 14)) { /* as load_projection in dist/job.c */
+  } else if ((int64_t)H * features * dk <= (1 << 14)) { /* as load_projection in program/job.c */
     la_config cfg;
     la_config_default(&cfg);
     cfg.map = LA_MAP_FAVOR;

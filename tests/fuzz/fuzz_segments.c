@@ -1,5 +1,5 @@
 /* libFuzzer harness: the segments reader (--segments, docs/cli.md "Files"): an .npy file read
- * as dist/job.c load_segments does (la_npy_load, then la_segments_check), or raw int64
+ * as program/job.c load_segments does (la_npy_load, then la_segments_check), or raw int64
  * offsets, against a plain statement of the rule (S+1 values, 0 = o_0 < ... < o_S = N).
  * Offsets that pass are handed to the engine as job.c does (la_engine_set_segments) and, for
  * short sequences, la_forward is compared with the quadratic form over the same segments
@@ -107,7 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   char err[512] = "";
   int64_t *off = NULL, count = 0;
-  if (flags & 2) { /* as load_segments in dist/job.c */
+  if (flags & 2) { /* as load_segments in program/job.c */
     la_npy_info I;
     void *arr = NULL;
     if (why(la_npy_load(fuzz_file(p, n), &I, &arr), err, sizeof err) != LA_OK) return 0;

@@ -24,7 +24,7 @@ src=$1
 bin=${2:-}
 design=$src/docs/design.md
 [ -f "$design" ] || { echo "FAIL: $design missing"; exit 1; }
-files=$(find "$src/core" "$src/dist" "$src/include" "$src/tools" "$src/tests" "$src/jobs" "$src/python" \
+files=$(find "$src/core" "$src/dist" "$src/program" "$src/include" "$src/tools" "$src/tests" "$src/jobs" "$src/python" \
           -type f \( -name '*.c' -o -name '*.h' -o -name '*.py' -o -name '*.sh' -o \
           -name '*.sbatch' -o -name 'CMakeLists.txt' \) ! -name doc_refs.sh | sort)
 files="$files $src/README.md"
@@ -115,7 +115,7 @@ while IFS= read -r l; do
   fi
 done < "$tmp/links"
 npath=0
-grep -oE '(^|[^A-Za-z0-9_./~$-])(docs|jobs|tests|tools|python|core|dist|include|cmake|\.ci)/[A-Za-z0-9_./-]*' \
+grep -oE '(^|[^A-Za-z0-9_./~$-])(docs|jobs|tests|tools|python|core|dist|program|include|cmake|\.ci)/[A-Za-z0-9_./-]*' \
   "$readme" | sed -E 's/^[^A-Za-z.]//; s/[.,:]+$//' | grep -v '[*{]' | sort -u > "$tmp/paths"
 while IFS= read -r p; do
   npath=$((npath + 1))

@@ -2,11 +2,11 @@
 # One error idiom (docs/design.md §6 "Errors"): in the libraries, the program, the Python
 # binding's C layer and the tools, no function takes a message buffer (char *err, size_t
 # errlen), and no failure is a bare `return LA_ERR_*;` without its reason (la_error,
-# LA_CHECK). The one exception is la_write_status (core/outfile.c), an errno-to-status mapping
+# LA_CHECK). The one exception is la_write_status (core/io/outfile.c), an errno-to-status mapping
 # whose callers record the reason. Usage: error_idiom.sh SRC
 src=$1
 cd "$src" || exit 1
-dirs="core dist include python/capi tools"
+dirs="core dist program include python/capi tools"
 files=$(find $dirs -name '*.c' -o -name '*.h' | sort)
 [ -n "$files" ] || { echo "FAIL: no sources under $src"; exit 1; }
 rc=0

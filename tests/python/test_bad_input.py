@@ -14,7 +14,7 @@ reported with the row's name instead of taking the test down silently.
 
 Then: the error policy's DenominatorError for identity with allow_signed on data built to give
 a negative (or exactly zero) denominator at a known (batch, token, head); and failed
-allocations: with LINATTN_FAIL_ALLOC=N (core/alloc.c: the Nth allocation of the process fails,
+allocations: with LINATTN_FAIL_ALLOC=N (core/base/alloc.c: the Nth allocation of the process fails,
 read once when the library loads) a small forward + backward (linear and softmax, numpy; and
 torch for a few N) either succeeds with the correct output or raises linattn.OutOfMemoryError
 (a MemoryError), after which the same call succeeds -- never a crash, never a NaN.

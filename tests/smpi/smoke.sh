@@ -1,7 +1,7 @@
 #!/bin/sh
 # SMPI smoke test (label smpi; docs/simulation.md): builds the scan driver tools/smpi/simscan.c
 # with smpicc from the scan's own sources (dist/scan.c, comm.c, plan_combine.c, scan_model.c,
-# smpi_model.c and core/state.c; tests/smpi/stubs.c for the engine), then on 16 and 37 simulated ranks of a
+# smpi_model.c and core/engine/state.c; tests/smpi/stubs.c for the engine), then on 16 and 37 simulated ranks of a
 # small fat-tree checks that every point-to-point scan algorithm gives each rank the serial
 # fold of the earlier ranks' elements (linattn_smpi scan --check: the messages are real).
 # MPI_Exscan is not checked: SimGrid 3.32's MPI_Exscan/MPI_Iexscan with a user operator return
@@ -13,10 +13,13 @@ command -v smpicc >/dev/null 2>&1 && command -v smpirun >/dev/null 2>&1 ||
   { echo "skipped: no smpicc/smpirun (apt-get install libsimgrid-dev)"; exit 77; }
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
-smpicc -std=c11 -O1 -D_GNU_SOURCE -DLA_SMPI -I"$src/include" -I"$src/core" -I"$src/dist" \
+coreinc=""  # core's folders (core/CMakeLists.txt LINATTN_CORE_FOLDERS)
+for g in base engine simd maps random exact softmax io; do coreinc="$coreinc -I$src/core/$g"; done
+# shellcheck disable=SC2086
+smpicc -std=c11 -O1 -D_GNU_SOURCE -DLA_SMPI -I"$src/include" -I"$src/core" $coreinc -I"$src/dist" \
   -I"$src/tools/smpi" "$src/tools/smpi/simscan.c" "$src/tests/smpi/stubs.c" \
   "$src/dist/comm.c" "$src/dist/scan_element.c" "$src/dist/scan.c" "$src/dist/plan_combine.c" "$src/dist/scan_model.c" "$src/dist/smpi_model.c" \
-  "$src/core/state.c" "$src/core/ownership.c" "$src/core/status.c" "$src/core/alloc.c" "$src/core/exact.c" \
+  "$src/core/engine/state.c" "$src/core/engine/ownership.c" "$src/core/base/status.c" "$src/core/base/alloc.c" "$src/core/exact/exact.c" \
   -o "$d/linattn_smpi" -lm || { echo "FAIL: smpicc"; exit 1; }
 /usr/bin/python3 "$src/tools/smpi/platform.py" "$d" --nodes 32 --leaf 8 --ranks-per-node 2 || exit 1
 rc=0

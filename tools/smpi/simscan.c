@@ -108,7 +108,7 @@ static int cmd_scan(la_dist d, int argc, char **argv) {
   int bad = 0;
   if (rank == 0) printf("alg,ranks,heads,r,dv,state_bytes,pieces,seconds,model_seconds,used,check_rel\n");
   for (int i = 0; i < na; i++) {
-    /* only the scan settings are read (the smoke build links no core/config.c) */
+    /* only the scan settings are read (the smoke build links no core/base/config.c) */
     const la_config cfg = {.scan_algorithm = algs[i], .scan_pieces = K};
     la_dist_use_config(d, &cfg);
     if (check) make(rank, &s);
@@ -182,7 +182,7 @@ static int cmd_forward(la_dist d, int argc, char **argv) {
   if (la_state_init(&st, H, dk, dv) != LA_OK) die("out of memory for the state");
   if (rank == 0) printf("alg,ranks,tokens,tokens_per_rank,heads,dk,dv,seconds,comm_seconds,compute_seconds,used\n");
   for (int i = 0; i < na; i++) {
-    /* only the scan settings are read (the smoke build links no core/config.c) */
+    /* only the scan settings are read (the smoke build links no core/base/config.c) */
     const la_config cfg = {.scan_algorithm = algs[i], .scan_pieces = K};
     la_dist_use_config(d, &cfg);
     la_state_reset(&st);

@@ -1,4 +1,4 @@
-"""A progress line with rate and ETA on stderr, as `linattn --progress` prints it (dist/job.c
+"""A progress line with rate and ETA on stderr, as `linattn --progress` prints it (program/job.c
 la_job_progress): one line per update, at most one a second (and always the last), from rank 0
 only; on when stderr is a terminal or --progress was given.
 

@@ -3,7 +3,7 @@ and the helpers report.md is written with.
 
 - CSVs: `write_csv(path, columns, rows)` writes PATH.tmp.<pid> then renames it over PATH, so a
   reader (or a run that is stopped) never sees half a file; `read_csv` reads one back.
-- Plots, in the style of `linattn eval` (dist/eval_report.c): a self-contained `plots.gp` whose
+- Plots, in the style of `linattn eval` (program/report/eval_report.c): a self-contained `plots.gp` whose
   numbers are inline datablocks, so `gnuplot plots.gp` in the folder remakes the PNGs later;
   gnuplot runs with suffix='.tmp.<pid>' and each valid PNG is renamed into place. A missing or
   failing gnuplot is one warning line on stderr and a note in report.md, never an error.

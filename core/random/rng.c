@@ -3,6 +3,7 @@
  * SplitMix64 finalizer applied along the key; normals come from Box-Muller. */
 #include <math.h>
 #include "linattn/core.h"
+#include "la_core_private.h"
 #include "rng_chain.h"
 
 uint64_t la_rng_u64(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {

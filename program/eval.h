@@ -24,7 +24,7 @@ int64_t la_even_rows(int64_t n, int64_t m, int64_t *idx);
  * trial) is one item, items are dealt to the ranks in turn, counts are summed on rank 0. */
 la_status la_eval_recall(la_dist d, const la_cli *o, la_csv *csv);
 
-/* The kernel pass over the kernel rows (dist/eval_sample.c; docs/design.md §8.2, §8.7): each
+/* The kernel pass over the kernel rows (program/eval_sample.c; docs/design.md §8.2, §8.7): each
  * rank passes its own keys and values (nk from global position j0) and every kernel row's
  * query (q [nq, H, dk], rows ascending); ss is created here and receives, on every rank, the
  * sums combined over all keys (la_shard_sums, study.h), tv included. The caller frees ss

@@ -1,5 +1,5 @@
-/* Shared by the softmax reference's forward (core/softmax.c) and backward
- * (core/softmax_bwd.c): the mask of docs/design.md §4.6 row by row, and the thread count. */
+/* Shared by the softmax reference's forward (core/softmax/softmax.c) and backward
+ * (core/softmax/softmax_bwd.c): the mask of docs/design.md §4.6 row by row, and the thread count. */
 #ifndef LINATTN_SOFTMAX_INTERNAL_H
 #define LINATTN_SOFTMAX_INTERNAL_H
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* The synthetic generator's kernel (docs/design.md §2.1 "Synthetic inputs"), one source built
- * three times: core/synth.c includes it with the project's default flags
- * (la_synth_rows_generic), core/synth_avx2.c with -mavx2 -mfma (la_synth_rows_avx2) and
- * core/synth_avx512.c with -mavx512f -mavx512dq -mavx512vl -mfma (la_synth_rows_avx512);
+ * three times: core/random/synth.c includes it with the project's default flags
+ * (la_synth_rows_generic), core/random/synth_avx2.c with -mavx2 -mfma (la_synth_rows_avx2) and
+ * core/random/synth_avx512.c with -mavx512f -mavx512dq -mavx512vl -mfma (la_synth_rows_avx512);
  * synth.c picks one at run time. All are compiled with -ffp-contract=off and the kernel uses
  * only IEEE operations that are correctly rounded per lane (+ - * /, sqrt, the conversions,
  * and the fused multiply-adds it names with fmaf) and integer operations, so every lane of
@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "linattn/core.h"
+#include "../la_core_private.h"
 
 /* Rows [token0, token0 + n) as la_synth_rows, on the calling thread only. The _avx2 and
  * _avx512 ones exist in every build but may run only when la_synth_avx2_available() or

@@ -22,6 +22,7 @@
 #include <cblas.h>
 #include "bench.h"
 #include "la_alloc.h"
+#include "la_core_private.h"
 #include "cli.h"
 #include "pio.h"
 #include "linattn/dist.h"

@@ -2,6 +2,7 @@
 #ifndef LINATTN_FEATMAP_INTERNAL_H
 #define LINATTN_FEATMAP_INTERNAL_H
 #include "linattn/core.h"
+#include "la_core_private.h"
 #include "maps.h"
 
 struct la_featmap_s {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "memest.h"
+#include "la_core_private.h"
 
 /* Scan states a path holds at once, with MPI's copies of them (comm.c: pack buffers in and
  * out): streaming run: state and local (run.c), in and out; in-memory run: those and st,
@@ -29,7 +30,7 @@ static double state_bytes(int H, int r, int dv) { /* la_state: sz, m, a; f */
   return (double)H * ((double)r * (dv + 1) + 2) * sizeof(double) + (double)H * sizeof(int);
 }
 
-/* Some head decays (gamma < 1), as la_engine_create decides (core/engine.c). */
+/* Some head decays (gamma < 1), as la_engine_create decides (core/engine/engine.c). */
 static int decayed(const la_config *c) {
   if (c->decay_retnet) return 1;
   for (int i = 0; c->decay && i < c->decay_n; i++)
@@ -37,7 +38,7 @@ static int decayed(const la_config *c) {
   return 0;
 }
 
-/* As dist/run.c decides (la_stream_holds_shard): windows shorter than N, bidirectional
+/* As program/run.c decides (la_stream_holds_shard): windows shorter than N, bidirectional
  * segments and bidirectional decay hold the shard. */
 static int run_in_memory(const la_job *j) {
   const la_config *c = &j->o->cfg;
@@ -45,7 +46,7 @@ static int run_in_memory(const la_job *j) {
          (c->mode == LA_BIDIRECTIONAL && (j->seg || decayed(c)));
 }
 
-/* Rows per block on the largest rank, as dist/run.c sizes its buffers. */
+/* Rows per block on the largest rank, as program/run.c sizes its buffers. */
 static int64_t run_block_rows(const la_job *j, int64_t nmax) {
   if (run_in_memory(j)) return nmax > 0 ? nmax : 1;
   return nmax > 0 && j->o->block > nmax ? nmax : j->o->block;
@@ -95,11 +96,11 @@ void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m) {
       add(m, "overlap buffers", (es * (dv + 1) + sizeof(double)) * B * H);
     add(m, "input conversion", conversion_row_bytes(j, 3) * B);
     /* decayed bidirectional: each row's denominator and log-scale between the passes
-     * (core/forward.c decay_bidir_all) */
+     * (core/engine/forward.c decay_bidir_all) */
     if (c->mode == LA_BIDIRECTIONAL && decayed(c))
       add(m, "decay row sums", (es + sizeof(double)) * B * H);
     if (repro) { /* exact states: run's and MPI's copy, or forward_exact's two and MPI's; the
-                    drivers' block summaries (core/repro.c) */
+                    drivers' block summaries (core/exact/repro.c) */
       const double xs = sizeof(int64_t) * (double)la_xhead_len(r, dv) * H;
       add(m, "reproducible states", (run_in_memory(j) ? 3 : 2) * xs +
                                          (double)la_repro_plan_bytes(c, H, r, dv, B));
@@ -113,7 +114,7 @@ void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m) {
      * a dV row is shorter than 24 bytes (backward.c), else inside dV */
     if (win || es * dv < 3 * sizeof(double)) add(m, "side storage", 3.0 * sizeof(double) * n * H);
     add(m, "input conversion", conversion_row_bytes(j, 4) * n);
-    /* the backward with decay (core/decay_bwd.c): features, [V|1], the forward's rows, the
+    /* the backward with decay (core/engine/decay_bwd.c): features, [V|1], the forward's rows, the
      * coefficients and four scratch arrays of rows, per token and head; one head's features
      * and two doubles per token */
     if (decayed(c)) {

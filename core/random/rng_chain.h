@@ -1,4 +1,4 @@
-/* The counter-based generator's mixing chain (docs/design.md §2.1), shared by core/rng.c and
+/* The counter-based generator's mixing chain (docs/design.md §2.1), shared by core/random/rng.c and
  * the synthetic generator's kernel (synth_kernel.h), which inlines it into vector loops:
  * la_rng_u64(seed, a, b, c) = mix(mix(mix(mix(seed + C0) ^ (a + C1)) ^ (b + C2)) ^ (c + C3)),
  * and the second uniform of a draw x is mix(x ^ C4). */

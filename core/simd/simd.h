@@ -34,7 +34,7 @@ typedef struct la_simd_s {
                const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc, int tri);
   void (*transpose)(int rows, int cols, const float *src, ptrdiff_t lds, float *dst,
                     ptrdiff_t ldd);
-  /* gemm in float64 (the float64 engine's chunk products, core/gemm.c): the only entry that
+  /* gemm in float64 (the float64 engine's chunk products, core/engine/gemm.c): the only entry that
    * may be NULL, where OpenBLAS's small DGEMM is the faster (measured: docs/design.md §5.5
    * "float64 products"); then the float64 products stay on OpenBLAS. */
   void (*gemm_f64)(int M, int N, int K, const double *A, ptrdiff_t ars, ptrdiff_t acs,

@@ -2,6 +2,7 @@
  * (docs/design.md §4.5, §4.7 for the reproducible grid). MPI-free, and kept apart from the
  * engine's geometry so that the SMPI smoke test (tests/smpi/smoke.sh) builds it alone. */
 #include "linattn/core.h"
+#include "la_core_private.h"
 
 void la_split_ownership(int64_t N, int P, int rank, int64_t *n_local, int64_t *row0) {
   int64_t q = N / P, rem = N % P;

@@ -7,6 +7,7 @@
 #include "kernels.h"
 #include "la_blas.h"
 #include "linattn/core.h"
+#include "la_core_private.h"
 #include "wqueue.h"
 
 /* One thread's scratch, docs/design.md §4.2: O(C (r + dv) + C^2 + r dv) elements,

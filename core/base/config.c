@@ -57,7 +57,7 @@ la_status la_config_check(const la_config *cfg, int dk) {
   if (cfg->window > 0 && cfg->mode != LA_CAUSAL)
     LA_BAD("--window: a sliding window is a causal mask; in bidirectional mode it would be "
            "a general pairwise mask, which breaks the shared-summary factorization (refused)");
-  if (cfg->scan_algorithm < LA_SCAN_AUTO || cfg->scan_algorithm > LA_SCAN_PIPELINED)
+  if (cfg->scan_algorithm < LA_SCAN_AUTO || cfg->scan_algorithm >= LA_SCAN_COUNT)
     LA_BAD("--scan-algorithm: unknown algorithm %d", (int)cfg->scan_algorithm);
   if (cfg->scan_pieces < 0 || cfg->scan_pieces > LA_SCAN_PIECES_MAX)
     LA_BAD("--scan-pieces %d is outside [1, %d]", cfg->scan_pieces, LA_SCAN_PIECES_MAX);

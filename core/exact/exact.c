@@ -13,6 +13,7 @@
 #include <string.h>
 #include "la_alloc.h"
 #include "linattn/core.h"
+#include "la_core_private.h"
 
 #define XBITS 32
 #define EMPTY INT64_MIN

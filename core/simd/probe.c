@@ -12,6 +12,7 @@
 #include "simd.h"
 #include "la_alloc.h"
 #include "linattn/core.h"
+#include "la_core_private.h"
 
 /* dbl: the table's gemm_f64 on doubles, else its gemm on floats */
 static double probe(int dbl, int threads, int reps, const char **impl) {
