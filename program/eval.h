@@ -16,6 +16,55 @@ typedef struct {
   const char *name;
 } la_csv;
 
+#define SAMPLE_ROWS 64   /* rows.csv: evenly spaced tokens, every head */
+#define BIAS_SIDE 64     /* kernel bias: 64 x 64 evenly spaced (query, key) entries per head */
+
+/* One (n, input scale) of the sweep (eval_data.c): this rank's rows and the references. */
+typedef struct {
+  int64_t n, nloc, row0;
+  int H, dk, dv;
+  double *q, *k, *v, *g;     /* this rank's rows, Q and K scaled */
+  double *kall, *qall;       /* every key and query (the floor, up to --floor-max-n), or NULL */
+  int sampled;               /* n > --softmax-max-n: out_rel_err on the kernel rows only (§8.7) */
+  double s;                  /* the similarity scale */
+  int nm;                    /* modes */
+  la_mode modes[2];
+  double *sm[2][4];          /* softmax out, dq, dk, dv for this rank's rows, per mode */
+  double sm_norm2[2][4];     /* their squared norms over all ranks */
+  int64_t nkr, *krows;       /* kernel rows owned here (global positions), and their q */
+  double *kq;
+  int64_t kernel_rows;       /* per head, over all ranks */
+  int64_t *kall_rows, kr_off;/* every kernel row (global positions); krows[0] is kall_rows[kr_off] */
+  double *kq_all;            /* their queries, on every rank [kernel_rows, H, dk] */
+  int64_t nsr, *srows;       /* rows.csv sample owned here */
+  double *sq;
+  double *sv;                /* singular values [H, n], or NULL above --floor-max-n */
+  int rvec, tvf;             /* leading singular vectors kept (weights_tv_floor), and tvf = rvec > 0 */
+  double *fu, *fv;           /* [H][n][rvec]: U and V of the floor's SVD */
+  int ntvc, tvc_r[64];       /* weights_tv_floor per r computed so far (per mode) */
+  double tvc_v[64][2];
+  int64_t ner, *erows, nek, *ekeys; /* kernel-bias entries: owned query rows x every key */
+  double *eq, *ek, eshift, eref2;
+  double t_refs, t_floor;    /* rank 0's seconds in the references and the floor */
+} la_eval_data;
+
+/* Not Collective: frees every buffer of x and zeroes it. */
+void la_eval_data_free(la_eval_data *x);
+/* Not Collective: the threads --threads T gives (the OpenMP default when T <= 0). */
+int la_eval_threads(int T);
+/* Not Collective: n doubles (at least one), or NULL. */
+double *la_eval_dalloc(int64_t n);
+/* Inputs of length n (the files, or the generator at n), this rank's rows in float64. */
+la_status la_eval_data_read(la_dist d, const la_cli *o, int64_t n, la_eval_data *x);
+/* Everything that depends on (data, n, input scale a) and not on the map: the references,
+ * from the unscaled rows base (Q, K); the references' rows go to refs. */
+la_status la_eval_data_prepare(la_dist d, const la_cli *o, la_eval_data *x, double a, la_csv *refs,
+                               double *base[2]);
+/* weights_tv_floor (§8.2) at rank r, once per r: this rank's kernel rows, summed over ranks. */
+la_status la_eval_tv_floor_get(la_dist d, la_eval_data *x, int r, int threads);
+/* Not Collective: the value la_eval_tv_floor_get computed, or NaN. */
+double la_eval_tv_floor_of(const la_eval_data *x, int r, int mi);
+
 /* Not Collective: the m positions floor((2a+1) n / 2m), a < m, evenly spread over [0, n)
  * (all of [0, n) when m >= n); returns their count. idx has room for min(m, n). */
 int64_t la_even_rows(int64_t n, int64_t m, int64_t *idx);
