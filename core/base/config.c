@@ -41,6 +41,20 @@ static la_status la_config_check_decay(const la_config *cfg) {
   return LA_OK;
 }
 
+/* --gates (§1.2 "Gates"): causal, and in this version not with a window or --reproducible. */
+static la_status la_config_check_gates(const la_config *cfg) {
+  if (!cfg->gates) return LA_OK;
+  LA_CHECK(cfg->gates == 1, LA_ERR_ARG, "--gates: unknown form %d", cfg->gates);
+  LA_CHECK(cfg->mode == LA_CAUSAL, LA_ERR_ARG,
+           "--gates: gates are causal (S_t = e^{g_t} S_{t-1} + ...); bidirectional mode would "
+           "need gates for the reverse direction, which the log-gates do not define (refused)");
+  LA_CHECK(cfg->window <= 0, LA_ERR_UNSUPPORTED,
+           "--gates with --window is not built yet (docs/design.md §1.2 \"Gates\")");
+  LA_CHECK(!cfg->reproducible, LA_ERR_UNSUPPORTED,
+           "--gates is not yet supported with --reproducible (docs/design.md §1.2 \"Gates\")");
+  return LA_OK;
+}
+
 la_status la_config_check(const la_config *cfg, int dk) {
 #define LA_BAD(...) return la_error(LA_ERR_ARG, __VA_ARGS__)
   if (cfg->mode != LA_CAUSAL && cfg->mode != LA_BIDIRECTIONAL) LA_BAD("--mode: unknown mode");
@@ -66,6 +80,7 @@ la_status la_config_check(const la_config *cfg, int dk) {
   if (cfg->den_policy == LA_DEN_CLAMP && !(cfg->den_eps > 0.0 && isfinite(cfg->den_eps)))
     LA_BAD("--denominator: the epsilon of clamp:E must be finite and > 0");
   LA_TRY(la_config_check_decay(cfg));
+  LA_TRY(la_config_check_gates(cfg));
   if (cfg->normalize && la_map_is_signed(cfg->map) && !cfg->allow_signed)
     LA_BAD("--feature-map %s is signed: its denominator phi(q).sum phi(k) can be zero or "
            "negative, so normalized mode needs --allow-signed (or use --normalize off)",

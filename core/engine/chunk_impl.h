@@ -523,6 +523,10 @@ static void correct_rows(la_engine e, la_work *w, int h, int64_t token0, int64_t
   /* decay (§1.2): row i of the block reads the prefix decayed by gamma^(i+1), a log-scale
    * (i+1) ln gamma lower; without decay lam = 0 and pm is untouched */
   const double lam = e->dlog ? e->dlog[h] : 0.0;
+  /* --gates: the prefix's log-scale lower by the log-gates of rows 0..i of the block (gs) */
+  const double *gt = e->gated ? e->gates + (token0 - e->gate0) * H + h : NULL;
+  double gs = 0.0;
+  for (int64_t t = 0; gt && t < lo; t++) gs += lam + gt[t * H];
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *o = w->o;
   for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)psz[i];
@@ -537,12 +541,13 @@ static void correct_rows(la_engine e, la_work *w, int h, int64_t token0, int64_t
       const LA_REAL *rw = raw + ri * dv1;
       LA_REAL *oi = o + (size_t)i * dv1;
       const double Mi = lsc[ri] - w->aq[i];
+      if (gt) gs += lam + gt[(c0 + i) * H];
       if (pm == -INFINITY || token0 + c0 + i >= cut) { /* cut: a segment restarted */
         for (int j = 0; j < dv1; j++) oi[j] = rw[j];
         w->aq[i] = lsc[ri];
         continue;
       }
-      const double pmi = lam != 0.0 ? pm + (double)(c0 + i + 1) * lam : pm;
+      const double pmi = gt ? pm + gs : lam != 0.0 ? pm + (double)(c0 + i + 1) * lam : pm;
       const double M = Mi > pmi ? Mi : pmi;
       const LA_REAL fr = (LA_REAL)exp(Mi - M), fp = (LA_REAL)exp(pmi - M);
       for (int j = 0; j < dv1; j++) oi[j] = fr * rw[j] + fp * oi[j];

@@ -66,6 +66,8 @@ static void inner_free(inner *in) {
 
 la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                             const void *g, void *dq, void *dk, void *dv, la_den_stats *stats) {
+  LA_CHECK(!e->gated, LA_ERR_UNSUPPORTED,
+           "la_backward: the backward with --gates is not built yet (docs/design.md §1.2 \"Gates\")");
   LA_CHECK(e->cfg.mode == LA_CAUSAL, LA_ERR_UNSUPPORTED,
            "la_backward: the backward with --decay is causal only in this version "
            "(docs/design.md §1.2)");

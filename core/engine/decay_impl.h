@@ -8,7 +8,23 @@
  *   reverse:  O'_i = P[len-i] Phi_q,i (R|z) + sum_{j>i} P[j-i] (Phi_q,i . Phi_k,j) [V|1]_j
  *             (R|z) <- P[len] (R|z) + sum_j P[j] Phi_k,j^T [V|1]_j
  * pairs only within one segment. The decay of the state is folded into its key log-scale m
- * (§1.2), so every factor applied is <= 1. Domain: finite inputs, gamma_h in (0, 1]. */
+ * (§1.2), so every factor applied is <= 1. Domain: finite inputs, gamma_h in (0, 1].
+ * With --gates (forward only, §1.2 "Gates") the powers become the chunk's cumulative log-gates
+ * G_i = sum_{l<=i} (lambda + g_l): P[i-j] -> e^{G_i - G_j}, P[i+1] -> e^{G_i}, and the update's
+ * (len-1-j) lambda -> G_{len-1} - G_j, len lambda -> G_{len-1} (gate_cum). */
+
+/* The cumulative log-gates of rows [0, len) of head h from global token t0 (G_i above) in
+ * w->gc, or NULL without --gates (the powers P then serve, bitwise as before). */
+static const double *gate_cum(la_engine e, la_work *w, int h, int64_t t0, int len) {
+  if (!e->gated) return NULL;
+  const double lam = e->dlog[h], *g = e->gates + (t0 - e->gate0) * e->H + h;
+  double s = 0.0;
+  for (int i = 0; i < len; i++) {
+    s += lam + g[(size_t)i * e->H];
+    w->gc[i] = s;
+  }
+  return w->gc;
+}
 
 /* The scales of a decayed chunk (§1.2, §2.2): M[s] = max a_k over segment s's keys, and for
  * segment sseg (the one that continues the state: 0 forward, nseg - 1 in reverse) also the
@@ -43,12 +59,28 @@ static void decay_scale_rows(int len, int r, const LA_REAL *src, LA_REAL *dst, c
 /* out += (D o (X Y^T)) Z over the pairs of one segment: rev = 0, j <= i and D_ij = P[i-j];
  * rev = 1, j > i and D_ij = P[j-i]. X, Y: len x r; Z: len x (dv+1). */
 static void decay_intra(la_engine e, la_work *w, int len, const LA_REAL *X, const LA_REAL *Y,
-                        const LA_REAL *Z, LA_REAL *out, const double *P, int rev) {
+                        const LA_REAL *Z, LA_REAL *out, const double *P, const double *G,
+                        int rev) {
   const int r = e->r, dv1 = e->dv + 1;
   const int *segi = w->segi;
   LA_REAL *A = w->A;
   LA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, r, (LA_REAL)1, X, r, Y, r,
           (LA_REAL)0, A, len);
+  if (G) { /* gated (forward): e^{G_i - G_j} as e^{G_i} e^{-G_j} while both stay normal and
+            * finite (the chunk's G >= -700), else one exp per pair */
+    double *E = w->gc + len, *F = w->gc + 2 * len;
+    const int split = G[len - 1] >= -700.0;
+    for (int i = 0; split && i < len; i++) E[i] = exp(G[i]), F[i] = exp(-G[i]);
+    for (int i = 0; i < len; i++)
+      for (int j = 0; j < len; j++) {
+        LA_REAL *a = A + (size_t)i * len + j;
+        const int keep = j <= i && segi[j] == segi[i];
+        *a = keep ? (LA_REAL)((double)*a * (split ? E[i] * F[j] : exp(G[i] - G[j]))) : (LA_REAL)0;
+      }
+    LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len, Z, dv1,
+            (LA_REAL)1, out, dv1);
+    return;
+  }
   for (int i = 0; i < len; i++)
     for (int j = 0; j < len; j++) {
       LA_REAL *a = A + (size_t)i * len + j;
@@ -62,7 +94,7 @@ static void decay_intra(la_engine e, la_work *w, int len, const LA_REAL *X, cons
 /* O' rows [i0, i1) = fac_i Phi_q,i (S|z) (working-precision copy of the state), the other
  * rows 0; fac_i = P[i+1] forward, P[len-i] in reverse. m = -inf: all rows 0. */
 static void decay_inter(la_engine e, la_work *w, int len, int i0, int i1, const double *sz,
-                        double m, const double *P, int rev) {
+                        double m, const double *P, const double *G, int rev) {
   const int r = e->r, dv1 = e->dv + 1;
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *o = w->o;
@@ -79,7 +111,7 @@ static void decay_inter(la_engine e, la_work *w, int len, int i0, int i1, const 
           (const LA_REAL *)w->phiq + (size_t)i0 * r, r, S, dv1, (LA_REAL)0,
           o + (size_t)i0 * dv1, dv1);
   for (int i = i0; i < i1; i++) {
-    const LA_REAL f = (LA_REAL)P[rev ? len - i : i + 1];
+    const LA_REAL f = (LA_REAL)(G ? exp(G[i]) : P[rev ? len - i : i + 1]);
     for (int j = 0; j < dv1; j++) o[(size_t)i * dv1 + j] *= f;
   }
 }
@@ -91,14 +123,14 @@ static void decay_inter(la_engine e, la_work *w, int len, int i0, int i1, const 
  * keep = 0: the state is dropped (a segment boundary inside the chunk). w->phik holds the
  * unscaled phi_s rows; they are scaled here. */
 static void decay_update(la_engine e, la_work *w, int len, int j0, int j1, int keep, double lam,
-                         int rev, double *sz, double *m) {
+                         const double *G, int rev, double *sz, double *m) {
   const int r = e->r, dv1 = e->dv + 1;
   const size_t rsz = (size_t)r * dv1;
   double *x = w->ak2;
-  const double Ms = keep && *m != -INFINITY ? *m + len * lam : -INFINITY;
+  const double Ms = keep && *m != -INFINITY ? *m + (G ? G[len - 1] : len * lam) : -INFINITY;
   double Mn = Ms;
   for (int j = j0; j < j1; j++) {
-    x[j] = w->ak[j] + (rev ? j : len - 1 - j) * lam;
+    x[j] = w->ak[j] + (G ? G[len - 1] - G[j] : (rev ? j : len - 1 - j) * lam);
     Mn = x[j] > Mn ? x[j] : Mn;
   }
   if (Ms == -INFINITY) memset(sz, 0, sizeof(double) * rsz);
@@ -157,15 +189,16 @@ static void decay_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   decay_inputs(e, w, h, c0, len, c0 + e->C, hi, q, v);
   int n0 = 0; /* rows still in the state's segment */
   while (n0 < len && w->segi[n0] == 0) n0++;
-  decay_inter(e, w, len, 0, n0, sz, *m, P, 0);
-  decay_intra(e, w, len, w->phiq, w->dphi, w->vp, w->o, P, 0);
+  const double *G = gate_cum(e, w, h, token0 + c0, len);
+  decay_inter(e, w, len, 0, n0, sz, *m, P, G, 0);
+  decay_intra(e, w, len, w->phiq, w->dphi, w->vp, w->o, P, G, 0);
   for (int i = 0; i < len; i++) w->aq[i] += w->mseg[w->segi[i]];
   if (den) decay_store(e, w, h, c0, len, out, den, lsc);
   else if (raw) store_raw(e, w, h, c0, len, raw, lsc);
   else finalize_rows(e, w, h, token0, c0, len, out);
   int b = 0; /* the state continues with the chunk's last segment */
   while (w->segi[b] != nseg - 1) b++;
-  decay_update(e, w, len, b, len, nseg == 1, e->dlog[h], 0, sz, m);
+  decay_update(e, w, len, b, len, nseg == 1, e->dlog[h], G, 0, sz, m);
 }
 
 /* Causal rows [lo, hi) of head h from the decayed prefix (sz, m, f), which advances to the
@@ -203,7 +236,7 @@ static void decay_accum(la_engine e, la_work *w, int h, int64_t token0, int64_t 
       chunk_values(e, h, c0, len, (const LA_REAL *)v, w->vp);
       int b0 = 0; /* the summary continues with the chunk's first segment */
       while (b0 < len && w->segi[b0] == 0) b0++;
-      decay_update(e, w, len, 0, b0, nseg == 1, e->dlog[h], 1, sz, m);
+      decay_update(e, w, len, 0, b0, nseg == 1, e->dlog[h], NULL, 1, sz, m);
     }
     return;
   }
@@ -220,7 +253,8 @@ static void decay_accum(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     chunk_values(e, h, c0, len, (const LA_REAL *)v, w->vp);
     int b = 0; /* the state continues with the chunk's last segment */
     while (w->segi[b] != nseg - 1) b++;
-    decay_update(e, w, len, b, len, nseg == 1, e->dlog[h], 0, sz, m);
+    decay_update(e, w, len, b, len, nseg == 1, e->dlog[h], gate_cum(e, w, h, token0 + c0, len),
+                 0, sz, m);
   }
 }
 
@@ -243,8 +277,8 @@ static void decay_chunk_rev(la_engine e, la_work *w, int h, int64_t token0, int6
   decay_inputs(e, w, h, c0, len, c0 - e->C, c0 + len, q, v);
   int bl = len; /* rows of the last segment read the suffix */
   while (bl > 0 && w->segi[bl - 1] == nseg - 1) bl--;
-  decay_inter(e, w, len, bl, len, sz, *m, P, 1);
-  decay_intra(e, w, len, w->phiq, w->dphi, w->vp, w->o, P, 1);
+  decay_inter(e, w, len, bl, len, sz, *m, P, NULL, 1);
+  decay_intra(e, w, len, w->phiq, w->dphi, w->vp, w->o, P, NULL, 1);
   LA_REAL *o = w->o;
   const int dv = e->dv;
   for (int i = 0; i < len; i++) { /* forward (out, den, lsc) + reverse, on M = max of the two */
@@ -260,7 +294,7 @@ static void decay_chunk_rev(la_engine e, la_work *w, int h, int64_t token0, int6
   finalize_rows(e, w, h, token0, c0, len, out);
   int b0 = 0; /* the suffix continues with the chunk's first segment */
   while (b0 < len && w->segi[b0] == 0) b0++;
-  decay_update(e, w, len, 0, b0, nseg == 1, e->dlog[h], 1, sz, m);
+  decay_update(e, w, len, 0, b0, nseg == 1, e->dlog[h], NULL, 1, sz, m);
 }
 
 /* Bidirectional rows [0, n) of head h (token0 the first global token): the forward pass

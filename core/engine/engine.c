@@ -76,7 +76,7 @@ static void work_free(la_work *w) {
   free(w->phiq); free(w->phik); free(w->vp); free(w->A); free(w->o); free(w->sf);
   free(w->tmp); free(w->aq); free(w->ak); free(w->segi); free(w->mseg);
   free(w->wsz); free(w->wsz2); free(w->phif); free(w->vf); free(w->af); free(w->Af);
-  free(w->ab); free(w->dphi); free(w->ak2); free(w->kT); free(w->zf); free(w->tb);
+  free(w->ab); free(w->dphi); free(w->ak2); free(w->gc); free(w->kT); free(w->zf); free(w->tb);
   la_wq_free(&w->wq);
   la_den_stats_free(&w->stats);
 }
@@ -86,7 +86,15 @@ static void work_free(la_work *w) {
  * the undecayed operator's own path, bitwise. cfg->decay is not kept. */
 static la_status decay_table(la_engine e) {
   const la_config *c = &e->cfg;
-  if (!c->decay && !c->decay_retnet) return LA_OK;
+  e->gated = c->gates != 0;
+  if (!c->decay && !c->decay_retnet && !e->gated) return LA_OK;
+  if (!c->decay && !c->decay_retnet) { /* --gates alone: the decayed paths with ln gamma = 0 */
+    e->dlog = la_calloc((size_t)e->H, sizeof(double));
+    e->dpow = la_malloc(sizeof(double) * (size_t)e->H * (size_t)(e->C + 1));
+    LA_CHECK(e->dlog && e->dpow, LA_ERR_NOMEM, "la_engine_create: out of memory for the decay table");
+    for (size_t i = 0; i < (size_t)e->H * (size_t)(e->C + 1); i++) e->dpow[i] = 1.0;
+    return LA_OK;
+  }
   LA_CHECK(c->decay_retnet || c->decay_n == 1 || c->decay_n == e->H, LA_ERR_ARG,
            "--decay: a list of %d values for %d heads (give one value, or one per head)",
            c->decay_n, e->H);
@@ -97,7 +105,7 @@ static la_status decay_table(la_engine e) {
              g, h);
     any |= g < 1.0;
   }
-  if (!any) {
+  if (!any && !e->gated) {
     e->cfg.decay = NULL; /* the caller's array is not kept */
     return LA_OK;
   }
@@ -172,10 +180,11 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
     w->ab = xalloc(es * C * dv1);
     w->dphi = xalloc(es * 2 * C * r);
     w->ak2 = xalloc(sizeof(double) * 2 * C);
+    w->gc = xalloc(sizeof(double) * 3 * C);
     w->kT = xalloc(es * r * C);
     w->zf = xalloc(es * r);
     if (!w->segi || !w->mseg || !w->wsz || !w->wsz2 || (w->tb_cap && !w->tb) || !w->phif || !w->vf || !w->af || !w->Af || !w->ab ||
-        !w->dphi || !w->ak2 || !w->kT || !w->zf)
+        !w->dphi || !w->ak2 || !w->gc || !w->kT || !w->zf)
       goto nomem;
     if (!w->phiq || !w->phik || !w->vp || !w->A || !w->o || !w->sf || !w->tmp || !w->aq ||
         !w->ak || la_den_stats_init(&w->stats) != LA_OK)
@@ -239,6 +248,44 @@ double la_engine_log_decay(const la_engine e, int h) {
   return e->dlog && h >= 0 && h < e->H ? e->dlog[h] : 0.0;
 }
 int la_engine_stabilized(const la_engine e) { return e->stabilized; }
+int la_engine_gated(const la_engine e) { return e && e->gated; }
+
+la_status la_engine_set_gates(la_engine e, const double *g, int64_t token0, int64_t n) {
+  LA_CHECK(e, LA_ERR_ARG, "la_engine_set_gates: no engine");
+  LA_CHECK(e->gated, LA_ERR_ARG,
+           "la_engine_set_gates: the engine was not planned with gates (la_config.gates)");
+  LA_CHECK(token0 >= 0 && n >= 0 && (g || n == 0), LA_ERR_ARG,
+           "la_engine_set_gates: tokens [%lld, +%lld) with %s", (long long)token0,
+           (long long)n, g ? "values" : "no values");
+  for (int64_t t = 0; t < n; t++)
+    for (int h = 0; h < e->H; h++) {
+      const double x = g[t * e->H + h];
+      LA_CHECK(isfinite(x), LA_ERR_NONFINITE, "--gates: a non-finite log-gate %g at (token %lld, "
+               "head %d)", x, (long long)(token0 + t), h);
+      LA_CHECK(x <= 0.0, LA_ERR_ARG, "--gates: log-gate %g > 0 at (token %lld, head %d): a gate "
+               "e^g > 1 would grow the state (log-gates must be <= 0, docs/design.md §1.2)", x,
+               (long long)(token0 + t), h);
+    }
+  e->gates = g, e->gate0 = token0, e->gate_n = n;
+  return LA_OK;
+}
+
+la_status la_engine_gates_cover(const la_engine e, int64_t token0, int64_t n, const char *fn) {
+  if (!e->gated || n == 0) return LA_OK;
+  LA_CHECK(e->gates && token0 >= e->gate0 && token0 + n <= e->gate0 + e->gate_n, LA_ERR_ARG,
+           "%s: the log-gates of tokens [%lld, %lld) were not given (la_engine_set_gates holds "
+           "[%lld, %lld))", fn, (long long)token0, (long long)(token0 + n), (long long)e->gate0,
+           (long long)(e->gate0 + (e->gates ? e->gate_n : 0)));
+  return LA_OK;
+}
+
+double la_block_log_decay(const la_engine e, int h, int64_t token0, int64_t n) {
+  if (!e->gated) return (double)n * e->dlog[h];
+  double s = 0.0;
+  const double *g = e->gates + (token0 - e->gate0) * e->H + h;
+  for (int64_t t = 0; t < n; t++) s += e->dlog[h] + g[t * e->H];
+  return s;
+}
 int la_engine_threads(const la_engine e) { return e->T; }
 int la_config_threads(const la_config *cfg) { return la_plan_threads(cfg); }
 

@@ -30,6 +30,7 @@ struct la_work_s {
   void *Af;          /* C x 2C */
   void *ab, *dphi;   /* backward: C x (dv+1) coefficients [a | b], C x r feature gradients */
   double *ak2;       /* C */
+  double *gc;        /* 3C: a gated chunk's cumulative log-gates G_i, e^{G_i}, e^{-G_i} */
   void *kT;          /* r x C: Phi_k^T for the AVX-512 kernels */
   void *zf;          /* r: the state's z, contiguous, for the AVX-512 kernels */
   void *tb;          /* op(B) = B^T transposed for an NN product (gemm.c): the float32
@@ -62,6 +63,9 @@ struct la_engine_s {
   int check_finite;       /* la_engine_set_check_finite: features_at checks the rows it reads */
   double *dlog;           /* --decay (§1.2): ln gamma_h per head, or NULL: no head decays */
   double *dpow;           /* [H][C + 1]: gamma_h^d, d = 0..C (the chunk's decay factors) */
+  int gated;              /* --gates (§1.2 "Gates"): dlog is then set (0 without --decay) */
+  const double *gates;    /* la_engine_set_gates: [gate_n, H] log-gates of global tokens */
+  int64_t gate0, gate_n;  /* [gate0, gate0 + gate_n) (the caller's buffer) */
   void *rout;             /* la_engine_set_replay_output: the replay's outputs, or NULL */
   int64_t rout_row0, rout_n;
 };
@@ -114,6 +118,12 @@ void la_den_stats_reset(la_den_stats *st);
  * entry point fn and the argument arg (the one check of every forward and backward entry). */
 la_status la_engine_state_ok(const la_engine e, const la_state *s, const char *fn,
                              const char *arg);
+/* --gates (§1.2 "Gates"): LA_ERR_ARG naming fn unless la_engine_set_gates holds tokens
+ * [token0, token0 + n) (LA_OK without gates). */
+la_status la_engine_gates_cover(const la_engine e, int64_t token0, int64_t n, const char *fn);
+/* The cumulative log-decay of head h over tokens [token0, token0 + n): n ln gamma_h, plus the
+ * sum of the log-gates with --gates (the scan element's a, §1.2). */
+double la_block_log_decay(const la_engine e, int h, int64_t token0, int64_t n);
 /* Reserve every thread's window queue for `cap` summaries; LA_ERR_NOMEM with its reason. */
 la_status la_engine_reserve_queues(la_engine e, int cap);
 /* decay_bwd.c: la_backward of a decayed engine (causal, one process, no window, no

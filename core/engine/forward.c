@@ -75,7 +75,7 @@ static la_status decay_accumulate(la_engine e, int64_t token0, int64_t n, const 
     e->kern->decay_accum(e, &e->work[la_thread_id()], h, token0, 0, n, k, v, rev,
                          e->part.sz + (size_t)h * rsz, e->part.m + h, e->part.f + h);
   for (int h = 0; h < e->H; h++) {
-    const double a = (double)n * e->dlog[h];
+    const double a = la_block_log_decay(e, h, token0, n);
     if (state->m[h] != -INFINITY) state->m[h] += a; /* the earlier summary, decayed over n */
     la_state_combine_head(state->sz + (size_t)h * rsz, state->m + h, state->f + h,
                           e->part.sz + (size_t)h * rsz, e->part.m + h, e->part.f + h, rsz);
@@ -88,6 +88,7 @@ la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const voi
                                const void *v, la_state *state) {
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_accumulate: n = %lld < 0", (long long)n);
   LA_TRY(la_engine_state_ok(e, state, "la_engine_accumulate", "state"));
+  LA_TRY(la_engine_gates_cover(e, token0, n, "la_engine_accumulate"));
   if (n == 0) return LA_OK;
   if (e->dlog) return decay_accumulate(e, token0, n, k, v, state, 0);
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
@@ -124,6 +125,7 @@ la_status la_engine_accumulate_reverse(la_engine e, int64_t token0, int64_t n, c
   if (!e || !e->dlog) return la_engine_accumulate(e, token0, n, k, v, state);
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_accumulate_reverse: n = %lld < 0", (long long)n);
   LA_TRY(la_engine_state_ok(e, state, "la_engine_accumulate_reverse", "state"));
+  LA_CHECK(!e->gated, LA_ERR_UNSUPPORTED, "la_engine_accumulate_reverse: gates are causal (docs/design.md §1.2 \"Gates\")");
   return n == 0 ? LA_OK : decay_accumulate(e, token0, n, k, v, state, 1);
 }
 
@@ -135,6 +137,7 @@ la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q,
                           const void *v, la_state *state, void *out, la_den_stats *stats) {
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply: n = %lld < 0", (long long)n);
   LA_TRY(la_engine_state_ok(e, state, "la_engine_apply", "state"));
+  LA_TRY(la_engine_gates_cover(e, token0, n, "la_engine_apply"));
   if (n == 0) return LA_OK;
   const int H = e->H;
   if (e->cfg.mode == LA_BIDIRECTIONAL && e->dlog) {
@@ -170,6 +173,7 @@ la_status la_engine_apply_local(la_engine e, int64_t token0, int64_t n, const vo
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply_local: n = %lld < 0", (long long)n);
   LA_CHECK(raw && lsc, LA_ERR_ARG, "la_engine_apply_local: raw and lsc are needed");
   LA_TRY(la_engine_state_ok(e, local, "la_engine_apply_local", "local"));
+  LA_TRY(la_engine_gates_cover(e, token0, n, "la_engine_apply_local"));
   if (n == 0) return LA_OK;
   return causal_apply(e, token0, n, q, k, v, local, NULL, NULL, raw, lsc);
 }
@@ -179,6 +183,7 @@ la_status la_engine_correct(la_engine e, int64_t token0, int64_t n, const void *
                             void *out, la_den_stats *stats) {
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_correct: n = %lld < 0", (long long)n);
   LA_TRY(la_engine_state_ok(e, prefix, "la_engine_correct", "prefix"));
+  LA_TRY(la_engine_gates_cover(e, token0, n, "la_engine_correct"));
   if (n == 0) return LA_OK;
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
@@ -262,7 +267,7 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
     memcpy(state->sz + (size_t)h * rsz, e->part.sz + idx * rsz, sizeof(double) * rsz);
     state->m[h] = e->part.m[idx];
     state->f[h] = e->part.f[idx];
-    if (e->dlog) state->a[h] += (double)n * e->dlog[h]; /* §1.2: the block's decay */
+    if (e->dlog) state->a[h] += la_block_log_decay(e, h, token0, n); /* §1.2: the block's decay */
   }
   la_engine_merge_stats(e, stats);
   return LA_OK;

@@ -89,6 +89,10 @@ typedef struct {
   const double *decay;
   int decay_n;
   int decay_retnet;
+  /* --gates (§1.2): 1 = the state decays by per-token, per-head log-gates g_t,h <= 0,
+   * S_t = e^{g_t,h} S_{t-1} + phi(k_t) v_t^T (Mamba-2's scalar form), with any --decay on top
+   * (g + ln gamma_h); the values come by la_engine_set_gates. Causal only. */
+  int gates;
 } la_config;
 
 /* Bounds of the tunables. */
@@ -244,6 +248,14 @@ int64_t la_engine_window(const la_engine eng);
 int la_engine_reproducible(const la_engine eng); /* la_config.reproducible (§4.7) */
 /* 1 if some head has a decay gamma_h < 1 (§1.2); gamma_h of head h (1: none). */
 int la_engine_decayed(const la_engine eng);
+/* --gates (§1.2 "Gates"): 1 if the engine was planned with la_config.gates. */
+int la_engine_gated(const la_engine eng);
+/* The log-gates g <= 0 of global tokens [token0, token0 + n), [n, H] float64 (token-major),
+ * for every later call on those rows: not copied, so the caller keeps g until the calls are
+ * done or another la_engine_set_gates. Every value is checked: LA_ERR_NONFINITE for a NaN or
+ * Inf, LA_ERR_ARG for g > 0, each naming (token, head). Calls on rows outside the range fail
+ * with LA_ERR_ARG. Not Collective. */
+la_status la_engine_set_gates(la_engine eng, const double *g, int64_t token0, int64_t n);
 double la_engine_decay(const la_engine eng, int h);
 /* ln gamma_h as the engine uses it (0 without decay): the cumulative log-decay of n tokens of
  * head h is n times it (la_state.a). */
