@@ -251,7 +251,8 @@ static la_status combine_lanes(la_stream s) {
    * (end - start) ln gamma_h, set here in one rounding rather than summed block by block:
    * the same bits whatever blocks, stops and resumes the pass went through, and nothing of it
    * needs to be in a checkpoint */
-  for (int i = 0; !s->repro && i < s->nmy && la_engine_decayed(s->eng); i++)
+  /* with --gates the lanes' a is the sum of their gates, accumulated block by block */
+  for (int i = 0; !s->repro && i < s->nmy && la_engine_decayed(s->eng) && !la_engine_gated(s->eng); i++)
     for (int h = 0; h < s->H; h++)
       s->ls[i].a[h] = (double)(s->lanes[i].end - s->lanes[i].start) *
                       la_engine_log_decay(s->eng, h);

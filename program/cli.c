@@ -73,6 +73,16 @@ static la_status den_set(const la_opt *r, const char *val, void *vo) {
   return LA_OK;
 }
 
+/* --gates F | synthetic (docs/cli.md, docs/design.md §1.2 "Gates"): log-gates [N, H] from an
+ * .npy, or drawn from --seed with the synthetic workload. */
+static la_status gates_set(const la_opt *r, const char *val, void *vo) {
+  la_cli *o = vo;
+  LA_CHECK(*val, LA_ERR_ARG, "%s: give an .npy file of log-gates [N, H] or synthetic", r->name);
+  o->cfg.gates = 1;
+  o->gates = strcmp(val, "synthetic") ? val : NULL;
+  return LA_OK;
+}
+
 /* --decay G | G1,G2,... | retnet (docs/cli.md, docs/design.md §1.2): gamma in (0, 1], one for
  * every head or one per head (the count against H is checked by la_engine_create). */
 static la_status decay_set(const la_opt *r, const char *val, void *vo) {
@@ -233,6 +243,13 @@ static const la_opt rows[] = {
              "(bidirectional); any number of ranks, with --segments and --window; not with "
              "--reproducible; grad takes it causal on one process, without a window, for maps "
              "without a stabilizer"},
+    {.name = "--gates", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
+     F(gates_string), .set = gates_set,
+     .help = "data-dependent log-gates g <= 0, one per token and head: an .npy [N,H] ([N] for "
+             "one head) with --q/--k/--v, or synthetic with the synthetic workload "
+             "(log sigmoid(3 + N(0,1)) from --seed); S_t = e^g_t S_{t-1} + phi(k_t) v_t^T, with "
+             "--decay on top; causal; any number of ranks, with --segments; not with --window, "
+             "--reproducible, --checkpoint, nor in grad (not built yet)"},
     {.name = "--segments", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      F(segments), .help = "packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N, "
                           "where the state resets"},
@@ -454,6 +471,17 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
              "--data-seed, for every n)");
   }
   LA_CHECK(!(sub == LA_SUB_GRAD && o->checkpoint), LA_ERR_ARG, "--checkpoint: %s", GRAD_NO_CKPT);
+  /* --gates: a file with the files, synthetic with the synthetic workload (docs/cli.md) */
+  if ((sub & RG) && o->cfg.gates) {
+    LA_CHECK(!o->q || o->gates, LA_ERR_ARG, "--gates synthetic draws gates for the synthetic "
+             "workload; with --q/--k/--v give the gates as an .npy [N, H]");
+    LA_CHECK(o->q || !o->gates, LA_ERR_ARG, "--gates %s: a gates file goes with --q/--k/--v; "
+             "with the synthetic workload use --gates synthetic (drawn from --seed)", o->gates);
+    LA_CHECK(sub != LA_SUB_GRAD, LA_ERR_UNSUPPORTED, "--gates: the backward with gates (dL/dg "
+             "included) is not built yet (docs/design.md §1.2 \"Gates\")");
+    LA_CHECK(!o->checkpoint, LA_ERR_UNSUPPORTED, "--gates with --checkpoint is not built yet (a "
+             "checkpoint would have to hold the gates' cumulative sums and fingerprint the file)");
+  }
   /* grad's outputs are its replay's (la_engine_set_replay_output), which keeps one state per
    * head and has no form for segment resets or a window's far edge */
   LA_CHECK(!(sub == LA_SUB_GRAD && o->out && (o->segments || o->cfg.window > 0)), LA_ERR_ARG,

@@ -21,6 +21,8 @@ typedef struct {
   const char *den_string; /* --denominator as given */
   const char *decay_string; /* --decay as given; its values (cfg.decay points here) */
   double decay_vals[LA_LIST_MAX];
+  const char *gates_string; /* --gates as given: a file, or "synthetic" */
+  const char *gates;        /* the file, or NULL (synthetic gates, or none) */
   int64_t n;              /* synthetic workload; also bench */
   int heads, dk, dv;
   double input_scale;

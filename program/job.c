@@ -12,7 +12,7 @@
 
 
 static const char *tensor_name(int t) {
-  return t == 0 ? "--q" : t == 1 ? "--k" : t == 2 ? "--v" : "--grad-out";
+  return t == 0 ? "--q" : t == 1 ? "--k" : t == 2 ? "--v" : t == 3 ? "--grad-out" : "--gates";
 }
 
 /* Shapes of Q, K, V: [N,H,d] or [N,d]; the same N and H; Q and K the same d. */
@@ -95,6 +95,46 @@ static la_status job_grad_input(la_job *j) {
                     la_dtype_name(I->dtype), la_dtype_name(j->dt));
   }
   return LA_OK;
+}
+
+/* --gates F: float [N, H], or [N] for one head (docs/cli.md "Files"). */
+static la_status job_gates_input(la_job *j) {
+  const char *g = j->o->gates;
+  la_status st = la_pin_open(j->d, g, &j->in[4]);
+  if (st != LA_OK) return la_name_option(st, "--gates");
+  const la_npy_info *I = &j->in[4].info;
+  const int ok = I->dtype != LA_I64 && I->shape[0] == j->N &&
+                 ((I->ndim == 2 && I->shape[1] == j->H) || (I->ndim == 1 && j->H == 1));
+  char got[96];
+  int at = snprintf(got, sizeof got, "[");
+  for (int i = 0; i < I->ndim && at < (int)sizeof got - 24; i++)
+    at += snprintf(got + at, sizeof got - at, "%s%lld", i ? ", " : "", (long long)I->shape[i]);
+  snprintf(got + at, sizeof got - at, "]");
+  LA_CHECK(ok, LA_ERR_SHAPE, "--gates %s: must be a float array of log-gates [N=%lld, H=%d]%s "
+           "(got %s %s)", g, (long long)j->N, j->H, j->H == 1 ? " or [N]" : "", got,
+           la_dtype_name(I->dtype));
+  return LA_OK;
+}
+
+la_status la_job_read_gates(la_job *j, int64_t row0, int64_t n, double *g) {
+  double t0 = MPI_Wtime();
+  la_status st = LA_OK;
+  const int H = j->H;
+  if (!j->in[4].path) { /* log sigmoid(3 + u), u ~ N(0, 1), |u| <= 7.45: in [-10.5, -5e-6] */
+    la_synth_rows_threads(j->o->cfg.seed, 4, row0, n, H, 1, 1.0, LA_F64, g,
+                          j->eng ? la_engine_threads(j->eng) : 0);
+    for (int64_t i = 0; i < n * H; i++) g[i] = -log1p(exp(-(3.0 + g[i])));
+  } else {
+    st = la_name_option(la_pin_read(&j->in[4], row0, n, LA_F64, g), "--gates");
+    for (int64_t i = 0; st == LA_OK && i < n * H; i++)
+      if (!(isfinite(g[i]) && g[i] <= 0.0))
+        st = la_error(isnan(g[i]) || isinf(g[i]) ? LA_ERR_NONFINITE : LA_ERR_ARG,
+                      "--gates %s: log-gate %g at (token %lld, head %d): log-gates must be "
+                      "finite and <= 0 (a gate e^g > 1 would grow the state)", j->in[4].path,
+                      g[i], (long long)(row0 + i / H), (int)(i % H));
+  }
+  j->t_read += MPI_Wtime() - t0;
+  return st;
 }
 
 /* Rows [row0, row0+n) of tensor t into buf, then the finite check. */
@@ -206,11 +246,12 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g) {
   j->d = d;
   j->t_start = MPI_Wtime();
   j->synthetic = o->q == NULL;
-  for (int t = 0; t < 4; t++) j->in[t].fh = MPI_FILE_NULL;
+  for (int t = 0; t < 5; t++) j->in[t].fh = MPI_FILE_NULL;
   const int rank = la_dist_rank(d);
   la_status st = job_shapes(j);
   if (st == LA_OK && o->block == 0) o->block = auto_block(j);
   if (st == LA_OK && want_g) st = job_grad_input(j);
+  if (st == LA_OK && o->cfg.gates && o->gates) st = job_gates_input(j);
   if (st == LA_OK && o->projection && la_map_is_random(o->cfg.map)) {
     /* the projection file sets m */
     la_npy_info I;
@@ -268,7 +309,7 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g) {
 void la_job_close(la_job *j) {
   la_engine_destroy(&j->eng);
   la_featmap_destroy(&j->fm);
-  for (int t = 0; t < 4; t++) la_pin_close(&j->in[t]);
+  for (int t = 0; t < 5; t++) la_pin_close(&j->in[t]);
   free(j->seg);
   j->seg = NULL;
 }

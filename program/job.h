@@ -11,7 +11,7 @@ typedef struct {
   la_cli *o;
   la_dist d;
   int synthetic;
-  la_pin in[4]; /* q, k, v, and dL/dout for grad; path NULL = the generator */
+  la_pin in[5]; /* q, k, v, dL/dout for grad, log-gates (--gates); path NULL = the generator */
   int64_t N;
   int H, dk, dv;
   la_dtype dt;
@@ -32,6 +32,10 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g);
 void la_job_close(la_job *j);
 /* Not Collective: rows [row0, row0+n) of tensor t (0 q, 1 k, 2 v, 3 dL/dout), finite check. */
 la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf);
+/* Not Collective: the log-gates of rows [row0, row0+n) ([n, H] float64), from --gates F or
+ * drawn (--gates synthetic: log sigmoid(3 + N(0, 1)), keyed by --seed, token and head), each
+ * checked finite and <= 0 with its (token, head) named. */
+la_status la_job_read_gates(la_job *j, int64_t row0, int64_t n, double *g);
 /* Not Collective: the verdict of the denominator policy / overflow on merged statistics. */
 la_status la_job_verdict(const la_job *j, const la_den_stats *st, const char *what);
 /* Rank 0 prints a progress line (rate, ETA) when enabled. Not Collective. */

@@ -26,6 +26,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
   int nmy = 0, stop = 0;
   int64_t lane0 = 0;
   void *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
+  double *bg = NULL; /* --gates: the block's log-gates */
   char partial[4200] = "";
   int exitc = 1;
 
@@ -93,7 +94,8 @@ int la_cmd_run(la_dist d, la_cli *o) {
     bk = la_alloc_rows(es * hb * job.dk + 1);
     bv = la_alloc_rows(es * hb * job.dv + 1);
     bo = la_alloc_rows(es * hb * job.dv + 1);
-    if (!bq || !bk || !bv || !bo)
+    if (o->cfg.gates) bg = la_malloc(sizeof(double) * (hb + 1));
+    if (!bq || !bk || !bv || !bo || (o->cfg.gates && !bg))
       st = la_error(LA_ERR_NOMEM, "out of memory for the block buffers of %lld tokens (lower --block-tokens)", (long long)rows);
     st = la_dist_agree(d, st);
   }
@@ -113,6 +115,9 @@ int la_cmd_run(la_dist d, la_cli *o) {
     la_status rs = b.q ? la_job_read(&job, 0, b.row0, b.n, bq) : LA_OK;
     if (rs == LA_OK && b.kv) rs = la_job_read(&job, 1, b.row0, b.n, bk);
     if (rs == LA_OK && b.kv) rs = la_job_read(&job, 2, b.row0, b.n, bv);
+    /* --gates: the block's log-gates, bound to the engine for the calls of this feed */
+    if (rs == LA_OK && bg && b.n > 0) rs = la_job_read_gates(&job, b.row0, b.n, bg);
+    if (rs == LA_OK && bg && b.n > 0) rs = la_engine_set_gates(job.eng, bg, b.row0, b.n);
     st = la_stream_feed(plan, rs, bq, bk, bv, bo, &stats);
     if (st == LA_OK && o->out && b.pass == 2) { /* every rank agrees, idle or not */
       double t0 = MPI_Wtime();
@@ -175,6 +180,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
     exitc = 0;
   }
 cleanup:
+  free(bg);
   free(bq);
   free(bk);
   free(bv);

@@ -14,6 +14,9 @@ N in {3, 97, 1000} (so N < P and N not divisible by P occur). Also:
 - --decay (causal, per-head gammas and RetNet's, segments, sliding windows, every
   --scan-algorithm) against the reference with weights gamma_h^(i-j); bidirectional (weights gamma^|i-j|) likewise,
   with segments on one rank and refused on more;
+- --gates (causal log-gates [N, H], alone, with segments, with --decay on top, every
+  --scan-algorithm on one case) against the reference with weights exp(g_{j+1} + ... + g_i);
+  --gates synthetic gives the one-rank output;
 - a non-finite value in the last rank's rows: every rank exits 2, one error line, no output,
   no hang and no MPI abort trace.
 
@@ -257,6 +260,53 @@ def main():
                                 "bidirectional", decay=gam, offsets=offs)
         e_ref = ref.rel_err(np.load(par.path("obs.npy")), want)
         report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
+
+    # --gates (docs/design.md §1.2 "Gates"): the summaries' a is the sum of their rows' gates
+    gts = -np.log1p(np.exp(-(2.0 + rng.normal(size=(n, H3)))))     # log sigmoid(2 + N(0, 1))
+    gts[::97] -= 20.0                                               # some near-resets
+    common.save(par.path("gates.npy"), gts, "f64")
+    common.save(par.path("gatesn.npy"), gts[:97], "f32")            # float32 file, converted
+    gcases = [("elu1", 97, False, [], "exscan"), ("relu", 1000, True, [], "auto"),
+              ("taylor2", 1000, False, ["--decay", "0.9,0.995,0.5"], "auto")]
+    gcases += [("favor+", 1000, True, [], alg) for alg in ("exscan", "doubling", "chain",
+                                                            "allgather", "pipelined")]
+    for mp, nn, seg, extra, alg in gcases:
+        if nn != n:
+            for name, x in (("dq", q3), ("dk", k3), ("dv", v3)):
+                common.save(par.path(f"{name}n.npy"), x[:nn], "f64")
+        sfx = "n" if nn != n else ""
+        args = ["--q", f"dq{sfx}.npy", "--k", f"dk{sfx}.npy", "--v", f"dv{sfx}.npy",
+                "--feature-map", mp, "--features", "16", "--gates", f"gates{sfx}.npy",
+                "--chunk", "8", "--block-tokens", "40", "--force", "--no-progress",
+                "--scan-algorithm", alg, *extra, "--out", "og.npy"]
+        if mp == "relu":
+            args += ["--denominator", "zero-empty"]
+        if seg:
+            args += ["--segments", "seg.npy"]
+        save = ["--save-projection", "p.npy"] if mp in ref.RANDOM_MAPS else []
+        what = f"--gates {mp} n={nn}{' segments' if seg else ''} {' '.join(extra)} ({alg})"
+        rcp, _, ep = par(*args, *save)
+        if rcp != 0:
+            report(False, what, f"rc {rcp}: {common.first_error(ep)}")
+            continue
+        om = np.load(par.path("p.npy")) if mp in ref.RANDOM_MAPS else None
+        gg = gts[:nn].astype(np.float32).astype(np.float64) if sfx else gts
+        want, _ = ref.quadratic(ref.feature_map(mp, q3[:nn], om, features=16),
+                                ref.feature_map(mp, k3[:nn], om, features=16), v3[:nn], "causal",
+                                policy="zero-empty" if mp == "relu" else "error",
+                                decay=gam if extra else None, offsets=offs if seg else None,
+                                gates=gg)
+        e_ref = ref.rel_err(np.load(par.path("og.npy")), want)
+        report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
+    syn = ["--n", "999", "--heads", "2", "--dk", "8", "--dv", "8", "--gates", "synthetic",
+           "--block-tokens", "64", "--dtype", "f64", "--force", "--no-progress", "--out"]
+    rcp, _, ep = par(*syn, "osyn.npy")
+    rc1, _, e1 = one(*syn, "osyn1.npy")
+    if rcp != 0 or rc1 != 0:
+        report(False, "--gates synthetic", f"rc {rcp}/{rc1}: {common.first_error(ep or e1)}")
+    else:
+        e = ref.rel_err(np.load(par.path("osyn.npy")), np.load(one.path("osyn1.npy")))
+        report(e <= TOL, "--gates synthetic: the one-rank output", f"{e:.2e}")
 
     # A NaN in the last rank's rows: all ranks agree, exit 2, one line, no output.
     bad = rng.normal(size=(n, H, dk))

@@ -66,6 +66,15 @@ def write_inputs(run):
     pn[3, 4] = np.inf
     np.save(run.path("proj_inf.npy"), pn)
     common.save(run.path("exists.npy"), np.zeros(3), "f64")
+    g = -rng.random((N, H))                    # --gates: log-gates [N, H]
+    common.save(run.path("g.npy"), g, "f64")
+    gp = g.copy()
+    gp[N - 3, 1] = 0.5                         # a gate above 1, on the last rank
+    common.save(run.path("g_pos.npy"), gp, "f64")
+    gn = g.astype(np.float32)
+    gn[N - 2, 0] = np.nan
+    common.save(run.path("g_nan.npy"), gn, "f32")
+    common.save(run.path("g_shape.npy"), -rng.random((N, H + 1)), "f64")
     with open(run.path("meminfo_1m"), "w") as f:  # a node with 1 MiB available
         f.write("MemTotal:        2048 kB\nMemFree:         1024 kB\nMemAvailable:    1024 kB\n")
 
@@ -154,6 +163,23 @@ CASES = [
     ("--decay with grad, favor+", ["grad"] + FILES + ["--grad-out", "v.npy", "--decay", "0.9",
                                       "--feature-map", "favor+"], 2,
      ["--decay", "stabilizer"]),
+    ("--gates above 0", FILES + ["--gates", "g_pos.npy"], 2,
+     ["--gates", "g_pos.npy", "(token 37, head 1)", "<= 0"]),
+    ("--gates nan", FILES + ["--gates", "g_nan.npy"], 2, ["--gates", "g_nan.npy", "(token 38, head 0)"]),
+    ("--gates shape", FILES + ["--gates", "g_shape.npy"], 2, ["--gates", "g_shape.npy", "[N=40, H=2]"]),
+    ("--gates missing file", FILES + ["--gates", "nothere.npy"], 2, ["--gates", "nothere.npy"]),
+    ("--gates file with the synthetic workload", ["--n", "40", "--gates", "g.npy"], 2,
+     ["--gates g.npy", "--gates synthetic"]),
+    ("--gates synthetic with files", FILES + ["--gates", "synthetic"], 2,
+     ["--gates synthetic", "--q/--k/--v"]),
+    ("--gates bidirectional", FILES + ["--gates", "g.npy", "--mode", "bidirectional"], 2,
+     ["--gates", "causal"]),
+    ("--gates with --window", FILES + ["--gates", "g.npy", "--window", "8"], 2,
+     ["--gates", "--window"]),
+    ("--gates with --checkpoint", FILES + ["--gates", "g.npy", "--checkpoint", "ckg"], 2,
+     ["--gates", "--checkpoint"]),
+    ("--gates with grad", ["grad"] + FILES + ["--grad-out", "v.npy", "--gates", "g.npy"], 2,
+     ["--gates", "backward"]),
     ("--decay bidirectional with --checkpoint",
      FILES + ["--decay", "0.9", "--mode", "bidirectional", "--checkpoint", "ckd"], 2,
      ["--checkpoint", "--decay"]),

@@ -90,11 +90,12 @@ def kernel_matrix(phiq, phik, mode):
     return a
 
 
-def pair_weights(n, H, mode, decay=None, offsets=None, window=None):
+def pair_weights(n, H, mode, decay=None, offsets=None, window=None, gates=None):
     """[H, N, N] weights of the pairs (i, j) (docs/design.md §1.2, §3): the mode's mask (and
     the causal window i - j < window), times gamma_h^|i - j| (decay: one gamma per head, or
-    None), times 1 where i and j lie in the same segment of the packed offsets
-    0 = o_0 < ... < o_S = N (or None: one segment)."""
+    None), times exp(g_{j+1} + ... + g_i) (gates: log-gates [N, H], causal; each pair's sum
+    taken directly, from i down to j + 1), times 1 where i and j lie in the same segment of
+    the packed offsets 0 = o_0 < ... < o_S = N (or None: one segment)."""
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
     w = np.ones((H, n, n))
     if mode == "causal":
@@ -103,6 +104,14 @@ def pair_weights(n, H, mode, decay=None, offsets=None, window=None):
         w = w * (i - j < window)
     if decay is not None:
         w = w * np.asarray(decay, dtype=np.float64)[:, None, None] ** np.abs(i - j)[None]
+    if gates is not None:
+        if mode != "causal":
+            raise ValueError("gates are causal")
+        g = np.asarray(gates, dtype=np.float64).reshape(n, H)
+        L = np.zeros((H, n, n))
+        for i in range(1, n):               # L[:, i, j] = g_{j+1} + ... + g_i, j < i
+            L[:, i, :i] = np.cumsum(g[i:0:-1], axis=0)[::-1].T
+        w = w * np.exp(np.where(j <= i, L, -np.inf))
     if offsets is not None:
         seg = np.searchsorted(np.asarray(offsets)[1:], np.arange(n), side="right")
         w = w * (seg[:, None] == seg[None, :])[None]
@@ -126,7 +135,7 @@ def _first_bad(bad):
 
 
 def quadratic(phiq, phik, v, mode, normalize=True, policy="error", decay=None, offsets=None,
-              window=None):
+              window=None, gates=None):
     """Quadratic form of the operator (docs/design.md §1; with decay and segments §1.2, §3:
     the pair weights of pair_weights).
 
@@ -135,8 +144,8 @@ def quadratic(phiq, phik, v, mode, normalize=True, policy="error", decay=None, o
     """
     phiq, phik, v = as3d(phiq), as3d(phik), as3d(v)
     a = kernel_matrix(phiq, phik, mode)                      # [H, N, N]
-    if decay is not None or offsets is not None or window:
-        a = a * pair_weights(phiq.shape[0], phiq.shape[1], mode, decay, offsets, window)
+    if decay is not None or offsets is not None or window or gates is not None:
+        a = a * pair_weights(phiq.shape[0], phiq.shape[1], mode, decay, offsets, window, gates)
     num = np.matmul(a, v.transpose(1, 0, 2)).transpose(1, 0, 2)  # [N, H, dv]
     den = a.sum(axis=2).T                                    # [N, H]
     if not normalize:
