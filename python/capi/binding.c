@@ -16,7 +16,7 @@
 #include "linattn/grad.h"
 #include "linattn/version.h"
 
-#define LA_PY_ABI 2
+#define LA_PY_ABI 3
 
 int la_py_abi(void) { return LA_PY_ABI; }
 int la_py_stats_len(void) { return LA_PY_STATS; }
@@ -72,7 +72,7 @@ int la_py_op_create(const char *map, int features, const char *mode, int normali
                     int64_t window, int chunk, int threads, const char *kernels,
                     int reproducible, int f64, int heads, int dk, int dv, const double *proj,
                     int proj_m, int proj_shared, const double *decay, int decay_n,
-                    int decay_retnet, la_py_op **out) {
+                    int decay_retnet, int gated, la_py_op **out) {
   *out = NULL;
   la_error_clear();
   la_config cfg;
@@ -96,6 +96,7 @@ int la_py_op_create(const char *map, int features, const char *mode, int normali
   cfg.decay = decay; /* decay= (docs/design.md §1.2): copied by la_engine_create */
   cfg.decay_n = decay ? decay_n : 0;
   cfg.decay_retnet = decay_retnet != 0;
+  cfg.gates = gated != 0;
   LA_CHECK(isfinite(scale) && scale >= 0, LA_ERR_ARG, "scale must be finite and > 0 (got %g)", scale);
   LA_TRY(la_config_check(&cfg, dk));
   if (proj && !la_map_is_random(cfg.map))
@@ -124,6 +125,21 @@ int la_py_op_create(const char *map, int features, const char *mode, int normali
   op->r = la_featmap_width(op->fm);
   *out = op;
   return LA_OK;
+}
+
+int la_py_op_set_gates(la_py_op *op, const double *g) {
+  la_error_clear();
+  LA_CHECK(op, LA_ERR_ARG, "no operator");
+  LA_CHECK(!g || op->cfg.gates, LA_ERR_ARG, "gates: this operator was created without gates");
+  op->gates = g;
+  return LA_OK;
+}
+
+/* The bound gates of a call of n packed rows in one process (tokens [0, n)). */
+static la_status bind_gates(la_py_op *op, int64_t n) {
+  if (!op->cfg.gates) return LA_OK;
+  LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H] (gates=)");
+  return la_engine_set_gates(op->eng, op->gates, 0, n);
 }
 
 void la_py_op_destroy(la_py_op *op) {
@@ -294,6 +310,7 @@ int la_py_forward(la_py_op *op, int64_t B, int64_t L, const void *q, const void 
   const int fused = check_in_engine(op);
   if (!fused) LA_TRY(check_qkv(op, n, L, q, k, v));
   LA_TRY(set_batch_segments(op, B, L, seg, nseg));
+  LA_TRY(bind_gates(op, n));
   la_den_stats st;
   LA_TRY(la_den_stats_init(&st));
   la_status s = tape ? la_forward_taped(op->eng, n, q, k, v, out, tape, &st)
@@ -315,6 +332,7 @@ int la_py_backward(la_py_op *op, int64_t B, int64_t L, const void *q, const void
   const int fused = check_in_engine(op); /* as in la_py_forward */
   if (!fused) LA_TRY(check_g(op, n, L, g));
   LA_TRY(set_batch_segments(op, B, L, seg, nseg));
+  LA_TRY(bind_gates(op, n));
   if (tape) {
     la_status s = la_backward_taped(op->eng, n, q, k, v, g, out, tape, dq, dk, dv);
     if (s == LA_ERR_NONFINITE && fused) s = culprit_bwd(op, n, L, q, k, v, g);

@@ -44,8 +44,12 @@ int la_py_op_create(const char *map, int features, const char *mode, int normali
                     int64_t window, int chunk, int threads, const char *kernels,
                     int reproducible, int f64, int heads, int dk, int dv, const double *proj,
                     int proj_m, int proj_shared, const double *decay, int decay_n,
-                    int decay_retnet, la_py_op **out);
+                    int decay_retnet, int gated, la_py_op **out);
 void la_py_op_destroy(la_py_op *op);
+/* gates= (docs/design.md §1.2 "Gates"): the log-gates [B, L, H] float64 of the next calls of
+ * an operator created with gated = 1 (the caller keeps g alive; NULL clears). The calls bind
+ * each sequence's rows to the engine (la_engine_set_gates), which checks every value. */
+int la_py_op_set_gates(la_py_op *op, const double *g);
 int la_py_op_width(const la_py_op *op);                     /* r */
 int la_py_op_features(const la_py_op *op);                  /* m of the projection, 0: none */
 const char *la_py_op_kernels(const la_py_op *op);           /* "avx512" | "blas" */
@@ -115,6 +119,7 @@ struct la_py_op {
   int H, dk, dv, r;
   int64_t *seg; /* the packed offsets of the last call (the engine keeps them by pointer) */
   int64_t nseg;
+  const double *gates; /* la_py_op_set_gates: the next call's log-gates [B, L, H], or NULL */
 };
 /* The denominator verdict of a finished call (the CLI's la_job_verdict, with tokens as
  * (batch entry, token) of a batch of sequences of L tokens), and the stats array. */

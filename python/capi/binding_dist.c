@@ -90,6 +90,11 @@ static la_status forward_entry(la_dist d, la_py_op *op, int64_t b, int64_t Lloc,
                                const dist_args *a, la_den_stats *st) {
   const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
                rv = (size_t)Lloc * op->H * op->dv * es;
+  /* gates= (§1.2 "Gates"): entry b's rows are global tokens [row0, row0 + Lloc) */
+  if (op->cfg.gates) {
+    LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H] (gates=)");
+    LA_TRY(la_engine_set_gates(op->eng, op->gates + (size_t)b * Lloc * op->H, row0, Lloc));
+  }
   return la_dist_forward(d, op->eng, Lloc, row0, (const char *)a->q + b * rk,
                          (const char *)a->k + b * rk, (const char *)a->v + b * rv,
                          (char *)a->out + b * rv, st);

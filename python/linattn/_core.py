@@ -73,12 +73,41 @@ def segments_array(segments):
     return (ctypes.c_int64 * len(vals))(*vals), len(vals)
 
 
-def _decay_arg(decay, gates):
+def gates_array(gates, B, L, H, batched=True):
+    """gates= (docs/design.md §1.2 "Gates"): log-gates <= 0, one per token and head, as
+    [B, L, H] ([L, H] for an unbatched call; torch, numpy or nested floats), to a C-contiguous
+    float64 numpy array [B, L, H]. A non-finite or positive value raises InputError naming
+    (batch, token, head); the engine checks them again."""
+    if gates is None:
+        return None
+    import numpy as np
+    if hasattr(gates, "detach"):
+        if getattr(gates, "requires_grad", False):
+            raise UnsupportedError("gates: the gradient with respect to the log-gates is not "
+                                   "built yet (docs/design.md §1.2 \"Gates\"); pass a tensor "
+                                   "without requires_grad (gates.detach())")
+        gates = gates.detach().cpu().numpy()
+    try:
+        a = np.asarray(gates, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise InputError("gates: not an array of numbers (%s)" % e) from None
+    want = (B, L, H) if batched else (L, H)
+    if a.shape != want:
+        raise InputError("gates has shape %s: it must be %s, one log-gate per token and head"
+                         % (tuple(a.shape), list(want)))
+    a = np.ascontiguousarray(a.reshape(B, L, H))
+    bad = ~(np.isfinite(a) & (a <= 0))
+    if bad.any():
+        b, t, h = (int(x) for x in np.argwhere(bad)[0])
+        raise InputError("gates: log-gate %r at (batch %d, token %d, head %d): log-gates must be "
+                         "finite and <= 0 (a gate e^g > 1 would grow the state)"
+                         % (float(a[b, t, h]), b, t, h))
+    return a
+
+
+def _decay_arg(decay):
     """decay= (docs/design.md §1.2): None, one gamma for every head, a sequence of one per
-    head, or "retnet". Returns (ctypes array or None, count, retnet). gates= is not built."""
-    if gates is not None:
-        raise UnsupportedError("gates are not implemented in the engine yet (issue 38); "
-                               "pass gates=None")
+    head, or "retnet". Returns (ctypes array or None, count, retnet)."""
     if decay is None:
         return None, 0, 0
     if isinstance(decay, str):
@@ -103,9 +132,12 @@ class Op:
     def __init__(self, *, f64, heads, dk, dv, feature_map="elu1", features=None, mode="causal",
                  normalize=True, denominator="error", allow_signed=False, scale=None, seed=0,
                  projection=None, window=None, chunk=None, threads=None, kernels="auto",
-                 decay=None, gates=None):
+                 decay=None, gates=False):
+        """gates: whether the calls take log-gates (their values come with each call)."""
         self.h = None
-        dbuf, dn, dretnet = _decay_arg(decay, gates)
+        dbuf, dn, dretnet = _decay_arg(decay)
+        if not isinstance(gates, bool):
+            raise InputError("gates: Op takes True or False (the log-gates come with each call)")
         if feature_map not in _lib.MAP_NAMES:
             raise InputError("feature_map %r is not one of %s" % (feature_map, ", ".join(_lib.MAP_NAMES)))
         if mode not in ("causal", "bidirectional"):
@@ -144,7 +176,8 @@ class Op:
             feature_map.encode(), features, mode.encode(), int(bool(normalize)),
             denominator.encode(), int(bool(allow_signed)), 0.0 if scale is None else scale, seed,
             window or 0, chunk or 0, threads or 0, kernels.encode(), 0, int(bool(f64)), heads,
-            dk, dv, pbuf, pm, pshared, dbuf, dn, dretnet, ctypes.byref(h)))
+            dk, dv, pbuf, pm, pshared, dbuf, dn, dretnet, int(gates), ctypes.byref(h)))
+        self.gated = gates
         self.h = h
         self.r = _lib.lib.la_py_op_width(h)
         self.kernels = _lib.lib.la_py_op_kernels(h).decode()
@@ -174,9 +207,14 @@ class Op:
         when this operator cannot keep one (bidirectional, a window shorter than B L)."""
         return int(_lib.lib.la_py_tape_size(self.h, B, L))
 
-    def forward(self, B, L, q, k, v, out, seg, dist=None, tape=None):
+    def forward(self, B, L, q, k, v, out, seg, dist=None, tape=None, gates=None):
+        """gates: the log-gates [B, L, H] (gates_array) of a gated operator."""
         with self.lock:
-            return self._forward(B, L, q, k, v, out, seg, dist, tape)
+            check(_lib.lib.la_py_op_set_gates(self.h, None if gates is None else gates.ctypes.data))
+            try:
+                return self._forward(B, L, q, k, v, out, seg, dist, tape)
+            finally:
+                _lib.lib.la_py_op_set_gates(self.h, None)
 
     def backward(self, B, L, q, k, v, g, dq, dk, dv, seg, dist=None, out=None, tape=None,
                  fwd_stats=None):

@@ -8,7 +8,7 @@ import ctypes
 import os
 import threading
 
-ABI = 2  # binding.c's LA_PY_ABI
+ABI = 3  # binding.c's LA_PY_ABI
 
 # la_status values (include/linattn/status.h)
 OK, ERR_ARG, ERR_IO, ERR_FORMAT, ERR_SHAPE, ERR_NONFINITE, ERR_DENOMINATOR, ERR_OVERFLOW, \
@@ -110,8 +110,9 @@ _sig("la_py_pool_put", [P])
 _sig("la_py_pool_release", [], None)
 _sig("la_py_pool_usage", [I64P, I64P, I64P], None)
 _sig("la_py_op_create", [STR, INT, STR, INT, STR, INT, DBL, ctypes.c_uint64, I64, INT, INT, STR,
-                         INT, INT, INT, INT, INT, DBLP, INT, INT, DBLP, INT, INT,
+                         INT, INT, INT, INT, INT, DBLP, INT, INT, DBLP, INT, INT, INT,
                          ctypes.POINTER(P)])
+_sig("la_py_op_set_gates", [P, P])
 _sig("la_py_op_destroy", [P], None)
 _sig("la_py_op_width", [P])
 _sig("la_py_op_features", [P])

@@ -7,7 +7,7 @@ passed to the engine without a copy. Keyword arguments are those of the CLI opti
 import numpy as np
 
 from . import _core
-from ._lib import InputError, check, lib
+from ._lib import InputError, UnsupportedError, check, lib
 
 __all__ = ["attention", "attention_backward", "softmax_attention", "softmax_attention_backward"]
 
@@ -66,14 +66,16 @@ def attention(q, k, v, *, segments=None, comm=None, scan_algorithm="auto", **kw)
     """The feature-map attention of q, k, v ([B, L, H, dk], [B, L, H, dk], [B, L, H, dv]).
     With feature_map="precomputed", q and k are phi(q) and phi(k)."""
     views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v"), (q, k, v))
-    op = _make_op(dt, H, dk, dv, kw)
+    gates = kw.pop("gates", None)  # log-gates [B, L, H] (docs/design.md §1.2 "Gates")
+    g = _core.gates_array(gates, B, L, H, batched=not views[0][2])
+    op = _make_op(dt, H, dk, dv, dict(kw, gates=gates is not None))
     if scan_algorithm not in _core.SCAN_ALGORITHMS:
         raise InputError("scan_algorithm %r is not one of %s" % (scan_algorithm, ", ".join(_core.SCAN_ALGORITHMS)))
-    dist = _dist(comm, B, L, H, dk, dv, dt, _key(kw))
+    dist = _dist(comm, B, L, H, dk, dv, dt, _key(dict(kw, gates=gates is not None)))
     out = np.empty((B, L, H, dv), dtype=q.dtype)
     seg = _core.segments_array(segments)
     op.forward(B, L, views[0][0].ptr, views[1][0].ptr, views[2][0].ptr, out.ctypes.data, seg,
-               None if dist is None else (dist[0], scan_algorithm, dist[1], dist[2]))
+               None if dist is None else (dist[0], scan_algorithm, dist[1], dist[2]), gates=g)
     return out[0] if views[0][2] else out
 
 
@@ -83,6 +85,10 @@ def attention_backward(q, k, v, grad_out, *, segments=None, comm=None, scan_algo
     views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v", "grad_out"), (q, k, v, grad_out))
     if views[3][1].shape[3] != dv:
         raise InputError("grad_out has width %d, v has %d" % (views[3][1].shape[3], dv))
+    if kw.get("gates") is not None:
+        raise UnsupportedError("gates: the backward with gates is not built yet "
+                               "(docs/design.md §1.2 \"Gates\")")
+    kw.pop("gates", None)
     op = _make_op(dt, H, dk, dv, kw)
     if scan_algorithm not in _core.SCAN_ALGORITHMS:
         raise InputError("scan_algorithm %r is not one of %s" % (scan_algorithm, ", ".join(_core.SCAN_ALGORITHMS)))

@@ -11,7 +11,7 @@ import numpy
 import torch
 
 from . import _core
-from ._lib import InputError, OutOfMemoryError, check, lib
+from ._lib import InputError, OutOfMemoryError, UnsupportedError, check, lib
 
 __all__ = ["attention", "softmax_attention", "LinearAttention", "empty_cache", "cache_info"]
 
@@ -126,15 +126,19 @@ class _LinearFn(torch.autograd.Function):
     """out = attention(q, k, v); backward: the engine's (la_backward / la_dist_backward)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, op, seg, dist, tape):
+    def forward(ctx, q, k, v, op, seg, dist, tape, gates=None):
         B, L, H, _ = q.shape
+        if gates is not None and any(ctx.needs_input_grad[:3]):
+            raise UnsupportedError("gates: the backward with gates is not built yet "
+                                   "(docs/design.md §1.2 \"Gates\"); run the forward under "
+                                   "torch.no_grad(), or detach q, k and v")
         out = _empty((B, L, H, op.dv), q.dtype)
         # the tape (docs/design.md §4.4 "Tape") when a gradient will be asked for: the
         # backward then reads it instead of replaying the forward
         nbytes = op.tape_size(B, L) if tape and dist is None and any(ctx.needs_input_grad[:3]) else 0
         tp = _empty(((nbytes + 3) // 4,), torch.float32) if nbytes else None
         ctx.stats = op.forward(B, L, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-                               seg, dist, tp.data_ptr() if nbytes else None)
+                               seg, dist, tp.data_ptr() if nbytes else None, gates)
         ctx.op, ctx.seg, ctx.dist = op, seg, dist
         # saved tensors, so that autograd frees the tape with the graph after the backward
         ctx.save_for_backward(q, k, v, out if nbytes else None, tp)
@@ -154,7 +158,7 @@ class _LinearFn(torch.autograd.Function):
                         out=out.data_ptr() if tape is not None else None,
                         tape=tape.data_ptr() if tape is not None else None,
                         fwd_stats=ctx.stats)
-        return dq, dk, dv, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None
 
 
 def _prepare(q, k, v, comm, scan_algorithm, kw):
@@ -187,14 +191,17 @@ def attention(q, k, v, *, feature_map="elu1", features=None, mode="causal", norm
     tape: when a gradient is needed (causal, one process, no window shorter than the
     sequence), the forward keeps each chunk's state, about 1.5x the size of q for d = 64,
     until the backward, which then runs 1.4-1.6x faster (docs/python.md "Speed");
-    tape=False replays the forward instead and keeps nothing."""
+    tape=False replays the forward instead and keeps nothing.
+    gates: log-gates g <= 0 [B, L, H], S_t = e^{g_t} S_{t-1} + phi(k_t) v_t^T (causal;
+    docs/design.md §1.2 "Gates"); forward only in this version."""
     op, dist = _prepare(q, k, v, comm, scan_algorithm, dict(
         feature_map=feature_map, features=features, mode=mode, normalize=normalize,
         denominator=denominator, allow_signed=allow_signed, scale=scale, seed=seed,
         projection=projection, window=window, chunk=chunk, threads=threads, kernels=kernels,
-        decay=decay, gates=gates))
+        decay=decay, gates=gates is not None))
     seg = _core.segments_array(segments)
-    return _LinearFn.apply(q, k, v, op, seg, dist, bool(tape))
+    g = _core.gates_array(gates, *q.shape[:3]) if gates is not None else None
+    return _LinearFn.apply(q, k, v, op, seg, dist, bool(tape), g)
 
 
 class _SoftmaxFn(torch.autograd.Function):

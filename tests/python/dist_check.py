@@ -124,15 +124,21 @@ compare("softmax causal window 9 f32", sm, torch.float32, None, window=9)
 
 
 def compare_fwd(name, tol, **kw):
-    """decay= (docs/design.md §1.2; forward only in this version): the P-rank forward against
-    the one-process forward, float64, rows to tol."""
+    """decay= and gates= (docs/design.md §1.2; forward only in this version): the P-rank
+    forward against the one-process forward, float64, rows to tol. gates="draw": log-gates
+    drawn here, the whole sequence's for the one process and each rank's rows for it."""
     q, k, v, _ = inputs(torch.float64)
     row0, n = linattn.shard(q.shape[1], comm)
     sl = slice(row0, row0 + n)
     one = {a: b for a, b in kw.items() if a != "scan_algorithm"}
+    part = dict(kw)
+    if kw.get("gates") == "draw":  # log-gates [B, L, H], the same on every rank; each its rows
+        g = -torch.rand(q.shape[:3], generator=torch.Generator().manual_seed(38),
+                        dtype=torch.float64) * 0.5
+        one["gates"], part["gates"] = g, g[:, sl].contiguous()
     with torch.no_grad():
         ref = att(q, k, v, **one)[:, sl]
-        mine = att(*(t[:, sl].contiguous() for t in (q, k, v)), comm=comm, **kw)
+        mine = att(*(t[:, sl].contiguous() for t in (q, k, v)), comm=comm, **part)
     e = comm.allreduce(rows_rel(mine, ref), op=MPI.MAX)
     check(e <= tol, "%s: out worst row error %.3g > %.3g" % (name, e, tol))
     if rank == 0:
@@ -148,6 +154,11 @@ compare_fwd("decay bidirectional favor+ f64 chain", 1e-12, decay=[0.9, 0.5],
             mode="bidirectional", feature_map="favor+", features=16, scan_algorithm="chain")
 compare_fwd("decay bidirectional segments f64", 1e-12, decay="retnet", mode="bidirectional",
             segments=[0, 3, 50, 51, 120, 203])
+# gates= (docs/design.md §1.2 "Gates"): each rank binds its shard's rows of the gates
+for scan in ("exscan", "doubling"):
+    compare_fwd("gates causal elu1 f64 scan=%s" % scan, 1e-12, gates="draw", scan_algorithm=scan)
+compare_fwd("gates + decay causal favor+ segments f64", 1e-12, gates="draw", decay=[0.9, 0.5],
+            feature_map="favor+", features=16, segments=[0, 3, 50, 51, 120, 203])
 
 
 def expect_raise(name, exc, fn):
