@@ -249,7 +249,8 @@ static const la_opt rows[] = {
              "one head) with --q/--k/--v, or synthetic with the synthetic workload "
              "(log sigmoid(3 + N(0,1)) from --seed); S_t = e^g_t S_{t-1} + phi(k_t) v_t^T, with "
              "--decay on top; causal; any number of ranks, with --segments; not with --window, "
-             "--reproducible, --checkpoint, nor in grad (not built yet)"},
+             "--reproducible or --checkpoint (not built yet); grad takes it on one process, for "
+             "maps without a stabilizer (--grad-gates writes dL/dg)"},
     {.name = "--segments", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      F(segments), .help = "packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N, "
                           "where the state resets"},
@@ -409,6 +410,9 @@ static const la_opt rows[] = {
      F(grad_k), .help = "write dL/dK, the shape of --k (precomputed: dL/dphi(K))"},
     {.name = "--grad-v", .meta = "F", .subs = GRAD, .group = G_GRAD, .kind = LA_OPT_STR,
      F(grad_v), .help = "write dL/dV, the shape of --v"},
+    {.name = "--grad-gates", .meta = "F", .subs = GRAD, .group = G_GRAD, .kind = LA_OPT_STR,
+     F(grad_gates), .help = "write dL/dg of the log-gates (--gates), float64 [N,H]; 0 at each "
+                            "segment's first token"},
     /* Other */
     {.name = "--help", .alias = "-h", .subs = ALL, .group = G_OTHER, .kind = LA_OPT_FLAG,
      F(help), .lo = 1, .help = "this text", .flags = LA_OPT_NOPRINT},
@@ -471,14 +475,14 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
              "--data-seed, for every n)");
   }
   LA_CHECK(!(sub == LA_SUB_GRAD && o->checkpoint), LA_ERR_ARG, "--checkpoint: %s", GRAD_NO_CKPT);
+  LA_CHECK(!(sub == LA_SUB_GRAD && o->grad_gates && !o->cfg.gates), LA_ERR_ARG,
+           "--grad-gates: dL/dg needs log-gates (--gates F, or synthetic)");
   /* --gates: a file with the files, synthetic with the synthetic workload (docs/cli.md) */
   if ((sub & RG) && o->cfg.gates) {
     LA_CHECK(!o->q || o->gates, LA_ERR_ARG, "--gates synthetic draws gates for the synthetic "
              "workload; with --q/--k/--v give the gates as an .npy [N, H]");
     LA_CHECK(o->q || !o->gates, LA_ERR_ARG, "--gates %s: a gates file goes with --q/--k/--v; "
              "with the synthetic workload use --gates synthetic (drawn from --seed)", o->gates);
-    LA_CHECK(sub != LA_SUB_GRAD, LA_ERR_UNSUPPORTED, "--gates: the backward with gates (dL/dg "
-             "included) is not built yet (docs/design.md §1.2 \"Gates\")");
     LA_CHECK(!o->checkpoint, LA_ERR_UNSUPPORTED, "--gates with --checkpoint is not built yet (a "
              "checkpoint would have to hold the gates' cumulative sums and fingerprint the file)");
   }

@@ -17,7 +17,7 @@ typedef struct {
                     --denominator, --allow-signed, --window, --threads, --chunk,
                     --kernels, --reproducible, --scan-algorithm, --scan-pieces */
   const char *q, *k, *v, *out, *report, *projection, *save_projection, *segments;
-  const char *grad_out, *grad_q, *grad_k, *grad_v; /* grad */
+  const char *grad_out, *grad_q, *grad_k, *grad_v, *grad_gates; /* grad */
   const char *den_string; /* --denominator as given */
   const char *decay_string; /* --decay as given; its values (cfg.decay points here) */
   double decay_vals[LA_LIST_MAX];

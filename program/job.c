@@ -271,10 +271,11 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g) {
    * its folder is missing or a file cannot be created there; stale temporaries of dead runs
    * removed (docs/cli.md "Files"). */
   if (st == LA_OK) {
-    const char *outs[6] = {o->report, o->out, o->grad_q, o->grad_k, o->grad_v, o->save_projection};
-    const char *opts[6] = {"--report", "--out", "--grad-q", "--grad-k", "--grad-v",
-                           "--save-projection"};
-    st = la_outputs_check(d, outs, opts, 6, o->force);
+    const char *outs[7] = {o->report, o->out, o->grad_q, o->grad_k, o->grad_v, o->save_projection,
+                           o->grad_gates};
+    const char *opts[7] = {"--report", "--out", "--grad-q", "--grad-k", "--grad-v",
+                           "--save-projection", "--grad-gates"};
+    st = la_outputs_check(d, outs, opts, 7, o->force);
   }
   if (st == LA_OK) {
     st = la_featmap_create(&o->cfg, j->H, j->dk, &j->fm);

@@ -32,7 +32,7 @@ static double state_bytes(int H, int r, int dv) { /* la_state: sz, m, a; f */
 
 /* Some head decays (gamma < 1), as la_engine_create decides (core/engine/engine.c). */
 static int decayed(const la_config *c) {
-  if (c->decay_retnet) return 1;
+  if (c->decay_retnet || c->gates) return 1; /* --gates takes the decayed paths */
   for (int i = 0; c->decay && i < c->decay_n; i++)
     if (c->decay[i] < 1.0) return 1;
   return 0;
@@ -90,7 +90,8 @@ void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m) {
       B = B > nmax && nmax > 0 ? nmax : B;
     }
     /* bq, bk, bv, bo: B H (2 dk + 2 dv) elements (run.c) */
-    add(m, "block buffers", es * B * H * (2.0 * dk + 2.0 * dv));
+    add(m, "block buffers", es * B * H * (2.0 * dk + 2.0 * dv) +
+                                (c->gates ? sizeof(double) * B * H : 0.0)); /* run.c's bg */
     /* causal, streaming, P > 1: raw B H (dv+1) elements and lsc B H doubles (run.c) */
     if (c->mode == LA_CAUSAL && P > 1 && !run_in_memory(j) && !repro)
       add(m, "overlap buffers", (es * (dv + 1) + sizeof(double)) * B * H);
@@ -123,6 +124,8 @@ void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m) {
           es * n * H * (3.0 * r + 3.0 * (dv + 1) + 2.0 * dv + 4.0 * w) + es * n * 2.0 * r +
               2.0 * sizeof(double) * n);
     }
+    /* --gates: the shard's log-gates, dL/dg (grad.c) and the reversed gates (decay_bwd.c) */
+    if (c->gates) add(m, "gates and their gradient", 3.0 * sizeof(double) * n * H);
   }
   if (win) {
     /* past halo: raw key rows Wr H (dk + dv) elements, and two P H per doubles of middle

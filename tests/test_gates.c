@@ -14,7 +14,9 @@
  * (some -30, and chunks whose gates sum below -700, the per-pair exp path), segments, chunks of
  * 16, blocks through the state, two keys-pass summaries joined by la_state_combine (their a =
  * the sum of the gates), and a block applied locally and corrected by its prefix; zero gates
- * against the ungated engine; gates 2^16 tokens long with large keys; the refusals. */
+ * against the ungated engine; strong gates 4096 tokens long with large keys; the refusals.
+ * The backward with gates (dL/dq, dk, dv and dL/dg) is checked against torch autograd by
+ * tests/python/test_gates.py and tests/grad/check_grad.py. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,8 +347,16 @@ static void test_refusals(void) {
             strstr(err, "[0, 4)"), "a forward past the gates refused (%s)", err);
   CHECK(la_engine_set_gates(e, g, 0, 4) == LA_OK && la_forward(e, 4, x, x, v, o, NULL) == LA_OK,
         "a forward with its gates");
+  CHECK(la_backward(e, 4, x, x, v, v, dq, dk, dv, NULL) == LA_OK, "the backward with gates");
+  la_engine_destroy(&e);
+  la_featmap_destroy(&fm);
+  c.map = LA_MAP_FAVOR, c.features = 4; /* a stabilized map: its backward is refused */
+  CHECK(la_featmap_create(&c, 2, 4, &fm) == LA_OK, "favor+ featmap");
+  CHECK(la_engine_create(&c, fm, LA_F64, 2, &e) == LA_OK, "gated favor+ engine");
+  CHECK(la_engine_set_gates(e, g, 0, 4) == LA_OK, "gates");
   CHECK(why(la_backward(e, 4, x, x, v, v, dq, dk, dv, NULL), err, sizeof err) == LA_ERR_UNSUPPORTED &&
-            strstr(err, "--gates"), "the backward with gates refused (%s)", err);
+            strstr(err, "--gates") && strstr(err, "stabilizer"), "the backward of favor+ with gates "
+        "refused (%s)", err);
   la_engine_destroy(&e);
   la_featmap_destroy(&fm);
 }

@@ -8,7 +8,12 @@
  * (the precomputed map), so they run on the engine's own decayed chunk kernels: the
  * anti-causal ones on the sequence reversed in time (w_ij depends on i - j only, and the
  * reversed segments are the same pieces). num and den come from one more such call on
- * [V|1]; the map's chain rule (maps.c) takes dphi to dq and dk. */
+ * [V|1]; the map's chain rule (maps.c) takes dphi to dq and dk.
+ * With --gates (§1.2 "Gates") w_ij = exp(g_{j+1} + ... + g_i): the inner engines take the
+ * gates, the reversed ones g'_t = g_{n-t} (t >= 1; the pair (i, j) reversed sums the same
+ * gates), and dL/dg_l = sum over the pairs j < l <= i of a_ij = w_ij ([v_j|1] . c_i), which is
+ * sum_{i >= l} (R_i - K_i) with R_i = phi(q_i) . dphi(q_i) (row sums) and K_i =
+ * phi(k_i) . dphi(k_i) (column sums): a reverse cumulative sum within the segment. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +57,7 @@ static la_status inner_make(const la_engine e, int dk, int dv, const double *gam
   c.kernels = e->cfg.kernels;
   c.decay = gam;
   c.decay_n = e->H;
+  c.gates = e->gated;
   in->fm = NULL, in->eng = NULL;
   LA_TRY(la_featmap_create(&c, e->H, dk, &in->fm));
   LA_TRY(la_engine_create(&c, in->fm, e->dt, dv, &in->eng));
@@ -64,20 +70,60 @@ static void inner_free(inner *in) {
   la_featmap_destroy(&in->fm);
 }
 
+/* Gates for an inner engine: the outer's over [0, n) (gr NULL), or reversed into gr. */
+static la_status inner_gates(const la_engine e, inner *in, int64_t n, double *gr) {
+  if (!e->gated) return LA_OK;
+  if (!gr) return la_engine_set_gates(in->eng, e->gates + (0 - e->gate0) * e->H, 0, n);
+  const int H = e->H;
+  for (int h = 0; h < H; h++) gr[h] = 0.0; /* the first reversed token: a segment start */
+  for (int64_t t = 1; t < n; t++)
+    for (int h = 0; h < H; h++) gr[t * H + h] = e->gates[(n - t - e->gate0) * H + h];
+  return la_engine_set_gates(in->eng, gr, 0, n);
+}
+
+la_status la_engine_set_gates_grad(la_engine e, double *dg) {
+  LA_CHECK(e && (e->gated || !dg), LA_ERR_ARG,
+           "la_engine_set_gates_grad: the engine was not planned with gates");
+  e->gate_grad = dg;
+  return LA_OK;
+}
+
+/* dL/dg (see the top): R_i - K_i per token and head, summed from the segment's end down to
+ * each token; 0 at a segment's first token. pq, dpq, pk, dpk: [n, H, r]. */
+static void gates_grad(const la_engine e, int64_t n, const void *pq, const void *dpq,
+                       const void *pk, const void *dpk, double *dg) {
+  const la_dtype dt = e->dt;
+  const int H = e->H, r = e->r;
+  for (int h = 0; h < H; h++) {
+    double s = 0.0;
+    for (int64_t t = n - 1; t >= 0; t--) {
+      const size_t o = ((size_t)t * H + h) * r;
+      double R = 0.0, K = 0.0;
+      for (int c = 0; c < r; c++) {
+        R += rd(dt, pq, o + c) * rd(dt, dpq, o + c);
+        K += rd(dt, pk, o + c) * rd(dt, dpk, o + c);
+      }
+      const int start = la_is_segment_start(e, t) || t == 0;
+      s += R - K;
+      dg[t * H + h] = start ? 0.0 : s;
+      if (start) s = 0.0; /* the segment before sums on its own */
+    }
+  }
+}
+
 la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                             const void *g, void *dq, void *dk, void *dv, la_den_stats *stats) {
-  LA_CHECK(!e->gated, LA_ERR_UNSUPPORTED,
-           "la_backward: the backward with --gates is not built yet (docs/design.md §1.2 \"Gates\")");
+  LA_TRY(la_engine_gates_cover(e, 0, n, "la_backward"));
   LA_CHECK(e->cfg.mode == LA_CAUSAL, LA_ERR_UNSUPPORTED,
-           "la_backward: the backward with --decay is causal only in this version "
-           "(docs/design.md §1.2)");
+           "la_backward: the backward with %s is causal only in this version "
+           "(docs/design.md §1.2)", e->gated ? "--gates" : "--decay");
   LA_CHECK(!(e->cfg.window > 0 && e->cfg.window < n), LA_ERR_UNSUPPORTED,
-           "la_backward: the backward with --decay has no window in this version "
-           "(docs/design.md §1.2)");
+           "la_backward: the backward with %s has no window in this version "
+           "(docs/design.md §1.2)", e->gated ? "--gates" : "--decay");
   LA_CHECK(!e->stabilized, LA_ERR_UNSUPPORTED,
-           "la_backward: the backward with --decay takes maps without a log-scale stabilizer "
+           "la_backward: the backward with %s takes maps without a log-scale stabilizer "
            "in this version (%s has one; elu1, relu, identity, taylor2, dpfp and precomputed "
-           "do not; docs/design.md §1.2)", la_map_name(e->cfg.map));
+           "do not; docs/design.md §1.2)", e->gated ? "--gates" : "--decay", la_map_name(e->cfg.map));
   if (n == 0) return LA_OK;
   const la_dtype dt = e->dt;
   const int H = e->H, r = e->r, DV = e->dv, dk0 = la_engine_input_dim(e), dv1 = DV + 1;
@@ -95,10 +141,11 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
        *t4 = la_malloc(es * N * H * (size_t)(dv1 > r ? dv1 : r));
   void *ph = la_malloc(es * N * (size_t)r), *dph = la_malloc(es * N * (size_t)r);
   double *a = la_malloc(sizeof(double) * N), *sums = la_malloc(sizeof(double) * N);
+  double *gr = e->gated ? la_malloc(sizeof(double) * N * H) : NULL; /* reversed gates */
   inner e1 = {0}, e2 = {0}, e3 = {0}, e4 = {0};
   la_status s = LA_OK;
   if (!gam || (e->seg_off && !roff) || !pq || !pk || !v1 || !nd || !out || !cc || !cu ||
-      !dpq || !t1 || !t2 || !t3 || !t4 || !ph || !dph || !a || !sums)
+      !dpq || !t1 || !t2 || !t3 || !t4 || !ph || !dph || !a || !sums || (e->gated && !gr))
     s = la_error(LA_ERR_NOMEM, "la_backward: out of memory for the decayed backward's rows "
                  "(%lld tokens x %d heads)", (long long)n, H);
   for (int h = 0; s == LA_OK && h < H; h++) gam[h] = la_engine_decay(e, h);
@@ -131,6 +178,7 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
   }
   /* (num | den) of every row */
   if (s == LA_OK) s = inner_make(e, r, dv1, gam, e->seg_off, e->seg_count, &e1);
+  if (s == LA_OK) s = inner_gates(e, &e1, n, NULL);
   if (s == LA_OK) s = la_forward(e1.eng, n, pq, pk, v1, nd, NULL);
   /* c = [G / D | -(G . out) D' / D] by the denominator policy (§1.1) */
   for (size_t t = 0; s == LA_OK && t < N * H; t++) {
@@ -151,9 +199,11 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
   }
   /* dphi(q): causal, queries c, keys [V|1], values phi(k) */
   if (s == LA_OK) s = inner_make(e, dv1, r, gam, e->seg_off, e->seg_count, &e2);
+  if (s == LA_OK) s = inner_gates(e, &e2, n, NULL);
   if (s == LA_OK) s = la_forward(e2.eng, n, cc, v1, pk, dpq, NULL);
   /* dphi(k): anti-causal, queries [V|1], keys c, values phi(q), in reversed time */
   if (s == LA_OK) s = inner_make(e, dv1, r, gam, roff, e->seg_count, &e3);
+  if (s == LA_OK) s = inner_gates(e, &e3, n, gr);
   if (s == LA_OK) {
     reverse_rows(dt, v1, t1, n, (size_t)H * dv1);
     reverse_rows(dt, cc, t2, n, (size_t)H * dv1);
@@ -163,6 +213,7 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
   if (s == LA_OK) reverse_rows(dt, t4, t1, n, (size_t)H * r); /* t1: dphi(k) [n, H, r] */
   /* dv: anti-causal, queries phi(k), keys phi(q), values c[:dv] */
   if (s == LA_OK) s = inner_make(e, r, DV, gam, roff, e->seg_count, &e4);
+  if (s == LA_OK) s = inner_gates(e, &e4, n, gr);
   if (s == LA_OK) {
     reverse_rows(dt, pk, t2, n, (size_t)H * r);
     reverse_rows(dt, pq, t3, n, (size_t)H * r);
@@ -170,6 +221,7 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
     s = la_forward(e4.eng, n, t2, t3, t4, nd, NULL);
   }
   if (s == LA_OK) reverse_rows(dt, nd, dv, n, (size_t)H * DV);
+  if (s == LA_OK && e->gated && e->gate_grad) gates_grad(e, n, pq, dpq, pk, t1, e->gate_grad);
   /* the map's chain rule: dq from dphi(q), dk from dphi(k) */
   for (int h = 0; s == LA_OK && h < H; h++)
     for (int w = 0; w < 2 && s == LA_OK; w++) {
@@ -190,5 +242,6 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
   inner_free(&e1), inner_free(&e2), inner_free(&e3), inner_free(&e4);
   free(gam), free(roff), free(pq), free(pk), free(v1), free(nd), free(out), free(cc), free(cu);
   free(dpq), free(t1), free(t2), free(t3), free(t4), free(ph), free(dph), free(a), free(sums);
+  free(gr);
   return s;
 }

@@ -66,6 +66,7 @@ struct la_engine_s {
   int gated;              /* --gates (§1.2 "Gates"): dlog is then set (0 without --decay) */
   const double *gates;    /* la_engine_set_gates: [gate_n, H] log-gates of global tokens */
   int64_t gate0, gate_n;  /* [gate0, gate0 + gate_n) (the caller's buffer) */
+  double *gate_grad;      /* la_engine_set_gates_grad: where la_backward writes dL/dg, or NULL */
   void *rout;             /* la_engine_set_replay_output: the replay's outputs, or NULL */
   int64_t rout_row0, rout_n;
 };

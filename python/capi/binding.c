@@ -135,6 +135,14 @@ int la_py_op_set_gates(la_py_op *op, const double *g) {
   return LA_OK;
 }
 
+int la_py_op_set_gates_grad(la_py_op *op, double *dg) {
+  la_error_clear();
+  LA_CHECK(op, LA_ERR_ARG, "no operator");
+  LA_CHECK(!dg || op->cfg.gates, LA_ERR_ARG, "gates: this operator was created without gates");
+  op->dgates = dg;
+  return LA_OK;
+}
+
 /* The bound gates of a call of n packed rows in one process (tokens [0, n)). */
 static la_status bind_gates(la_py_op *op, int64_t n) {
   if (!op->cfg.gates) return LA_OK;
@@ -333,6 +341,7 @@ int la_py_backward(la_py_op *op, int64_t B, int64_t L, const void *q, const void
   if (!fused) LA_TRY(check_g(op, n, L, g));
   LA_TRY(set_batch_segments(op, B, L, seg, nseg));
   LA_TRY(bind_gates(op, n));
+  if (op->cfg.gates) LA_TRY(la_engine_set_gates_grad(op->eng, op->dgates));
   if (tape) {
     la_status s = la_backward_taped(op->eng, n, q, k, v, g, out, tape, dq, dk, dv);
     if (s == LA_ERR_NONFINITE && fused) s = culprit_bwd(op, n, L, q, k, v, g);

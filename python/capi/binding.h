@@ -50,6 +50,8 @@ void la_py_op_destroy(la_py_op *op);
  * an operator created with gated = 1 (the caller keeps g alive; NULL clears). The calls bind
  * each sequence's rows to the engine (la_engine_set_gates), which checks every value. */
 int la_py_op_set_gates(la_py_op *op, const double *g);
+/* Where the next backward of a gated operator writes dL/dg ([B, L, H] float64; NULL: not). */
+int la_py_op_set_gates_grad(la_py_op *op, double *dg);
 int la_py_op_width(const la_py_op *op);                     /* r */
 int la_py_op_features(const la_py_op *op);                  /* m of the projection, 0: none */
 const char *la_py_op_kernels(const la_py_op *op);           /* "avx512" | "blas" */
@@ -120,6 +122,7 @@ struct la_py_op {
   int64_t *seg; /* the packed offsets of the last call (the engine keeps them by pointer) */
   int64_t nseg;
   const double *gates; /* la_py_op_set_gates: the next call's log-gates [B, L, H], or NULL */
+  double *dgates;      /* la_py_op_set_gates_grad: where the backward writes dL/dg, or NULL */
 };
 /* The denominator verdict of a finished call (the CLI's la_job_verdict, with tokens as
  * (batch entry, token) of a batch of sequences of L tokens), and the stats array. */

@@ -82,10 +82,6 @@ def gates_array(gates, B, L, H, batched=True):
         return None
     import numpy as np
     if hasattr(gates, "detach"):
-        if getattr(gates, "requires_grad", False):
-            raise UnsupportedError("gates: the gradient with respect to the log-gates is not "
-                                   "built yet (docs/design.md §1.2 \"Gates\"); pass a tensor "
-                                   "without requires_grad (gates.detach())")
         gates = gates.detach().cpu().numpy()
     try:
         a = np.asarray(gates, dtype=np.float64)
@@ -217,12 +213,22 @@ class Op:
                 _lib.lib.la_py_op_set_gates(self.h, None)
 
     def backward(self, B, L, q, k, v, g, dq, dk, dv, seg, dist=None, out=None, tape=None,
-                 fwd_stats=None):
+                 fwd_stats=None, gates=None, dgates=None):
         """With tape (and the forward's out), the backward reads the forward's tape; no
         denominators are formed, so the statistics recorded are the forward's (fwd_stats), the
-        same rows the replay would have noted."""
+        same rows the replay would have noted. gates: the forward's log-gates [B, L, H]
+        (gates_array); dgates: a float64 [B, L, H] array that receives dL/dg, or None."""
         with self.lock:
-            return self._backward(B, L, q, k, v, g, dq, dk, dv, seg, dist, out, tape, fwd_stats)
+            check(_lib.lib.la_py_op_set_gates(self.h, None if gates is None else gates.ctypes.data))
+            if dgates is not None:
+                check(_lib.lib.la_py_op_set_gates_grad(self.h, dgates.ctypes.data))
+            try:
+                return self._backward(B, L, q, k, v, g, dq, dk, dv, seg, dist, out, tape,
+                                      fwd_stats)
+            finally:
+                _lib.lib.la_py_op_set_gates(self.h, None)
+                if self.gated:
+                    _lib.lib.la_py_op_set_gates_grad(self.h, None)
 
     def _forward(self, B, L, q, k, v, out, seg, dist, tape):
         st = _lib.stats_buffer()

@@ -113,6 +113,7 @@ _sig("la_py_op_create", [STR, INT, STR, INT, STR, INT, DBL, ctypes.c_uint64, I64
                          INT, INT, INT, INT, INT, DBLP, INT, INT, DBLP, INT, INT, INT,
                          ctypes.POINTER(P)])
 _sig("la_py_op_set_gates", [P, P])
+_sig("la_py_op_set_gates_grad", [P, P])
 _sig("la_py_op_destroy", [P], None)
 _sig("la_py_op_width", [P])
 _sig("la_py_op_features", [P])

@@ -7,7 +7,7 @@ passed to the engine without a copy. Keyword arguments are those of the CLI opti
 import numpy as np
 
 from . import _core
-from ._lib import InputError, UnsupportedError, check, lib
+from ._lib import InputError, check, lib
 
 __all__ = ["attention", "attention_backward", "softmax_attention", "softmax_attention_backward"]
 
@@ -81,22 +81,26 @@ def attention(q, k, v, *, segments=None, comm=None, scan_algorithm="auto", **kw)
 
 def attention_backward(q, k, v, grad_out, *, segments=None, comm=None, scan_algorithm="auto",
                        **kw):
-    """(dq, dk, dv): the gradients of sum(attention(q, k, v, ...) * grad_out)."""
+    """(dq, dk, dv): the gradients of sum(attention(q, k, v, ...) * grad_out); with gates=,
+    (dq, dk, dv, dgates), dgates float64 of the gates' shape."""
     views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v", "grad_out"), (q, k, v, grad_out))
     if views[3][1].shape[3] != dv:
         raise InputError("grad_out has width %d, v has %d" % (views[3][1].shape[3], dv))
-    if kw.get("gates") is not None:
-        raise UnsupportedError("gates: the backward with gates is not built yet "
-                               "(docs/design.md §1.2 \"Gates\")")
-    kw.pop("gates", None)
-    op = _make_op(dt, H, dk, dv, kw)
+    gates = kw.pop("gates", None)  # log-gates [B, L, H] (docs/design.md §1.2 "Gates")
+    garr = _core.gates_array(gates, B, L, H, batched=not views[0][2])
+    op = _make_op(dt, H, dk, dv, dict(kw, gates=gates is not None))
+    kw = dict(kw, gates=gates is not None)
     if scan_algorithm not in _core.SCAN_ALGORITHMS:
         raise InputError("scan_algorithm %r is not one of %s" % (scan_algorithm, ", ".join(_core.SCAN_ALGORITHMS)))
     dist = _dist(comm, B, L, H, dk, dv, dt, _key(kw))
     g = [np.empty_like(views[i][1]) for i in range(3)]
     seg = _core.segments_array(segments)
+    dg = np.zeros((B, L, H)) if garr is not None else None
     op.backward(B, L, *(views[i][0].ptr for i in range(4)), *(x.ctypes.data for x in g), seg,
-                None if dist is None else (dist[0], scan_algorithm, dist[1], dist[2]))
+                None if dist is None else (dist[0], scan_algorithm, dist[1], dist[2]),
+                gates=garr, dgates=dg)
+    if dg is not None:
+        g.append(dg)
     return tuple(x[0] for x in g) if views[0][2] else tuple(g)
 
 

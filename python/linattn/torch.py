@@ -126,19 +126,18 @@ class _LinearFn(torch.autograd.Function):
     """out = attention(q, k, v); backward: the engine's (la_backward / la_dist_backward)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, op, seg, dist, tape, gates=None):
+    def forward(ctx, q, k, v, op, seg, dist, tape, gates=None, garr=None):
+        """gates: the log-gates tensor (for autograd), garr: their float64 array."""
         B, L, H, _ = q.shape
-        if gates is not None and any(ctx.needs_input_grad[:3]):
-            raise UnsupportedError("gates: the backward with gates is not built yet "
-                                   "(docs/design.md §1.2 \"Gates\"); run the forward under "
-                                   "torch.no_grad(), or detach q, k and v")
+        ctx.garr = garr
+        ctx.gates_dtype = gates.dtype if gates is not None else None
         out = _empty((B, L, H, op.dv), q.dtype)
         # the tape (docs/design.md §4.4 "Tape") when a gradient will be asked for: the
         # backward then reads it instead of replaying the forward
         nbytes = op.tape_size(B, L) if tape and dist is None and any(ctx.needs_input_grad[:3]) else 0
         tp = _empty(((nbytes + 3) // 4,), torch.float32) if nbytes else None
         ctx.stats = op.forward(B, L, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-                               seg, dist, tp.data_ptr() if nbytes else None, gates)
+                               seg, dist, tp.data_ptr() if nbytes else None, garr)
         ctx.op, ctx.seg, ctx.dist = op, seg, dist
         # saved tensors, so that autograd frees the tape with the graph after the backward
         ctx.save_for_backward(q, k, v, out if nbytes else None, tp)
@@ -153,12 +152,15 @@ class _LinearFn(torch.autograd.Function):
             g = g.to(q.dtype)
         dq, dk, dv = _empty(None, None, q), _empty(None, None, k), _empty(None, None, v)
         B, L = q.shape[0], q.shape[1]
+        want_dg = ctx.garr is not None and ctx.needs_input_grad[7]
+        dg = numpy.zeros(ctx.garr.shape) if want_dg else None
         ctx.op.backward(B, L, q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(),
                         dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ctx.seg, ctx.dist,
                         out=out.data_ptr() if tape is not None else None,
                         tape=tape.data_ptr() if tape is not None else None,
-                        fwd_stats=ctx.stats)
-        return dq, dk, dv, None, None, None, None, None
+                        fwd_stats=ctx.stats, gates=ctx.garr, dgates=dg)
+        dgt = torch.from_numpy(dg).to(ctx.gates_dtype) if want_dg else None
+        return dq, dk, dv, None, None, None, None, dgt, None
 
 
 def _prepare(q, k, v, comm, scan_algorithm, kw):
@@ -200,8 +202,9 @@ def attention(q, k, v, *, feature_map="elu1", features=None, mode="causal", norm
         projection=projection, window=window, chunk=chunk, threads=threads, kernels=kernels,
         decay=decay, gates=gates is not None))
     seg = _core.segments_array(segments)
-    g = _core.gates_array(gates, *q.shape[:3]) if gates is not None else None
-    return _LinearFn.apply(q, k, v, op, seg, dist, bool(tape), g)
+    garr = _core.gates_array(gates, *q.shape[:3]) if gates is not None else None
+    gt = gates if isinstance(gates, torch.Tensor) else None  # autograd: dL/dg for a tensor
+    return _LinearFn.apply(q, k, v, op, seg, dist, bool(tape), gt, garr)
 
 
 class _SoftmaxFn(torch.autograd.Function):

@@ -211,6 +211,14 @@ def oracle_cases(P, quick):
             name = f"{mp} causal --decay 0.9,0.6 " + " ".join(
                 f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
             cs.append(base(name, mp, "causal", n=n, chunk=8, decay=[0.9, 0.6], **kw))
+        # --gates (docs/design.md §1.2 "Gates"), dL/dg from --grad-gates: alone, with --decay
+        for mp, kw in (("elu1", {}), ("taylor2", {"decay": [0.9, 0.6]}), ("relu", {}),
+                       ("elu1", {"dtype": "f32"}), ("elu1", {"seg": straddle})):
+            name = f"{mp} causal --gates " + " ".join(
+                f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
+            c = base(name, mp, "causal", n=n, chunk=8, **kw)
+            c["gates"] = -0.3 * np.random.default_rng(c["seed"] + 38).random((n, c["h"]))
+            cs.append(c)
     return cs
 
 
@@ -243,7 +251,7 @@ def oracle_case(run, tally, c):
     try:
         r = torch_oracle.gradients(c["q"], c["k"], c["v"], c["g"], c["map"], omega, None,
                                    c["mode"], c["normalize"], c["policy"], c["seg"], c["window"],
-                                   c["features"], c.get("decay"))
+                                   c["features"], c.get("decay"), c.get("gates"))
     except torch_oracle.DenominatorViolation as e:
         return tally.case(False, c["name"], note=f"TEST DATA: oracle den violates: {e}")
     den = r["den"]
@@ -260,7 +268,7 @@ def oracle_case(run, tally, c):
     # (normalized N = 1 or W = 1: out_i = v_i) is judged on the scale of the others
     floor = 1e-3 * max(np.linalg.norm(r[d]) for d in ("dq", "dk", "dv"))
     errs = {}
-    for d in ("dq", "dk", "dv"):
+    for d in ("dq", "dk", "dv") + (("dg",) if "dg" in r else ()):
         x = got[d].astype(np.float64)
         errs[d] = float(np.linalg.norm(x - r[d]) / max(np.linalg.norm(r[d]), floor, 1e-300)) \
             if np.all(np.isfinite(x)) else float("inf")

@@ -242,6 +242,8 @@ def grad_args(c, prefix, dtype="f64", threads=1, extra=()):
         a += ["--window", c["window"]]
     if c.get("decay") is not None:
         a += ["--decay", ",".join(repr(x) for x in c["decay"])]
+    if c.get("gates") is not None:  # log-gates [N, H] and their gradient (design.md §1.2 "Gates")
+        a += ["--gates", f"{prefix}_gates.npy", "--grad-gates", f"{prefix}_gg.npy"]
     return a + list(extra)
 
 
@@ -250,8 +252,10 @@ def run_grad(run, c, prefix, dtype="f64", threads=1, extra=()):
     problem text, stderr). Input arrays in c are replaced by the values as written."""
     for nm in "qkvg":
         c[nm] = common.save(run.path(f"{prefix}_{nm}.npy"), c[nm], dtype).astype(np.float64)
-    outs = [run.path(f"{prefix}_{x}.npy") for x in ("gq", "gk", "gv", "p", "seg")]
+    outs = [run.path(f"{prefix}_{x}.npy") for x in ("gq", "gk", "gv", "p", "seg", "gg")]
     common.rm(*outs)
+    if c.get("gates") is not None:
+        np.save(run.path(f"{prefix}_gates.npy"), np.asarray(c["gates"], "<f8"))
     args = grad_args(c, prefix, dtype, threads, extra)
     if c.get("seg") is not None:
         np.save(run.path(f"{prefix}_seg.npy"), np.asarray(c["seg"], "<i8"))
@@ -271,6 +275,10 @@ def run_grad(run, c, prefix, dtype="f64", threads=1, extra=()):
         if arr.shape != x.shape:
             return None, omega, f"{os.path.basename(path)} shape {arr.shape}, want {x.shape}", err
         got[d] = arr.astype(np.float64)
+    if c.get("gates") is not None:
+        if not os.path.exists(outs[5]):
+            return None, omega, f"no {os.path.basename(outs[5])}", err
+        got["dg"] = np.load(outs[5]).astype(np.float64)
     tmps = leftover_tmp(run.workdir)
     if tmps:
         return None, omega, f"temporary files remain: {tmps}", err

@@ -133,9 +133,11 @@ def operator(pq, pk, v, msk, normalize=True, policy="error", weights=None):
 
 
 def gradients(q, k, v, g, feature_map, omega=None, scale=None, mode="causal", normalize=True,
-              policy="error", segments=None, window=None, features=None, decay=None):
+              policy="error", segments=None, window=None, features=None, decay=None,
+              gates=None):
     """Autograd of L = sum(out * g). Inputs are NumPy arrays [N,H,d] (or [N,d]); returns a
-    dict of float64 NumPy arrays out, den, dq, dk, dv (dq/dk/dv in the input's shape)."""
+    dict of float64 NumPy arrays out, den, dq, dk, dv (dq/dk/dv in the input's shape), and dg
+    with gates (log-gates [N, H]: pair weights exp(g_{j+1} + ... + g_i), causal)."""
     shapes = [np.shape(x) for x in (q, k, v)]
     t = [torch.tensor(np.asarray(x, dtype=np.float64)) for x in (q, k, v, g)]
     t = [x[:, None, :] if x.dim() == 2 else x for x in t]
@@ -148,12 +150,23 @@ def gradients(q, k, v, g, feature_map, omega=None, scale=None, mode="causal", no
         n = tq.shape[0]
         d = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs().double()
         w = torch.tensor(np.asarray(decay, dtype=np.float64))[:, None, None] ** d[None]
+    tgate = None
+    if gates is not None:  # exp(C_i - C_j), C the cumulative log-gates, j <= i
+        tgate = torch.tensor(np.asarray(gates, dtype=np.float64)).requires_grad_(True)
+        cs = torch.cumsum(tgate, 0).T                                      # [H, N]
+        lw = cs[:, :, None] - cs[:, None, :]
+        n = tq.shape[0]
+        low = (torch.arange(n)[None, :] <= torch.arange(n)[:, None])[None]
+        gw = torch.exp(torch.where(low, lw, torch.full_like(lw, -1e300)))
+        w = gw if w is None else w * gw
     out, den = operator(phi(feature_map, tq, omega, scale, features),
                         phi(feature_map, tk, omega, scale, features), tv, msk, normalize, policy, w)
     (out * tg).sum().backward()
     res = dict(out=out.detach().numpy(), den=den.detach().numpy())
     for name, x, shp in zip(("dq", "dk", "dv"), (tq, tk, tv), shapes):
         res[name] = x.grad.numpy().reshape(shp)
+    if tgate is not None:
+        res["dg"] = tgate.grad.numpy()
     return res
 
 

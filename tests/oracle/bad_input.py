@@ -178,8 +178,11 @@ CASES = [
      ["--gates", "--window"]),
     ("--gates with --checkpoint", FILES + ["--gates", "g.npy", "--checkpoint", "ckg"], 2,
      ["--gates", "--checkpoint"]),
-    ("--gates with grad", ["grad"] + FILES + ["--grad-out", "v.npy", "--gates", "g.npy"], 2,
-     ["--gates", "backward"]),
+    ("--gates with grad, favor+", ["grad"] + FILES + ["--grad-out", "v.npy", "--gates", "g.npy",
+                                                       "--feature-map", "favor+"], 2,
+     ["--gates", "stabilizer"]),
+    ("--grad-gates without --gates", ["grad"] + FILES + ["--grad-out", "v.npy", "--grad-gates",
+                                                          "gg.npy"], 2, ["--grad-gates", "--gates"]),
     ("--decay bidirectional with --checkpoint",
      FILES + ["--decay", "0.9", "--mode", "bidirectional", "--checkpoint", "ckd"], 2,
      ["--checkpoint", "--decay"]),
@@ -187,7 +190,10 @@ CASES = [
 # on more than one rank only (one rank runs it): the backward with decay runs on one process
 MULTI = [("--decay with grad on many ranks", ["grad"] + FILES + ["--grad-out", "v.npy",
                                                                   "--decay", "0.9"], 2,
-          ["--decay", "one process"])]
+          ["--decay", "one process"]),
+         ("--gates with grad on many ranks", ["grad"] + FILES + ["--grad-out", "v.npy",
+                                                                  "--gates", "g.npy"], 2,
+          ["--gates", "one process"])]
 
 
 def check_case(run, tally, name, args, want_rc, must, env=None):

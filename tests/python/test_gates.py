@@ -7,9 +7,12 @@ directly, from i down to j + 1), with the maps of _common.phi. elu1, relu (zero-
 segments; batches (each sequence its own gates); unbatched [L, H, d] calls. float64 within
 1e-12 of the row's largest value; float32 row by row within 1e-5 of the row's sum of |terms|
 (sum_j w_ij |v_j| / sum_j w_ij: signed values cancel in the numerator, so the error is measured
-against the size of its terms), on the same float32 inputs. Then the refusals: shapes, a
-positive or NaN log-gate (named by batch, token, head), bidirectional mode, a window,
-gradients (of the gates, or of q, k, v through a gated forward), numpy's backward.
+against the size of its terms), on the same float32 inputs. The backward, dL/dg included:
+torch autograd through the engine against autograd of a float64 quadratic form in torch
+(elu1, relu, identity unnormalized, dpfp, taylor2; segments; with decay; 1e-12 in float64,
+1e-4 of the largest entry in float32), gradcheck with the gates, numpy's attention_backward
+equal to torch's. Then the refusals: shapes, a positive or NaN log-gate (named by batch,
+token, head), bidirectional mode, a window, the backward of a stabilized map.
 
 Run: PYTHONPATH=python LINATTN_LIBRARY=build/python/liblinattn_py.so \
      /usr/bin/python3 tests/python/test_gates.py      (exit 77: numpy or torch missing)
@@ -130,23 +133,78 @@ def main():
             chk.check(False, "no exception")
         except exc as e:
             chk.check(words in str(e), "reason %r lacks %r" % (str(e), words))
-    chk.start("refused: the gradient of the gates, and the backward through gates")
-    t = [torch.tensor(a) for a in x4]
-    gt = torch.tensor(-rng.random((1, L, H)))
-    for kind in ("gates", "qkv"):
-        try:
-            if kind == "gates":
-                lt.attention(*t, gates=gt.clone().requires_grad_())
-            else:
-                lt.attention(t[0].clone().requires_grad_(), t[1], t[2], gates=gt)
-            chk.check(False, "%s: no exception" % kind)
-        except linattn.UnsupportedError as e:
-            chk.check("gates" in str(e) and "not built yet" in str(e), "%s: %s" % (kind, e))
+    # the backward (docs/design.md §1.2 "Gates"): torch autograd through the engine, dL/dg
+    # included, against autograd of a float64 quadratic form in torch on the same inputs
+    gam = [0.9, 0.99, 1.0]
+
+    def tref(name, q, k, v, g, segments, normalize, features, decay):
+        pq, pk = C.phi(name, q, features=features), C.phi(name, k, features=features)
+        i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
+        m = j <= i
+        if segments:
+            seg = torch.zeros(L, dtype=torch.long)
+            for o in segments[1:-1]:
+                seg[o:] += 1
+            m = m & (seg[:, None] == seg[None, :])
+        outs = []
+        for h in range(H):
+            lam = float(np.log(decay[h])) if decay else 0.0
+            cs = torch.cumsum(g[:, :, h] + lam, 1)
+            lw = torch.where(m, cs[:, :, None] - cs[:, None, :], torch.full((L, L), -1e300,
+                                                                           dtype=torch.float64))
+            W = torch.einsum("bir,bjr->bij", pq[:, :, h], pk[:, :, h]) * torch.exp(lw) * m
+            num = W @ v[:, :, h]
+            outs.append(num / W.sum(-1, keepdim=True) if normalize else num)
+        return torch.stack(outs, 2)
+
+    for name in ("elu1", "relu", "identity", "dpfp", "taylor2"):
+        norm, feats = name != "identity", (1 if name == "dpfp" else None)
+        kw = {"features": feats} if feats else {}
+        for segments, decay in ((None, None), ([0, 20, 21, L], None), (None, gam)):
+            chk.start("backward %s gates%s%s" % (name, " segments" if segments else "",
+                                                 " decay=%s" % decay if decay else ""))
+            off = 1.0 if name in ("relu", "dpfp") else 0.0
+            g64 = torch.Generator().manual_seed(11)
+            q, k = (off + 0.5 * torch.randn(B, L, H, dk, generator=g64, dtype=torch.float64)
+                    for _ in range(2))
+            v, G = (torch.randn(B, L, H, dv, generator=g64, dtype=torch.float64) for _ in range(2))
+            gg = -0.4 * torch.rand(B, L, H, generator=g64, dtype=torch.float64)
+            for dt, tol in ((torch.float64, 1e-12), (torch.float32, 1e-4)):
+                x = [t.to(dt).detach().clone().requires_grad_() for t in (q, k, v, gg)]
+                o = lt.attention(*x[:3], gates=x[3], feature_map=name, segments=segments,
+                                 decay=decay, normalize=norm, **kw)
+                (o * G.to(dt)).sum().backward()
+                xr = [t.to(dt).double().detach().clone().requires_grad_() for t in (q, k, v, gg)]
+                ref = tref(name, *xr, segments, norm, feats, decay)
+                (ref * G).sum().backward()
+                for what, a_, b_ in zip(("out", "dq", "dk", "dv", "dg"), [o] + [t.grad for t in x],
+                                        [ref] + [t.grad for t in xr]):
+                    e = float((a_.double() - b_).abs().max() / b_.abs().max())
+                    chk.check(a_.dtype == dt and e <= tol, "%s %s: %.3g > %g" % (dt, what, e, tol))
+    chk.start("backward with gates: gradcheck (float64, elu1, segments, gates included)")
+    g64 = torch.Generator().manual_seed(9)
+    xs = [torch.randn(1, 12, 2, 3, generator=g64, dtype=torch.float64).requires_grad_()
+          for _ in range(3)]
+    gs = (-0.5 * torch.rand(1, 12, 2, generator=g64, dtype=torch.float64)).requires_grad_()
+    chk.check(torch.autograd.gradcheck(
+        lambda a_, b_, c_, d_: lt.attention(a_, b_, c_, gates=d_, segments=[0, 5, 12]),
+        xs + [gs], eps=1e-6, atol=1e-8), "gradcheck")
+    chk.start("the backward with gates and decay, numpy's attention_backward = torch's")
+    x = [rng.standard_normal((L, H, d)) for d in (dk, dk, dv)]
+    gn, Gn = -0.3 * rng.random((L, H)), rng.standard_normal((L, H, dv))
+    dn = ln.attention_backward(*x, Gn, gates=gn, decay=gam)
+    xt = [torch.tensor(a).requires_grad_() for a in x]
+    (lt.attention(*(t[None] for t in xt), gates=torch.tensor(gn)[None], decay=gam)
+     * torch.tensor(Gn)[None]).sum().backward()
+    chk.check(all(np.array_equal(a, t.grad.numpy()) for a, t in zip(dn, xt)), "numpy != torch")
+    chk.start("refused: the backward of a stabilized map with gates")
     try:
-        ln.attention_backward(*x4, x4[2], gates=-rng.random((1, L, H)))
-        chk.check(False, "numpy backward: no exception")
+        xq = torch.tensor(x4[0]).requires_grad_()
+        lt.attention(xq, *(torch.tensor(a) for a in x4[1:]), gates=torch.zeros(1, L, H),
+                     feature_map="favor+", features=8).sum().backward()
+        chk.check(False, "no exception")
     except linattn.UnsupportedError as e:
-        chk.check("not built yet" in str(e), str(e))
+        chk.check("--gates" in str(e) or "gates" in str(e), str(e))
     return chk.finish()
 
 
