@@ -25,6 +25,7 @@ la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, 
   c->H = j->H;
   c->r = r;
   c->dv = j->dv;
+  c->gated = o->cfg.gates != 0;
   c->N = j->N;
   la_status st = LA_OK;
   if (la_dist_rank(d) == 0) {
@@ -55,9 +56,9 @@ la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, 
       }
       /* the synthetic workload's data are those of one version of the generator */
       if (!o->q) fprintf(g, "input synthetic generator version %d\n", LA_SYNTH_VERSION);
-      const char *files[] = {o->q, o->k, o->v, o->segments, o->projection};
-      const char *names[] = {"q", "k", "v", "segments", "projection"};
-      for (int i = 0; i < 5; i++) {
+      const char *files[] = {o->q, o->k, o->v, o->segments, o->projection, o->gates};
+      const char *names[] = {"q", "k", "v", "segments", "projection", "gates"};
+      for (int i = 0; i < 6; i++) {
         if (!files[i]) continue;
         if (stat(files[i], &sb) == 0)
           fprintf(g, "file %s=%s size=%lld mtime=%lld.%09ld\n", names[i], files[i],

@@ -32,6 +32,7 @@ typedef struct {
   char *fp;           /* rank 0: the fingerprint, "opt NAME=VALUE" and "file ..." lines */
   size_t fplen;
   int H, r, dv;
+  int gated; /* --gates: each lane record also holds the lane's cumulative log-gates a */
   int64_t N;
   /* what la_ckpt_load found */
   int found, pass, lanes; /* lanes: L, the rank count of the run that started the work */

@@ -15,7 +15,7 @@
 enum { NSTAT = 11 };
 
 size_t la_ck_rec_doubles(const la_ckpt *c) {
-  return 3 + (size_t)c->H * ((size_t)c->r * (c->dv + 1) + 2);
+  return 3 + (size_t)c->H * ((size_t)c->r * (c->dv + 1) + 2 + (c->gated ? 1 : 0));
 }
 
 void la_ck_path2(char *buf, size_t len, const char *dir, const char *name) {
@@ -66,6 +66,9 @@ void la_ck_pack(const la_ckpt *c, const la_lane *l, const la_state *s, double *r
     int64_t f = s->f[h];
     memcpy(rec + 3 + hsz + c->H + h, &f, sizeof f);
   }
+  /* --gates: the lane's a, the sum of its rows' gates so far (with decay alone it is set
+   * from gamma when the lanes combine, so it need not be kept) */
+  if (c->gated) memcpy(rec + 3 + hsz + 2 * c->H, s->a, (size_t)c->H * sizeof(double));
 }
 
 void la_ck_unpack(const la_ckpt *c, const double *rec, la_lane *l, la_state *s) {
@@ -82,6 +85,7 @@ void la_ck_unpack(const la_ckpt *c, const double *rec, la_lane *l, la_state *s) 
     memcpy(&f, rec + 3 + hsz + c->H + h, sizeof f);
     s->f[h] = (int)f;
   }
+  if (c->gated) memcpy(s->a, rec + 3 + hsz + 2 * c->H, (size_t)c->H * sizeof(double));
 }
 
 /* The statistics as one flat buffer: 11 scalars then the histogram. */

@@ -248,8 +248,8 @@ static const la_opt rows[] = {
      .help = "data-dependent log-gates g <= 0, one per token and head: an .npy [N,H] ([N] for "
              "one head) with --q/--k/--v, or synthetic with the synthetic workload "
              "(log sigmoid(3 + N(0,1)) from --seed); S_t = e^g_t S_{t-1} + phi(k_t) v_t^T, with "
-             "--decay on top; causal; any number of ranks, with --segments; not with --window, "
-             "--reproducible or --checkpoint (not built yet); grad takes it on one process, for "
+             "--decay on top; causal; any number of ranks, with --segments and --checkpoint; not "
+             "with --window or --reproducible (not built yet); grad takes it on one process, for "
              "maps without a stabilizer (--grad-gates writes dL/dg)"},
     {.name = "--segments", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      F(segments), .help = "packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N, "
@@ -483,8 +483,6 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
              "workload; with --q/--k/--v give the gates as an .npy [N, H]");
     LA_CHECK(o->q || !o->gates, LA_ERR_ARG, "--gates %s: a gates file goes with --q/--k/--v; "
              "with the synthetic workload use --gates synthetic (drawn from --seed)", o->gates);
-    LA_CHECK(!o->checkpoint, LA_ERR_UNSUPPORTED, "--gates with --checkpoint is not built yet (a "
-             "checkpoint would have to hold the gates' cumulative sums and fingerprint the file)");
   }
   /* grad's outputs are its replay's (la_engine_set_replay_output), which keeps one state per
    * head and has no form for segment resets or a window's far edge */

@@ -70,6 +70,22 @@ static void inner_free(inner *in) {
   la_featmap_destroy(&in->fm);
 }
 
+/* An anti-causal product: the inner engine `in` (reversed segments and gates) on queries x,
+ * keys y and values z ([n, H, w] rows of widths wx, wy, wz) reversed in time into ra, rb, rc,
+ * its outputs (width wo) into rd, reversed back into out (which may be ra). */
+static la_status anticausal(const la_engine e, const inner *in, int64_t n, const void *x, int wx,
+                            const void *y, int wy, const void *z, int wz, int wo, void *ra,
+                            void *rb, void *rc, void *rd, void *out) {
+  const la_dtype dt = e->dt;
+  const size_t H = (size_t)e->H;
+  reverse_rows(dt, x, ra, n, H * wx);
+  reverse_rows(dt, y, rb, n, H * wy);
+  reverse_rows(dt, z, rc, n, H * wz);
+  LA_TRY(la_forward(in->eng, n, ra, rb, rc, rd, NULL));
+  reverse_rows(dt, rd, out, n, H * wo);
+  return LA_OK;
+}
+
 /* Gates for an inner engine: the outer's over [0, n) (gr NULL), or reversed into gr. */
 static la_status inner_gates(const la_engine e, inner *in, int64_t n, double *gr) {
   if (!e->gated) return LA_OK;
@@ -204,23 +220,12 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
   /* dphi(k): anti-causal, queries [V|1], keys c, values phi(q), in reversed time */
   if (s == LA_OK) s = inner_make(e, dv1, r, gam, roff, e->seg_count, &e3);
   if (s == LA_OK) s = inner_gates(e, &e3, n, gr);
-  if (s == LA_OK) {
-    reverse_rows(dt, v1, t1, n, (size_t)H * dv1);
-    reverse_rows(dt, cc, t2, n, (size_t)H * dv1);
-    reverse_rows(dt, pq, t3, n, (size_t)H * r);
-    s = la_forward(e3.eng, n, t1, t2, t3, t4, NULL);
-  }
-  if (s == LA_OK) reverse_rows(dt, t4, t1, n, (size_t)H * r); /* t1: dphi(k) [n, H, r] */
+  if (s == LA_OK) /* t1: dphi(k) [n, H, r] */
+    s = anticausal(e, &e3, n, v1, dv1, cc, dv1, pq, r, r, t1, t2, t3, t4, t1);
   /* dv: anti-causal, queries phi(k), keys phi(q), values c[:dv] */
   if (s == LA_OK) s = inner_make(e, r, DV, gam, roff, e->seg_count, &e4);
   if (s == LA_OK) s = inner_gates(e, &e4, n, gr);
-  if (s == LA_OK) {
-    reverse_rows(dt, pk, t2, n, (size_t)H * r);
-    reverse_rows(dt, pq, t3, n, (size_t)H * r);
-    reverse_rows(dt, cu, t4, n, (size_t)H * DV);
-    s = la_forward(e4.eng, n, t2, t3, t4, nd, NULL);
-  }
-  if (s == LA_OK) reverse_rows(dt, nd, dv, n, (size_t)H * DV);
+  if (s == LA_OK) s = anticausal(e, &e4, n, pk, r, pq, r, cu, DV, DV, t2, t3, t4, nd, dv);
   if (s == LA_OK && e->gated && e->gate_grad) gates_grad(e, n, pq, dpq, pk, t1, e->gate_grad);
   /* the map's chain rule: dq from dphi(q), dk from dphi(k) */
   for (int h = 0; s == LA_OK && h < H; h++)

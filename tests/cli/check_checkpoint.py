@@ -17,7 +17,8 @@ shared. Cases:
      of another synthetic generator version (manifests forged, checksums valid) -> exit 2 naming
      it; the partial output missing -> exit 2.
   6. refusals: grad --checkpoint, --window, --reproducible with --checkpoint: exit 2.
-  Case 1 also runs with --decay (per-head gammas, favor+, segments), stopped in each pass.
+  Case 1 also runs with --decay (per-head gammas, favor+, segments) and with --gates synthetic
+  (on top of --decay), stopped in each pass.
 Usage: check_checkpoint.py LINATTN_BINARY
 """
 import json
@@ -126,6 +127,10 @@ stop_resume("causal_segments", 3, ["--segments", segs], 12, 2)
 dec = ["--decay", "0.99,0.9,0.5", "--feature-map", "favor+", "--features", "16"]
 stop_resume("decay_p1", 2, dec, 3, 1)
 stop_resume("decay_segments_p2", 3, dec + ["--segments", segs], 12, 2)
+# gates (§1.2 "Gates"): each lane's a, the sum of its gates so far, is in the checkpoint
+gat = ["--gates", "synthetic", "--decay", "0.99,0.9,0.5", "--feature-map", "favor+", "--features", "16"]
+stop_resume("gates_p1", 2, gat, 3, 1)
+stop_resume("gates_segments_p2", 3, gat + ["--segments", segs], 12, 2)
 
 # 2. an external SIGTERM to one rank of a running job
 out, ck, ref = f"{W}/term.npy", f"{W}/term_ck", f"{W}/term_ref.npy"

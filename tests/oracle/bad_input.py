@@ -176,8 +176,6 @@ CASES = [
      ["--gates", "causal"]),
     ("--gates with --window", FILES + ["--gates", "g.npy", "--window", "8"], 2,
      ["--gates", "--window"]),
-    ("--gates with --checkpoint", FILES + ["--gates", "g.npy", "--checkpoint", "ckg"], 2,
-     ["--gates", "--checkpoint"]),
     ("--gates with grad, favor+", ["grad"] + FILES + ["--grad-out", "v.npy", "--gates", "g.npy",
                                                        "--feature-map", "favor+"], 2,
      ["--gates", "stabilizer"]),

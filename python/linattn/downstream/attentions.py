@@ -13,6 +13,15 @@ and returns [B, L, H, dv]; all of them run through the engine (linattn.torch):
     hedgehog           phi(x) = [softmax(x W), softmax(-x W)] per head (Zhang et al. 2024),
                        W [H, dk, dk] a parameter of the model, through feature_map="precomputed"
 
+A feature map may carry a decay after '@' (docs/design.md §1.2):
+
+    MAP@G              a fixed per-head decay gamma = G in (0, 1] (decay=G)
+    MAP@retnet         RetNet's schedule gamma_h = 1 - 2^(-5-h)
+    MAP@gates          data-dependent log-gates (Mamba-2's scalar form, §1.2 "Gates"):
+                       g = logsigmoid(k . w_h + b_h) per token and head, w [H, dk] and b [H]
+                       parameters of the model (b starts at 3: gates near 0.95), trained
+                       through the engine's dL/dg; causal only
+
 A random map draws its projection once from the run's seed (the engine draws the same
 projection for the same seed, docs/design.md §2.1) and never redraws it: the projection is a
 fixed part of the model for the whole run, as the gradient treats it (§4.4).
@@ -32,8 +41,29 @@ RANDOM_MAPS = ("favor+", "favor+orf", "favor-hyp")
 FIXED_MAPS = ("elu1", "relu", "taylor2")
 
 
+def split_decay(name):
+    """'elu1@0.95' -> ('elu1', 0.95); 'elu1@retnet' -> ('elu1', 'retnet'); 'elu1@gates' ->
+    ('elu1', 'gates'); 'elu1' -> ('elu1', None). Raises ValueError."""
+    core, at, mod = name.partition("@")
+    if not at:
+        return core, None
+    if mod in ("retnet", "gates"):
+        return core, mod
+    try:
+        g = float(mod)
+    except ValueError:
+        g = float("nan")
+    if not 0.0 < g <= 1.0:
+        raise ValueError("attention %r: after '@' give a decay in (0, 1], retnet or gates" % name)
+    return core, g
+
+
 def parse(name):
-    """'favor+:64' -> ('favor+', 64); 'elu1' -> ('elu1', None). Raises ValueError."""
+    """'favor+:64' -> ('favor+', 64); 'elu1' -> ('elu1', None); any '@' decay is checked and
+    left out (split_decay). Raises ValueError."""
+    name, mod = split_decay(name)
+    if mod is not None and name.partition(":")[0] == "softmax":
+        raise ValueError("attention %r: softmax takes no decay" % name)
     base, _, arg = name.partition(":")
     if base in ("softmax", "hedgehog") + FIXED_MAPS:
         if arg:
@@ -67,19 +97,32 @@ class SoftmaxAttention(torch.nn.Module):
 
 
 class EngineAttention(torch.nn.Module):
-    """One of the engine's feature maps; the projection (random maps) is fixed by `seed`."""
+    """One of the engine's feature maps; the projection (random maps) is fixed by `seed`.
+    decay: None, a gamma, "retnet", or "gates" (learned log-gates from k, see the top)."""
 
-    def __init__(self, feature_map, features, *, mode, denominator, scale=None, seed=0, threads=1):
+    def __init__(self, feature_map, features, *, mode, denominator, scale=None, seed=0, threads=1,
+                 decay=None, heads=1, dk=1):
         super().__init__()
         self.feature_map, self.features = feature_map, features
         self.mode, self.denominator, self.scale = mode, denominator, scale
         self.seed, self.threads = seed, threads
+        self.decay = decay if decay != "gates" else None
+        if decay == "gates":
+            self.gate_w = torch.nn.Parameter(torch.zeros(heads, dk))
+            self.gate_b = torch.nn.Parameter(torch.full((heads,), 3.0))
+        else:
+            self.gate_w = self.gate_b = None
 
     def forward(self, q, k, v):
+        gates = None
+        if self.gate_w is not None:  # log sigmoid(k . w_h + b_h), [B, L, H], <= 0
+            gates = torch.nn.functional.logsigmoid(
+                torch.einsum("blhd,hd->blh", k, self.gate_w.to(k.dtype)) + self.gate_b.to(k.dtype))
         return lt.attention(q.contiguous(), k.contiguous(), v.contiguous(),
                             feature_map=self.feature_map, features=self.features or 256,
                             mode=self.mode, normalize=True, denominator=self.denominator,
-                            scale=self.scale, seed=self.seed, threads=self.threads)
+                            scale=self.scale, seed=self.seed, threads=self.threads,
+                            decay=self.decay, gates=gates)
 
 
 class HedgehogAttention(torch.nn.Module):
@@ -107,13 +150,16 @@ def build(name, *, heads, dk, mode, seed, threads=1, denominator="error", random
     random maps' target exp(s q.k) (None: the engine's 1/sqrt(dk)); `denominator` is the
     engine's policy for every feature map (docs/design.md §1.1)."""
     base, arg = parse(name)
+    decay = split_decay(name)[1]
     if base == "softmax":
         return SoftmaxAttention(mode=mode, threads=threads)
     if base == "hedgehog":
+        if decay is not None:
+            raise ValueError("attention %r: hedgehog takes no decay in this version" % name)
         return HedgehogAttention(heads, dk, mode=mode, denominator=denominator, threads=threads)
     return EngineAttention(base, arg, mode=mode, denominator=denominator,
                            scale=random_scale if base in RANDOM_MAPS else None, seed=seed,
-                           threads=threads)
+                           threads=threads, decay=decay, heads=heads, dk=dk)
 
 
 def torch_softmax(q, k, v, mode, scale=None):
