@@ -326,6 +326,15 @@ static void test_refusals(void) {
   la_featmap fm = NULL;
   la_engine e = NULL;
   CHECK(la_featmap_create(&c, 2, 4, &fm) == LA_OK, "featmap");
+  for (int m = 0; m < 2; m++) { /* la_engine_create refuses them without la_config_check */
+    la_config b = c;
+    b.gates = 1;
+    if (m) b.window = 8;
+    else b.mode = LA_BIDIRECTIONAL;
+    CHECK(why(la_engine_create(&b, fm, LA_F64, 2, &e), err, sizeof err) != LA_OK && !e &&
+              strstr(err, "--gates"), "la_engine_create refuses gates %s (%s)",
+          m ? "with a window" : "in bidirectional mode", err);
+  }
   CHECK(la_engine_create(&c, fm, LA_F64, 2, &e) == LA_OK && !la_engine_gated(e), "ungated engine");
   double g[4 * 2] = {0}, x[4 * 2 * 4] = {0}, v[4 * 2 * 2] = {0}, o[4 * 2 * 2], dq[32], dk[32], dv[16];
   CHECK(why(la_engine_set_gates(e, g, 0, 4), err, sizeof err) == LA_ERR_ARG && strstr(err, "not planned"),

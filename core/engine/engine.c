@@ -87,6 +87,12 @@ static void work_free(la_work *w) {
 static la_status decay_table(la_engine e) {
   const la_config *c = &e->cfg;
   e->gated = c->gates != 0;
+  /* la_config_check's refusals again: a caller may plan without it, and the reverse passes
+   * and the window have no gates (docs/design.md §1.2 "Gates") */
+  LA_CHECK(!e->gated || (c->mode == LA_CAUSAL && c->window <= 0 && !c->reproducible),
+           c->mode == LA_CAUSAL ? LA_ERR_UNSUPPORTED : LA_ERR_ARG,
+           "la_engine_create: --gates are causal, and not yet with --window or --reproducible "
+           "(docs/design.md §1.2 \"Gates\")");
   if (!c->decay && !c->decay_retnet && !e->gated) return LA_OK;
   if (!c->decay && !c->decay_retnet) { /* --gates alone: the decayed paths with ln gamma = 0 */
     e->dlog = la_calloc((size_t)e->H, sizeof(double));
