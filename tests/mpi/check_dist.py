@@ -167,10 +167,33 @@ def main():
     H3 = 3
     q3, k3 = rng.normal(size=(n, H3, dk)) * 0.7, rng.normal(size=(n, H3, dk)) * 0.7
     v3 = rng.normal(size=(n, H3, dv))
-    for name, x in (("dq", q3), ("dk", k3), ("dv", v3)):
+    for name, x in (("dq", q3), ("dk", k3), ("dv", v3)):   # every row, and the first 97
         common.save(par.path(f"{name}.npy"), x, "f64")
+        common.save(par.path(f"{name}n.npy"), x[:97], "f64")
     offs = [0, 150, 151, 700, 1000]
     gam = [0.9, 0.995, 0.5]
+
+    def inputs(nn):
+        sfx = "n" if nn != n else ""
+        return ["--q", f"dq{sfx}.npy", "--k", f"dk{sfx}.npy", "--v", f"dv{sfx}.npy"]
+
+    def against_reference(what, mp, nn, args, out, mode="causal", **ref_kw):
+        """`linattn run` on the first nn rows of (q3, k3, v3) with args, its output out
+        against ref.quadratic on the same features with ref_kw (decay, offsets, window,
+        gates, policy)."""
+        save = ["--save-projection", "p.npy"] if mp in ref.RANDOM_MAPS else []
+        rcp, _, ep = par(*inputs(nn), "--feature-map", mp, "--features", "16", "--mode", mode,
+                         "--chunk", "8", "--force", "--no-progress", *args, "--out", out, *save)
+        if rcp != 0:
+            report(False, what, f"rc {rcp}: {common.first_error(ep)}")
+            return
+        om = np.load(par.path("p.npy")) if mp in ref.RANDOM_MAPS else None
+        want, _ = ref.quadratic(ref.feature_map(mp, q3[:nn], om, features=16),
+                                ref.feature_map(mp, k3[:nn], om, features=16), v3[:nn], mode,
+                                **ref_kw)
+        e_ref = ref.rel_err(np.load(par.path(out)), want)
+        report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
+
     dcases = [("elu1", 97, False, "0.9,0.995,0.5", [], "exscan"),
               ("taylor2", 1000, False, "0.9,0.995,0.5", [], "auto"),
               ("elu1", 1000, True, "retnet", [], "exscan")]
@@ -179,88 +202,30 @@ def main():
         ("pipelined", ["--scan-pieces", "3"]))]
     for mp, nn, seg, dspec, extra, alg in dcases:
         g = [1.0 - 2.0 ** (-5 - h) for h in range(H3)] if dspec == "retnet" else gam
-        if nn != n:
-            for name, x in (("dq", q3), ("dk", k3), ("dv", v3)):
-                common.save(par.path(f"{name}n.npy"), x[:nn], "f64")
-        sfx = "n" if nn != n else ""
-        args = ["--q", f"dq{sfx}.npy", "--k", f"dk{sfx}.npy", "--v", f"dv{sfx}.npy",
-                "--feature-map", mp, "--features", "16", "--mode", "causal", "--decay", dspec,
-                "--chunk", "8", "--block-tokens", "40", "--force", "--no-progress",
-                "--scan-algorithm", alg, *extra, "--out", "od.npy"]
-        if seg:
-            args += ["--segments", "seg.npy"]
-        save = ["--save-projection", "p.npy"] if mp in ref.RANDOM_MAPS else []
-        what = f"--decay {dspec} causal {mp} n={nn}{' segments' if seg else ''} ({alg})"
-        rcp, _, ep = par(*args, *save)
-        if rcp != 0:
-            report(False, what, f"rc {rcp}: {common.first_error(ep)}")
-            continue
-        om = np.load(par.path("p.npy")) if mp in ref.RANDOM_MAPS else None
-        pq = ref.feature_map(mp, q3[:nn], om, features=16)
-        pk = ref.feature_map(mp, k3[:nn], om, features=16)
-        want, _ = ref.quadratic(pq, pk, v3[:nn], "causal", decay=g, offsets=offs if seg else None)
-        e_ref = ref.rel_err(np.load(par.path("od.npy")), want)
-        report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
+        against_reference(f"--decay {dspec} causal {mp} n={nn}{' segments' if seg else ''} ({alg})",
+                          mp, nn, ["--decay", dspec, "--block-tokens", "40", "--scan-algorithm",
+                                   alg, *extra] + (["--segments", "seg.npy"] if seg else []),
+                          "od.npy", decay=g, offsets=offs if seg else None)
     # causal sliding windows (docs/design.md §1.2, §3.2): the halo, the middle summary from
     # the earlier ranks and the queue of chunk summaries, all decayed
     for mp, W, seg, alg in (("elu1", 37, True, "exscan"), ("favor+", 100, False, "pipelined"),
                             ("favor+", 5, True, "exscan")):
-        args = ["--q", "dq.npy", "--k", "dk.npy", "--v", "dv.npy", "--feature-map", mp,
-                "--features", "16", "--mode", "causal", "--decay", "0.9,0.995,0.5", "--window",
-                str(W), "--chunk", "8", "--force", "--no-progress", "--scan-algorithm", alg,
-                "--out", "ow.npy"]
-        if seg:
-            args += ["--segments", "seg.npy"]
-        save = ["--save-projection", "p.npy"] if mp in ref.RANDOM_MAPS else []
-        what = f"--decay causal {mp} --window {W}{' segments' if seg else ''} ({alg})"
-        rcp, _, ep = par(*args, *save)
-        if rcp != 0:
-            report(False, what, f"rc {rcp}: {common.first_error(ep)}")
-            continue
-        om = np.load(par.path("p.npy")) if mp in ref.RANDOM_MAPS else None
-        want, _ = ref.quadratic(ref.feature_map(mp, q3, om, features=16),
-                                ref.feature_map(mp, k3, om, features=16), v3, "causal",
-                                decay=gam, offsets=offs if seg else None, window=W)
-        e_ref = ref.rel_err(np.load(par.path("ow.npy")), want)
-        report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
+        against_reference(f"--decay causal {mp} --window {W}{' segments' if seg else ''} ({alg})",
+                          mp, n, ["--decay", "0.9,0.995,0.5", "--window", str(W),
+                                  "--scan-algorithm", alg] + (["--segments", "seg.npy"] if seg else []),
+                          "ow.npy", decay=gam, offsets=offs if seg else None, window=W)
     # bidirectional: the prefix by the forward scan, the suffix by the reverse scan of the
     # reverse summaries (weights gamma^|i-j|), two scan algorithms
     for mp, nn, alg in (("elu1", 97, "exscan"), ("favor+", 1000, "pipelined")):
-        sfx = "n" if nn != n else ""
-        bid = ["--q", f"dq{sfx}.npy", "--k", f"dk{sfx}.npy", "--v", f"dv{sfx}.npy",
-               "--feature-map", mp, "--features", "16", "--mode", "bidirectional", "--decay",
-               "0.9,0.995,0.5", "--chunk", "8", "--force", "--no-progress", "--scan-algorithm",
-               alg, "--out", "ob.npy"]
-        save = ["--save-projection", "p.npy"] if mp in ref.RANDOM_MAPS else []
-        rcp, _, ep = par(*bid, *save)
-        what = f"--decay bidirectional {mp} n={nn} ({alg})"
-        if rcp != 0:
-            report(False, what, f"rc {rcp}: {common.first_error(ep)}")
-            continue
-        om = np.load(par.path("p.npy")) if mp in ref.RANDOM_MAPS else None
-        want, _ = ref.quadratic(ref.feature_map(mp, q3[:nn], om, features=16),
-                                ref.feature_map(mp, k3[:nn], om, features=16), v3[:nn],
-                                "bidirectional", decay=gam)
-        e_ref = ref.rel_err(np.load(par.path("ob.npy")), want)
-        report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
+        against_reference(f"--decay bidirectional {mp} n={nn} ({alg})", mp, nn,
+                          ["--decay", "0.9,0.995,0.5", "--scan-algorithm", alg], "ob.npy",
+                          mode="bidirectional", decay=gam)
     # bidirectional with segments: the reverse summaries' flags carry the segment starts
     for alg in ("exscan", "doubling"):
-        bs = ["--q", "dq.npy", "--k", "dk.npy", "--v", "dv.npy", "--feature-map", "favor+",
-              "--features", "16", "--mode", "bidirectional", "--decay", "0.9,0.995,0.5",
-              "--segments", "seg.npy", "--chunk", "8", "--force", "--no-progress",
-              "--scan-algorithm", alg, "--out", "obs.npy", "--save-projection", "p.npy"]
-        rcp, _, ep = par(*bs)
-        what = f"--decay bidirectional favor+ segments ({alg})"
-        if rcp != 0:
-            report(False, what, f"rc {rcp}: {common.first_error(ep)}")
-            continue
-        om = np.load(par.path("p.npy"))
-        want, _ = ref.quadratic(ref.feature_map("favor+", q3, om, features=16),
-                                ref.feature_map("favor+", k3, om, features=16), v3,
-                                "bidirectional", decay=gam, offsets=offs)
-        e_ref = ref.rel_err(np.load(par.path("obs.npy")), want)
-        report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
-
+        against_reference(f"--decay bidirectional favor+ segments ({alg})", "favor+", n,
+                          ["--decay", "0.9,0.995,0.5", "--segments", "seg.npy",
+                           "--scan-algorithm", alg], "obs.npy", mode="bidirectional",
+                          decay=gam, offsets=offs)
     # --gates (docs/design.md §1.2 "Gates"): the summaries' a is the sum of their rows' gates
     gts = -np.log1p(np.exp(-(2.0 + rng.normal(size=(n, H3)))))     # log sigmoid(2 + N(0, 1))
     gts[::97] -= 20.0                                               # some near-resets
@@ -271,33 +236,15 @@ def main():
     gcases += [("favor+", 1000, True, [], alg) for alg in ("exscan", "doubling", "chain",
                                                             "allgather", "pipelined")]
     for mp, nn, seg, extra, alg in gcases:
-        if nn != n:
-            for name, x in (("dq", q3), ("dk", k3), ("dv", v3)):
-                common.save(par.path(f"{name}n.npy"), x[:nn], "f64")
-        sfx = "n" if nn != n else ""
-        args = ["--q", f"dq{sfx}.npy", "--k", f"dk{sfx}.npy", "--v", f"dv{sfx}.npy",
-                "--feature-map", mp, "--features", "16", "--gates", f"gates{sfx}.npy",
-                "--chunk", "8", "--block-tokens", "40", "--force", "--no-progress",
-                "--scan-algorithm", alg, *extra, "--out", "og.npy"]
-        if mp == "relu":
-            args += ["--denominator", "zero-empty"]
-        if seg:
-            args += ["--segments", "seg.npy"]
-        save = ["--save-projection", "p.npy"] if mp in ref.RANDOM_MAPS else []
-        what = f"--gates {mp} n={nn}{' segments' if seg else ''} {' '.join(extra)} ({alg})"
-        rcp, _, ep = par(*args, *save)
-        if rcp != 0:
-            report(False, what, f"rc {rcp}: {common.first_error(ep)}")
-            continue
-        om = np.load(par.path("p.npy")) if mp in ref.RANDOM_MAPS else None
-        gg = gts[:nn].astype(np.float32).astype(np.float64) if sfx else gts
-        want, _ = ref.quadratic(ref.feature_map(mp, q3[:nn], om, features=16),
-                                ref.feature_map(mp, k3[:nn], om, features=16), v3[:nn], "causal",
-                                policy="zero-empty" if mp == "relu" else "error",
-                                decay=gam if extra else None, offsets=offs if seg else None,
-                                gates=gg)
-        e_ref = ref.rel_err(np.load(par.path("og.npy")), want)
-        report(e_ref <= TOL, what, f"vs reference {e_ref:.2e}")
+        gg = gts[:nn].astype(np.float32).astype(np.float64) if nn != n else gts
+        zero = mp == "relu"
+        against_reference(f"--gates {mp} n={nn}{' segments' if seg else ''} {' '.join(extra)} ({alg})",
+                          mp, nn, ["--gates", "gatesn.npy" if nn != n else "gates.npy",
+                                   "--block-tokens", "40", "--scan-algorithm", alg, *extra]
+                          + (["--segments", "seg.npy"] if seg else [])
+                          + (["--denominator", "zero-empty"] if zero else []),
+                          "og.npy", policy="zero-empty" if zero else "error",
+                          decay=gam if extra else None, offsets=offs if seg else None, gates=gg)
     syn = ["--n", "999", "--heads", "2", "--dk", "8", "--dv", "8", "--gates", "synthetic",
            "--block-tokens", "64", "--dtype", "f64", "--force", "--no-progress", "--out"]
     rcp, _, ep = par(*syn, "osyn.npy")
