@@ -14,7 +14,8 @@
  * (some -30, and chunks whose gates sum below -700, the per-pair exp path), segments, chunks of
  * 16, blocks through the state, two keys-pass summaries joined by la_state_combine (their a =
  * the sum of the gates), and a block applied locally and corrected by its prefix; zero gates
- * against the ungated engine; strong gates 4096 tokens long with large keys; the refusals.
+ * against the ungated engine; mild and strong gates 4096 tokens long (2^20 with --long 20,
+ * ctest's test_gates_long20, on sampled rows) with large keys early and late; the refusals.
  * The backward with gates (dL/dq, dk, dv and dL/dg) is checked against torch autograd by
  * tests/python/test_gates.py and tests/grad/check_grad.py. */
 #include <math.h>
@@ -53,24 +54,32 @@ static void gates_of(const gcase *t, double *g, uint64_t seed) {
   }
 }
 
-/* Reference rows, every row of [0, n) (out [n, H, dv]). */
+/* Reference rows [i0, n) by step (out [n, H, dv]). Keys whose log-weight L_ij is below
+ * -(800 + the spread of the keys' log-scales) are left out: their weight relative to the row's
+ * own key (L_ii = 0, always read) is below e^-800, 0 in float64, so the sums are the same and
+ * long sequences stay cheap. */
 static void ref_rows(const nv_map *f, const nv_op *op, const gcase *t, const double *pq,
                      const double *aq, const double *pk, const double *ak, const double *v,
-                     const double *g, double *out, double *mag) {
+                     const double *g, int64_t i0, int64_t step, double *out, double *mag) {
   const int H = t->H, r = f->r, dv = t->dv;
   double *L = malloc(sizeof(double) * (size_t)t->n);
   for (int h = 0; h < H; h++) {
     const double lam = t->decay ? log(t->decay[h]) : 0.0;
-    for (int64_t i = 0; i < t->n; i++) {
+    double amin = INFINITY, amax = -INFINITY;
+    for (int64_t j = 0; j < t->n; j++) amin = fmin(amin, ak[j * H + h]), amax = fmax(amax, ak[j * H + h]);
+    const double cut = -800.0 - (amax - amin);
+    for (int64_t i = i0; i < t->n; i += step) {
       double s = 0.0, A = -INFINITY, den = 0.0, num[64] = {0}, abs_[64] = {0};
-      for (int64_t j = i; j >= 0; j--) { /* L_ij, summed from j + 1 to i */
+      int64_t jlo = i;
+      for (int64_t j = i; j >= 0 && s >= cut; j--) { /* L_ij, summed from j + 1 to i */
         L[j] = s;
+        jlo = j;
         s += g[j * H + h] + lam;
       }
-      for (int64_t j = 0; j <= i; j++)
+      for (int64_t j = jlo; j <= i; j++)
         if (nv_reads(op, i, j)) A = fmax(A, ak[j * H + h] + L[j]);
       const double *p = pq + ((size_t)i * H + h) * r;
-      for (int64_t j = 0; j <= i; j++) {
+      for (int64_t j = jlo; j <= i; j++) {
         if (!nv_reads(op, i, j)) continue;
         const double *pj = pk + ((size_t)j * H + h) * r;
         double dot = 0;
@@ -188,8 +197,10 @@ static void inputs(const gcase *t, double *q, double *k, double *v, uint64_t see
   if (t->dt == LA_F32) nv_round_f32(q, nq), nv_round_f32(k, nq), nv_round_f32(v, nv);
 }
 
-/* Case t against the reference; edit (may be NULL) changes the keys. Returns the worst error. */
-static double run_case(const gcase *t, uint64_t seed, const char *what, void (*edit)(const gcase *, double *)) {
+/* Case t against the reference on rows [i0, n) by step; edit (may be NULL) changes the keys.
+ * Returns the worst error. */
+static double run_case_rows(const gcase *t, int64_t i0, int64_t step, uint64_t seed,
+                            const char *what, void (*edit)(const gcase *, double *)) {
   const la_config c = cfg_of(t, 1);
   const size_t nq = (size_t)t->n * t->H * t->dk, nv = (size_t)t->n * t->H * t->dv;
   double *q = malloc(sizeof(double) * nq), *k = malloc(sizeof(double) * nq);
@@ -211,10 +222,10 @@ static double run_case(const gcase *t, uint64_t seed, const char *what, void (*e
     nv_features(&f, t->n, q, pq, aq);
     nv_features(&f, t->n, k, pk, ak);
     nv_op op = {LA_CAUSAL, 0, t->off, t->noff, 1, c.den_policy, 0};
-    ref_rows(&f, &op, t, pq, aq, pk, ak, v, g, ref, mag);
+    ref_rows(&f, &op, t, pq, aq, pk, ak, v, g, i0, step, ref, mag);
     worst = 0;
     int64_t wr = -1;
-    for (int64_t i = 0; i < t->n; i++)
+    for (int64_t i = i0; i < t->n; i += step)
       for (int h = 0; h < H; h++) {
         const size_t o = ((size_t)i * H + h) * t->dv;
         double d = 0.0;
@@ -231,6 +242,11 @@ static double run_case(const gcase *t, uint64_t seed, const char *what, void (*e
   free((void *)f.omega);
   free(q), free(k), free(v), free(y), free(ref), free(g), free(mag);
   return worst;
+}
+
+static double run_case(const gcase *t, uint64_t seed, const char *what,
+                       void (*edit)(const gcase *, double *)) {
+  return run_case_rows(t, 0, 1, seed, what, edit);
 }
 
 /* Maps whose features can vanish (relu, dpfp) in float32 under strong gates: a row whose own
@@ -295,16 +311,27 @@ static void big_keys(const gcase *t, double *k) {
     for (int c = 0; c < t->H * t->dk; c++) k[(size_t)at[a] * t->H * t->dk + c] *= 6.0;
 }
 
-/* Strong gates over 2^12 tokens with large keys early and late: finite, exact to rounding
- * (the reference is O(n^2), so not longer; test_decay's long test covers 2^16 and 2^20). */
-static void test_long(void) {
+/* Gates over 2^lg2 tokens with large keys early and late (mild and strong gates, two blocks
+ * through the state): finite and exact to rounding on sampled rows (about a thousand spread
+ * over the sequence, and every row around the late large key). */
+static void test_long(int lg2) {
   for (int mi = 0; mi < 2; mi++)
-    for (int dt = 0; dt < 2; dt++) {
-      gcase t = {mi ? LA_MAP_FAVOR : LA_MAP_ELU1, (la_dtype)dt, 4096, 1, 8, 4, 0, NULL, 1, NULL, 0, 1};
-      char what[96];
-      snprintf(what, sizeof what, "long gates %s %s", la_map_name(t.map), dt ? "f64" : "f32");
-      printf("%s: worst row error %.3g\n", what, run_case(&t, 5, what, big_keys));
-    }
+    for (int dt = 0; dt < 2; dt++)
+      for (int strong = 0; strong < 2; strong++) {
+        const int64_t n = (int64_t)1 << lg2;
+        gcase t = {mi ? LA_MAP_FAVOR : LA_MAP_ELU1, (la_dtype)dt, n, 1, 8, 4, 0, NULL, strong,
+                   NULL, 0, 1};
+        char what[96];
+        snprintf(what, sizeof what, "long gates %s %s %s N = 2^%d", la_map_name(t.map),
+                 dt ? "f64" : "f32", strong ? "strong" : "mild", lg2);
+        double w = run_case_rows(&t, 0, lg2 > 12 ? 997 : 1, 5, what, big_keys);
+        if (lg2 > 12) { /* the rows right after the late key, all of them */
+          gcase u = t;
+          u.n = 3 * n / 4 + 200;
+          w = worse(w, run_case_rows(&u, 3 * n / 4 - 50, 1, 5, what, big_keys));
+        }
+        printf("%s: worst row error %.3g\n", what, w);
+      }
 }
 
 static void test_refusals(void) {
@@ -371,6 +398,16 @@ static void test_refusals(void) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--long")) { /* ctest's test_gates_long20 */
+    const int lg2 = atoi(argv[2]);
+    if (lg2 < 10 || lg2 > 24) {
+      fprintf(stderr, "test_gates: --long takes 10..24\n");
+      return 2;
+    }
+    test_long(lg2);
+    printf("%d passed, %d failed\n", npass, nfail);
+    return nfail != 0;
+  }
   if (argc == 3 && !strcmp(argv[1], "--known-bug") && atoi(argv[2]) == 4) {
     test_matrix(1);
     printf("known bug 4: %d passed, %d failed (fails until the bug is fixed)\n", npass, nfail);
@@ -379,7 +416,7 @@ int main(int argc, char **argv) {
   test_refusals();
   test_zero_gates();
   test_matrix(0);
-  test_long();
+  test_long(12);
   printf("%d passed, %d failed\n", npass, nfail);
   return nfail != 0;
 }
