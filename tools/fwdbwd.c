@@ -155,6 +155,18 @@ static void keep(best *b, double f, double w) {
   if (f + w < b->total) b->total = f + w;
 }
 
+/* One timed call on a planned engine with the caller's buffers (modes reused and checked). */
+static void timed_call(plan *p, int64_t L, const float *q, const float *k, const float *v,
+                       const float *g, float *out, float *dq, float *dk, float *dv, void *tape,
+                       int timed, best *b) {
+  double t0 = now();
+  fwd(p, L, q, k, v, out, tape);
+  double t1 = now();
+  bwd(p, L, q, k, v, g, dq, dk, dv, out, tape);
+  double t2 = now();
+  if (timed) keep(b, t1 - t0, t2 - t1);
+}
+
 int main(int argc, char **argv) {
   int64_t L = 0;
   int H = 4, d = 64, threads = 2, repeat = 3, warmup = 1, dump_results = 0, use_tape = 1;
@@ -257,23 +269,11 @@ int main(int argc, char **argv) {
       if (timed) keep(&bf, t1 - t0, t2 - t1);
     }
     if (do_reused) {
-      double t0 = now();
-      fwd(&keepp, L, q, k, v, out, tape);
-      double t1 = now();
-      bwd(&keepp, L, q, k, v, g, dq, dk, dv, out, tape);
-      double t2 = now();
+      timed_call(&keepp, L, q, k, v, g, out, dq, dk, dv, tape, timed, &br);
       kern = la_engine_kernels(keepp.eng);
       chunk = la_engine_chunk(keepp.eng);
-      if (timed) keep(&br, t1 - t0, t2 - t1);
     }
-    if (do_checked) {
-      double t0 = now();
-      fwd(&keepc, L, q, k, v, out, tape);
-      double t1 = now();
-      bwd(&keepc, L, q, k, v, g, dq, dk, dv, out, tape);
-      double t2 = now();
-      if (timed) keep(&bc, t1 - t0, t2 - t1);
-    }
+    if (do_checked) timed_call(&keepc, L, q, k, v, g, out, dq, dk, dv, tape, timed, &bc);
   }
   static const char *const names[3] = {"fresh", "reused", "checked"};
   const int on[3] = {do_fresh, do_reused, do_checked};
