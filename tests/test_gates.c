@@ -7,8 +7,10 @@
  * Tolerances, row by row, relative to the row's condition: max_c |o_c - ref_c| over
  * max_c sum_j w_ij |v_jc| / sum_j w_ij (the forward-error bound of the sums: signed values
  * can cancel in the numerator, so the error is measured against the magnitude of its terms,
- * not of its result). float64 1e-12, float32 1e-5: the chunk products have K <= C + r terms
- * (here <= 16 + 24), each gate factor adds one rounding, so K u32 ~ 2.4e-6 < 1e-5.
+ * not of its result). float64 1e-12; float32 3e-6: the chunk products have K <= C + r terms
+ * (here <= 16 + 24), each gate factor adds one rounding, so K u32 ~ 2.4e-6 bounds them (the
+ * worst seen is 4.2e-7). Measured against the row's largest output instead, a 1e-5 bound
+ * failed once on dpfp from the numerator's cancellation, which this measure accounts for.
  * Cases: maps with and without a stabilizer, both precisions, gates alone and with a per-head
  * --decay on top, mild gates (log sigmoid(N(3, 1)), the synthetic workload's), strong ones
  * (some -30, and chunks whose gates sum below -700, the per-pair exp path), segments, chunks of
@@ -28,7 +30,7 @@
 #include "test_api_naive.h"
 
 #define TOL64 1e-12
-#define TOL32 1e-5
+#define TOL32 3e-6
 
 typedef struct {
   la_map_kind map;
@@ -59,7 +61,7 @@ static void gates_of(const gcase *t, double *g, uint64_t seed) {
  * own key (L_ii = 0, always read) is below e^-800, 0 in float64, so the sums are the same and
  * long sequences stay cheap. */
 static void ref_rows(const nv_map *f, const nv_op *op, const gcase *t, const double *pq,
-                     const double *aq, const double *pk, const double *ak, const double *v,
+                     const double *pk, const double *ak, const double *v,
                      const double *g, int64_t i0, int64_t step, double *out, double *mag) {
   const int H = t->H, r = f->r, dv = t->dv;
   double *L = malloc(sizeof(double) * (size_t)t->n);
@@ -97,7 +99,6 @@ static void ref_rows(const nv_map *f, const nv_op *op, const gcase *t, const dou
         mg = fmax(mg, den > 0 ? abs_[c] / den : 0.0);
       }
       mag[(size_t)i * H + h] = mg;
-      (void)aq;
     }
   }
   free(L);
@@ -222,7 +223,7 @@ static double run_case_rows(const gcase *t, int64_t i0, int64_t step, uint64_t s
     nv_features(&f, t->n, q, pq, aq);
     nv_features(&f, t->n, k, pk, ak);
     nv_op op = {LA_CAUSAL, 0, t->off, t->noff, 1, c.den_policy, 0};
-    ref_rows(&f, &op, t, pq, aq, pk, ak, v, g, i0, step, ref, mag);
+    ref_rows(&f, &op, t, pq, pk, ak, v, g, i0, step, ref, mag);
     worst = 0;
     int64_t wr = -1;
     for (int64_t i = i0; i < t->n; i += step)

@@ -5,9 +5,10 @@ phi(q_i).phi(k_j) over the keys j <= i of each query's segment (each pair's gate
 directly, from i down to j + 1), with the maps of _common.phi. elu1, relu (zero-empty), favor+
 (explicit projection) and taylor2; mild and strong gates; alone and with decay= on top;
 segments; batches (each sequence its own gates); unbatched [L, H, d] calls. float64 within
-1e-12 of the row's largest value; float32 row by row within 1e-5 of the row's sum of |terms|
+1e-12 of the row's largest value; float32 row by row within 5e-6 of the row's sum of |terms|
 (sum_j w_ij |v_j| / sum_j w_ij: signed values cancel in the numerator, so the error is measured
-against the size of its terms), on the same float32 inputs. The backward, dL/dg included:
+against the size of its terms; the chunk products have at most C + r <= 85 terms here, and
+85 u32 = 5.1e-6; the worst seen is 2.4e-7), on the same float32 inputs. The backward, dL/dg included:
 torch autograd through the engine against autograd of a float64 quadratic form in torch
 (elu1, relu, identity unnormalized, dpfp, taylor2; segments; with decay; 1e-12 in float64,
 1e-4 of the largest entry in float32), gradcheck with the gates, numpy's attention_backward
@@ -81,7 +82,7 @@ def main():
                 for segments in (None, [0, 20, 21, L]):
                     chk.start("%s %s gates%s%s" % (name, strength, " decay=%s" % decay if decay else "",
                                                    " segments" if segments else ""))
-                    for dt, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+                    for dt, tol in ((np.float64, 1e-12), (np.float32, 5e-6)):
                         x = [a.astype(dt) for a in (q, k, v)]
                         ref, mag = reference(name, *(a.astype(np.float64) for a in x), g, decay,
                                              segments, omega, kw.get("features"))
