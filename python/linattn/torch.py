@@ -11,7 +11,7 @@ import numpy
 import torch
 
 from . import _core
-from ._lib import InputError, OutOfMemoryError, UnsupportedError, check, lib
+from ._lib import InputError, OutOfMemoryError, check, lib
 
 __all__ = ["attention", "softmax_attention", "LinearAttention", "empty_cache", "cache_info"]
 
