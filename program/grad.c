@@ -63,8 +63,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
       dg = paths[4] ? la_calloc(rows, sizeof(double)) : NULL;
       if (!gts || (paths[4] && !dg))
         st = la_error(LA_ERR_NOMEM, "out of memory for this rank's %lld rows of gates", (long long)n);
-      if (st == LA_OK && n > 0) st = la_job_read_gates(&job, row0, n, gts);
-      if (st == LA_OK) st = la_engine_set_gates(job.eng, gts, row0, n);
+      if (st == LA_OK) st = la_job_read_gates(&job, row0, n, gts);
       if (st == LA_OK) st = la_engine_set_gates_grad(job.eng, dg);
     }
     st = la_dist_agree(d, st);

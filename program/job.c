@@ -126,14 +126,11 @@ la_status la_job_read_gates(la_job *j, int64_t row0, int64_t n, double *g) {
     for (int64_t i = 0; i < n * H; i++) g[i] = -log1p(exp(-(3.0 + g[i])));
   } else {
     st = la_name_option(la_pin_read(&j->in[4], row0, n, LA_F64, g), "--gates");
-    for (int64_t i = 0; st == LA_OK && i < n * H; i++)
-      if (!(isfinite(g[i]) && g[i] <= 0.0))
-        st = la_error(isnan(g[i]) || isinf(g[i]) ? LA_ERR_NONFINITE : LA_ERR_ARG,
-                      "--gates %s: log-gate %g at (token %lld, head %d): log-gates must be "
-                      "finite and <= 0 (a gate e^g > 1 would grow the state)", j->in[4].path,
-                      g[i], (long long)(row0 + i / H), (int)(i % H));
   }
   j->t_read += MPI_Wtime() - t0;
+  /* bound to the engine, whose check of every value is the one check; the file named */
+  if (st == LA_OK && (st = la_engine_set_gates(j->eng, g, row0, n)) != LA_OK && j->in[4].path)
+    la_error_prefix(st, "--gates %s: ", j->in[4].path);
   return st;
 }
 

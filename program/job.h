@@ -32,9 +32,10 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g);
 void la_job_close(la_job *j);
 /* Not Collective: rows [row0, row0+n) of tensor t (0 q, 1 k, 2 v, 3 dL/dout), finite check. */
 la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf);
-/* Not Collective: the log-gates of rows [row0, row0+n) ([n, H] float64), from --gates F or
- * drawn (--gates synthetic: log sigmoid(3 + N(0, 1)), keyed by --seed, token and head), each
- * checked finite and <= 0 with its (token, head) named. */
+/* Not Collective: the log-gates of rows [row0, row0+n) ([n, H] float64) into g, from --gates F
+ * or drawn (--gates synthetic: log sigmoid(3 + N(0, 1)), keyed by --seed, token and head), and
+ * bound to the engine for those rows (la_engine_set_gates, which checks every value: finite
+ * and <= 0, naming (token, head); the reason then names the file too). */
 la_status la_job_read_gates(la_job *j, int64_t row0, int64_t n, double *g);
 /* Not Collective: the verdict of the denominator policy / overflow on merged statistics. */
 la_status la_job_verdict(const la_job *j, const la_den_stats *st, const char *what);

@@ -117,7 +117,6 @@ int la_cmd_run(la_dist d, la_cli *o) {
     if (rs == LA_OK && b.kv) rs = la_job_read(&job, 2, b.row0, b.n, bv);
     /* --gates: the block's log-gates, bound to the engine for the calls of this feed */
     if (rs == LA_OK && bg && b.n > 0) rs = la_job_read_gates(&job, b.row0, b.n, bg);
-    if (rs == LA_OK && bg && b.n > 0) rs = la_engine_set_gates(job.eng, bg, b.row0, b.n);
     st = la_stream_feed(plan, rs, bq, bk, bv, bo, &stats);
     if (st == LA_OK && o->out && b.pass == 2) { /* every rank agrees, idle or not */
       double t0 = MPI_Wtime();

@@ -266,10 +266,9 @@ la_status la_engine_set_gates(la_engine e, const double *g, int64_t token0, int6
   for (int64_t t = 0; t < n; t++)
     for (int h = 0; h < e->H; h++) {
       const double x = g[t * e->H + h];
-      LA_CHECK(isfinite(x), LA_ERR_NONFINITE, "--gates: a non-finite log-gate %g at (token %lld, "
-               "head %d)", x, (long long)(token0 + t), h);
-      LA_CHECK(x <= 0.0, LA_ERR_ARG, "--gates: log-gate %g > 0 at (token %lld, head %d): a gate "
-               "e^g > 1 would grow the state (log-gates must be <= 0, docs/design.md §1.2)", x,
+      LA_CHECK(isfinite(x) && x <= 0.0, isfinite(x) ? LA_ERR_ARG : LA_ERR_NONFINITE,
+               "log-gate %g at (token %lld, head %d): log-gates must be finite and "
+               "<= 0 (a gate e^g > 1 would grow the state; docs/design.md §1.2)", x,
                (long long)(token0 + t), h);
     }
   e->gates = g, e->gate0 = token0, e->gate_n = n;
