@@ -158,6 +158,27 @@ static void test_tri_bits(void) {
   CHECK(ok, "la_k256_gemm_f64 tri = 1, 2, 3 give tri = 0's values on triangular A (%d shapes)", n);
 }
 
+/* la_k256_transpose_f64 moves every element exactly and writes nothing else (the tile's
+ * edges: sizes around multiples of 4, the chunk's 48 x 64 and 48 x 65). */
+static void test_transpose(void) {
+  const int sz[] = {1, 3, 4, 5, 7, 8, 9, 16, 17, 33, 48, 64, 65, 70};
+  const int ns = (int)(sizeof sz / sizeof *sz);
+  int ok = 1, n = 0;
+  for (int a = 0; a < ns; a++)
+    for (int b = 0; b < ns; b++, n++) {
+      const int rows = sz[a], cols = sz[b], lds = cols + irand(0, 3), ldd = rows + irand(0, 3);
+      double *s = dbuf((size_t)rows * lds, NAN), *d = dbuf((size_t)(cols + 1) * ldd, SENT);
+      for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) s[i * lds + j] = urand();
+      la_k256_transpose_f64(rows, cols, s, lds, d, ldd);
+      for (int j = 0; j < cols + 1; j++)
+        for (int i = 0; i < ldd; i++)
+          ok &= j < cols && i < rows ? d[j * ldd + i] == s[i * lds + j] : d[j * ldd + i] == SENT;
+      free(s), free(d);
+    }
+  CHECK(ok, "la_k256_transpose_f64 exact and in bounds on %d shapes up to 70 x 70", n);
+}
+
 int main(void) {
   if (!la_k256_available()) {
     printf("AVX2 + FMA kernels not available on this machine or build: skipped\n");
@@ -165,6 +186,7 @@ int main(void) {
   }
   test_gemm();
   test_tri_bits();
+  test_transpose();
   printf("%d passed, %d failed\n", npass, nfail);
   return nfail != 0;
 }

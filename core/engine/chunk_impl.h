@@ -95,11 +95,18 @@ static void state_add(la_engine e, la_work *w, int len, int nseg, double *sz, do
   } else {
     *m = w->mseg[0];
   }
+#ifdef LA_REAL_IS_F64 /* the state's own precision: the product adds into it in place */
+  (void)rsz;
+  LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len - b, (LA_REAL)1,
+          (LA_REAL *)w->phik + (size_t)b * r, r, (LA_REAL *)w->vp + (size_t)b * dv1, dv1,
+          (LA_REAL)1, sz, dv1);
+#else
   LA_REAL *tmp = w->tmp;
   LA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r, dv1, len - b, (LA_REAL)1,
           (LA_REAL *)w->phik + (size_t)b * r, r, (LA_REAL *)w->vp + (size_t)b * dv1, dv1,
           (LA_REAL)0, tmp, dv1);
   for (size_t i = 0; i < rsz; i++) sz[i] += (double)tmp[i];
+#endif
 }
 
 #ifdef LA_SIMD_F32

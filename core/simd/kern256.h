@@ -28,6 +28,9 @@ void la_k256_transpose(int rows, int cols, const float *src, ptrdiff_t lds, floa
 void la_k256_gemm_f64(int M, int N, int K, const double *A, ptrdiff_t ars, ptrdiff_t acs,
                       const double *B, ptrdiff_t ldb, double *C, ptrdiff_t ldc, int acc,
                       int tri);
+/* dst[j][i] = src[i][j] in float64 (kern256_f64.c), 4 x 4 blocks. */
+void la_k256_transpose_f64(int rows, int cols, const double *src, ptrdiff_t lds, double *dst,
+                           ptrdiff_t ldd);
 /* The den column of a chunk (simd.h's den_column), 8 rows at a time. */
 void la_k256_den_column(int len, const float *A, ptrdiff_t lda, const float *phiq, int r,
                         const float *zf, float *out, ptrdiff_t ldo);

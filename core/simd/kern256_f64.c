@@ -123,11 +123,38 @@ void la_k256_gemm_f64(int M, int N, int K, const double *A, ptrdiff_t ars, ptrdi
   }
 }
 
+/* dst[j][i] = src[i][j] in 4 x 4 blocks of ymm (unpack + 128-bit permute), the edges one
+ * element at a time: la_gemm_f64's op(B) = B^T (core/engine/gemm.c). Exact (moves only). */
+void la_k256_transpose_f64(int rows, int cols, const double *src, ptrdiff_t lds, double *dst,
+                           ptrdiff_t ldd) {
+  const int rf = rows / 4 * 4, cf = cols / 4 * 4;
+  for (int i0 = 0; i0 < rf; i0 += 4)
+    for (int j0 = 0; j0 < cf; j0 += 4) {
+      const double *s = src + (ptrdiff_t)i0 * lds + j0;
+      const __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + lds),
+                    r2 = _mm256_loadu_pd(s + 2 * lds), r3 = _mm256_loadu_pd(s + 3 * lds);
+      const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1),
+                    t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+      double *d = dst + (ptrdiff_t)j0 * ldd + i0;
+      _mm256_storeu_pd(d, _mm256_permute2f128_pd(t0, t2, 0x20));
+      _mm256_storeu_pd(d + ldd, _mm256_permute2f128_pd(t1, t3, 0x20));
+      _mm256_storeu_pd(d + 2 * ldd, _mm256_permute2f128_pd(t0, t2, 0x31));
+      _mm256_storeu_pd(d + 3 * ldd, _mm256_permute2f128_pd(t1, t3, 0x31));
+    }
+  for (int i = 0; i < rows; i++) /* the edges: rows past rf, columns past cf */
+    for (int j = i < rf ? cf : 0; j < cols; j++)
+      dst[(ptrdiff_t)j * ldd + i] = src[(ptrdiff_t)i * lds + j];
+}
+
 #else /* no AVX2 + FMA at compile time: never selected (la_k256_available returns 0) */
 void la_k256_gemm_f64(int M, int N, int K, const double *A, ptrdiff_t ars, ptrdiff_t acs,
                       const double *B, ptrdiff_t ldb, double *C, ptrdiff_t ldc, int acc,
                       int tri) {
   (void)M; (void)N; (void)K; (void)A; (void)ars; (void)acs; (void)B; (void)ldb; (void)C;
   (void)ldc; (void)acc; (void)tri;
+}
+void la_k256_transpose_f64(int rows, int cols, const double *src, ptrdiff_t lds, double *dst,
+                           ptrdiff_t ldd) {
+  (void)rows; (void)cols; (void)src; (void)lds; (void)dst; (void)ldd;
 }
 #endif

@@ -39,6 +39,10 @@ typedef struct la_simd_s {
    * "float64 products"); then the float64 products stay on OpenBLAS. */
   void (*gemm_f64)(int M, int N, int K, const double *A, ptrdiff_t ars, ptrdiff_t acs,
                    const double *B, ptrdiff_t ldb, double *C, ptrdiff_t ldc, int acc, int tri);
+  /* transpose in float64 (la_gemm_f64's op(B) = B^T, on either path: the table's gemm_f64 or
+   * OpenBLAS's NN product) */
+  void (*transpose_f64)(int rows, int cols, const double *src, ptrdiff_t lds, double *dst,
+                        ptrdiff_t ldd);
   /* the chunk products' own reductions; the products themselves are composed of these and
    * gemm / transpose once for every table (simd_compose.h, docs/design.md §5.5):
    * den_column: out[i ldo] = sum_{j <= i} A[i][j] (A lower triangular, ld lda, read up to
