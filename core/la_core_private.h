@@ -10,6 +10,35 @@
 extern "C" {
 #endif
 
+/* ---- The decayed backward on a rank's rows (core/engine/decay_bwd.c; docs/design.md §1.2
+ * "The backward") ----
+ * How la_decay_backward_ranks reaches the other ranks. Each function is Collective over the
+ * ranks of the sharded sequence, is called by every rank in the same order, agrees on s (the
+ * caller's status so far) first and returns the agreed status (LA_OK on every rank or on
+ * none). The one-process form (rk = NULL) is la_backward's. */
+typedef struct la_decay_ranks {
+  void *ctx;
+  int64_t row0, N; /* this rank's first row; the sequence's length */
+  /* the forward of eng on this rank's n rows starting at row0 (reversed = 0), or on the
+   * sequence reversed in time, where they are rows [row0, row0 + n) with row0 = N - the rank's
+   * first row - n (reversed = 1, the ranks in reverse order); stats merged over the ranks */
+  la_status (*forward)(void *ctx, la_status s, int reversed, la_engine eng, int64_t n,
+                       int64_t row0, const void *q, const void *k, const void *v, void *out,
+                       la_den_stats *stats);
+  /* next[h] = the log-gate of row row0 + n (the first row of the next rank that has rows), 0
+   * when row0 + n = N; first: this rank's first row of gates (NULL when n = 0) */
+  la_status (*next_gates)(void *ctx, la_status s, int64_t n, const double *first, double *next);
+  /* later[h] = the sum of the later ranks' head[h] up to and including the first one with
+   * start = 1 (a segment start among its rows) */
+  la_status (*later)(void *ctx, la_status s, const double *head, int start, double *later);
+} la_decay_ranks;
+
+/* la_backward of a decayed engine on this rank's n rows [rk->row0, + n) of a sequence sharded
+ * by rows in rank order (rk NULL: one process). The gates are bound for those rows. */
+la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const void *k,
+                                  const void *v, const void *g, void *dq, void *dk, void *dv,
+                                  la_den_stats *stats, const la_decay_ranks *rk);
+
 /* ---- Exact scan state for --reproducible (§4.7) ----
  * Each element of (S|z) e^m as LA_XBINS integer bins of 32 bits on one absolute binary grid:
  * addition is exact, so any order or bracketing of the same addends gives the same bits.

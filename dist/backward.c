@@ -183,6 +183,103 @@ static la_status backward_window(la_dist d, la_engine eng, int64_t N, int64_t n,
   return s;
 }
 
+/* ---- The decayed backward across ranks (la_decay_ranks, la_core_private.h) ---- */
+
+typedef struct {
+  la_dist d;
+  struct la_dist_s rev; /* d with the ranks in reverse order (the reversed sequence) */
+  int64_t *rows;        /* every rank's row count */
+} decay_ctx;
+
+static la_status decay_forward(void *ctx, la_status s, int reversed, la_engine eng, int64_t n,
+                               int64_t row0, const void *q, const void *k, const void *v,
+                               void *out, la_den_stats *stats) {
+  decay_ctx *c = ctx;
+  la_dist d = reversed ? &c->rev : c->d;
+  s = la_dist_agree(d, s);
+  return s == LA_OK ? la_dist_forward(d, eng, n, row0, q, k, v, out, stats) : s;
+}
+
+/* The next rank with rows sends its first row of gates to this one (a point-to-point message
+ * between neighbours with rows). */
+static la_status decay_next_gates(void *ctx, la_status s, int64_t n, const double *first,
+                                  double *next) {
+  decay_ctx *c = ctx;
+  const la_dist d = c->d;
+  const int H = (int)c->rows[d->size]; /* stored after the row counts */
+  LA_TRY(la_dist_agree(d, s));
+  int prev = -1, nxt = -1; /* the nearest ranks with rows before and after this one */
+  for (int p = d->rank - 1; p >= 0 && prev < 0; p--)
+    if (c->rows[p] > 0) prev = p;
+  for (int p = d->rank + 1; p < d->size && nxt < 0; p++)
+    if (c->rows[p] > 0) nxt = p;
+  MPI_Request rq[2];
+  int nr = 0, rc = MPI_SUCCESS;
+  for (int h = 0; h < H; h++) next[h] = 0.0;
+  if (n > 0 && nxt >= 0) rc |= MPI_Irecv(next, H, MPI_DOUBLE, nxt, 38, d->comm, &rq[nr++]);
+  if (n > 0 && prev >= 0)
+    rc |= MPI_Isend((void *)first, H, MPI_DOUBLE, prev, 38, d->comm, &rq[nr++]);
+  if (nr) rc |= MPI_Waitall(nr, rq, MPI_STATUSES_IGNORE);
+  return la_dist_agree(d, rc == MPI_SUCCESS ? LA_OK
+                              : la_error(LA_ERR_MPI, "backward: the gates' message failed"));
+}
+
+/* Every rank's (head sums, start) gathered; this rank folds the later ones up to the first
+ * with a segment start. */
+static la_status decay_later(void *ctx, la_status s, const double *head, int start,
+                             double *later) {
+  decay_ctx *c = ctx;
+  const la_dist d = c->d;
+  const int H = (int)c->rows[d->size];
+  LA_TRY(la_dist_agree(d, s));
+  double *mine = la_malloc(sizeof(double) * (size_t)(H + 1)),
+         *all = la_malloc(sizeof(double) * (size_t)(H + 1) * (size_t)d->size);
+  s = mine && all ? LA_OK : la_error(LA_ERR_NOMEM, "out of memory for the gates' sums of %d "
+                                     "ranks", d->size);
+  if ((s = la_dist_agree(d, s)) != LA_OK) {
+    free(mine);
+    free(all);
+    return s;
+  }
+  for (int h = 0; h < H; h++) mine[h] = head[h];
+  mine[H] = start;
+  if (MPI_Allgather(mine, H + 1, MPI_DOUBLE, all, H + 1, MPI_DOUBLE, d->comm) != MPI_SUCCESS)
+    s = la_error(LA_ERR_MPI, "backward: MPI_Allgather of the gates' sums failed");
+  for (int h = 0; h < H; h++) later[h] = 0.0;
+  for (int p = d->rank + 1; s == LA_OK && p < d->size; p++) {
+    for (int h = 0; h < H; h++) later[h] += all[(size_t)p * (H + 1) + h];
+    if (all[(size_t)p * (H + 1) + H] != 0.0) break;
+  }
+  free(mine);
+  free(all);
+  return la_dist_agree(d, s);
+}
+
+static la_status decay_backward(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,
+                                const void *q, const void *k, const void *v, const void *g,
+                                void *dq, void *dk, void *dv, la_den_stats *stats) {
+  int H, r, dvw;
+  la_engine_shape(eng, &H, &r, &dvw);
+  decay_ctx c = {d, *d, la_malloc(sizeof(int64_t) * (size_t)(d->size + 1))};
+  const double secs0 = d->comm_seconds;
+  const int64_t bytes0 = d->bytes;
+  c.rev.comm = d->rev; /* rank p of rev is rank P - 1 - p of d */
+  c.rev.rev = d->comm;
+  c.rev.rank = d->size - 1 - d->rank;
+  la_status s = c.rows ? LA_OK : la_error(LA_ERR_NOMEM, "out of memory for the row counts");
+  s = la_dist_agree(d, s);
+  if (s == LA_OK && MPI_Allgather(&n, 1, MPI_INT64_T, c.rows, 1, MPI_INT64_T, d->comm) != MPI_SUCCESS)
+    s = la_error(LA_ERR_MPI, "backward: MPI_Allgather of the row counts failed");
+  if (s == LA_OK) c.rows[d->size] = H;
+  const la_decay_ranks rk = {&c, row0, N, decay_forward, decay_next_gates, decay_later};
+  s = la_dist_agree(d, s);
+  if (s == LA_OK) s = la_decay_backward_ranks(eng, n, q, k, v, g, dq, dk, dv, stats, &rk);
+  d->comm_seconds += c.rev.comm_seconds - secs0; /* the reversed products' share */
+  d->bytes += c.rev.bytes - bytes0;
+  free(c.rows);
+  return la_dist_agree(d, s);
+}
+
 la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, const void *q,
                            const void *k, const void *v, const void *g, void *dq, void *dk,
                            void *dv, la_den_stats *stats) {
@@ -207,17 +304,19 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
                  "%d heads)", (long long)n, H);
   if (s == LA_OK) s = la_state_init(&st, H, r, dvw);
   if (s == LA_OK) s = la_state_init(&rev, H, r, dvw);
-  /* decay (docs/design.md §1.2 "The backward"): one process, la_backward's composition */
+  /* decay (docs/design.md §1.2 "The backward"): la_backward's composition, its products
+   * across the ranks (decay_backward) */
   const char *dname = la_engine_gated(eng) ? "--gates" : "--decay";
   if (s == LA_OK && la_engine_decayed(eng) && la_engine_stabilized(eng))
     s = la_error(LA_ERR_UNSUPPORTED, "the backward with %s takes maps without a log-scale "
                  "stabilizer in this version (docs/design.md §1.2)", dname);
-  else if (s == LA_OK && la_engine_decayed(eng) && d->size > 1)
-    s = la_error(LA_ERR_UNSUPPORTED, "the backward with %s runs on one process in this "
-                 "version (%d ranks; docs/design.md §1.2)", dname, d->size);
   s = la_dist_agree(d, s);
-  if (s == LA_OK && la_engine_decayed(eng)) {
-    s = la_backward(eng, n, q, k, v, g, dq, dk, dv, stats);
+  if (s == LA_OK && la_engine_decayed(eng)) { /* its statistics are merged by its forward */
+    s = decay_backward(d, eng, N, n, row0, q, k, v, g, dq, dk, dv, stats);
+    la_state_free(&st);
+    la_state_free(&rev);
+    free(own);
+    return s;
   } else if (s == LA_OK && win) {
     s = backward_window(d, eng, N, n, row0, q, k, v, g, dq, dk, dv, side, stats);
   } else if (s == LA_OK && bidir && la_engine_has_segments(eng)) {

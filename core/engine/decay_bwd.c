@@ -1,5 +1,6 @@
-/* The backward with decay (docs/design.md §1.2 "The backward"), causal, one process, maps
- * without a log-scale stabilizer. With pair weights w_ij = gamma^(i-j) (j <= i, same segment),
+/* The backward with decay (docs/design.md §1.2 "The backward"), causal, maps without a
+ * log-scale stabilizer, on one process or on a rank's rows of a sharded sequence (la_decay_ranks:
+ * the dist library's forward across ranks, dist/backward.c). With pair weights w_ij = gamma^(i-j) (j <= i, same segment),
  * out_i = num_i / D(den_i) and c_i = [G_i / D_i | -(G_i . out_i) D'(den_i) / D_i] (dv + 1):
  *   dphi(q_i) = sum_{j<=i} w_ij ([v_j|1] . c_i) phi(k_j)     causal
  *   dphi(k_j) = sum_{i>=j} w_ij ([v_j|1] . c_i) phi(q_i)     anti-causal
@@ -13,7 +14,11 @@
  * gates, the reversed ones g'_t = g_{n-t} (t >= 1; the pair (i, j) reversed sums the same
  * gates), and dL/dg_l = sum over the pairs j < l <= i of a_ij = w_ij ([v_j|1] . c_i), which is
  * sum_{i >= l} (R_i - K_i) with R_i = phi(q_i) . dphi(q_i) (row sums) and K_i =
- * phi(k_i) . dphi(k_i) (column sums): a reverse cumulative sum within the segment. */
+ * phi(k_i) . dphi(k_i) (column sums): a reverse cumulative sum within the segment.
+ * On ranks: every product is la_dist_forward's (the reversed ones on the ranks in reverse
+ * order, rows [N - row0 - n, N - row0) of the reversed sequence); a rank's reversed gates read
+ * the gate of row row0 + n, the next rank's first; dL/dg adds the later ranks' sums up to the
+ * first segment start. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,28 +78,51 @@ static void inner_free(inner *in) {
 /* An anti-causal product: the inner engine `in` (reversed segments and gates) on queries x,
  * keys y and values z ([n, H, w] rows of widths wx, wy, wz) reversed in time into ra, rb, rc,
  * its outputs (width wo) into rd, reversed back into out (which may be ra). */
-static la_status anticausal(const la_engine e, const inner *in, int64_t n, const void *x, int wx,
-                            const void *y, int wy, const void *z, int wz, int wo, void *ra,
-                            void *rb, void *rc, void *rd, void *out) {
+static la_status anticausal(const la_engine e, const la_decay_ranks *rk, la_status s,
+                            const inner *in, int64_t n, const void *x, int wx, const void *y,
+                            int wy, const void *z, int wz, int wo, void *ra, void *rb, void *rc,
+                            void *rd, void *out) {
   const la_dtype dt = e->dt;
   const size_t H = (size_t)e->H;
-  reverse_rows(dt, x, ra, n, H * wx);
-  reverse_rows(dt, y, rb, n, H * wy);
-  reverse_rows(dt, z, rc, n, H * wz);
-  LA_TRY(la_forward(in->eng, n, ra, rb, rc, rd, NULL));
-  reverse_rows(dt, rd, out, n, H * wo);
-  return LA_OK;
+  if (s == LA_OK) {
+    reverse_rows(dt, x, ra, n, H * wx);
+    reverse_rows(dt, y, rb, n, H * wy);
+    reverse_rows(dt, z, rc, n, H * wz);
+  }
+  s = rk->forward(rk->ctx, s, 1, in->eng, n, rk->N - rk->row0 - n, ra, rb, rc, rd, NULL);
+  if (s == LA_OK) reverse_rows(dt, rd, out, n, H * wo);
+  return s;
 }
 
-/* Gates for an inner engine: the outer's over [0, n) (gr NULL), or reversed into gr. */
-static la_status inner_gates(const la_engine e, inner *in, int64_t n, double *gr) {
+/* Gates for an inner engine: the outer's over this rank's rows (gr NULL), or reversed into gr:
+ * reversed row t reads g'_t = g_{N-t} (0 at t = 0, the reversed sequence's start), so local
+ * row 0 reads next, the gates of row row0 + n. */
+static la_status inner_gates(const la_engine e, const la_decay_ranks *rk, inner *in, int64_t n,
+                             double *gr, const double *next) {
   if (!e->gated) return LA_OK;
-  if (!gr) return la_engine_set_gates(in->eng, e->gates + (0 - e->gate0) * e->H, 0, n);
+  const int64_t row0 = rk->row0;
+  if (!gr) return la_engine_set_gates(in->eng, e->gates + (row0 - e->gate0) * e->H, row0, n);
   const int H = e->H;
-  for (int h = 0; h < H; h++) gr[h] = 0.0; /* the first reversed token: a segment start */
-  for (int64_t t = 1; t < n; t++)
-    for (int h = 0; h < H; h++) gr[t * H + h] = e->gates[(n - t - e->gate0) * H + h];
-  return la_engine_set_gates(in->eng, gr, 0, n);
+  for (int64_t t = 0; t < n; t++)
+    for (int h = 0; h < H; h++)
+      gr[t * H + h] = t == 0 ? next[h] : e->gates[(row0 + n - t - e->gate0) * H + h];
+  return la_engine_set_gates(in->eng, gr, rk->N - row0 - n, n);
+}
+
+/* la_decay_ranks of one process (row0 = 0, N = n): the products are la_forward's. */
+static la_status one_forward(void *ctx, la_status s, int reversed, la_engine eng, int64_t n,
+                             int64_t row0, const void *q, const void *k, const void *v,
+                             void *out, la_den_stats *stats) {
+  (void)ctx, (void)reversed, (void)row0;
+  return s == LA_OK ? la_forward(eng, n, q, k, v, out, stats) : s;
+}
+static la_status one_next(void *ctx, la_status s, int64_t n, const double *first, double *next) {
+  (void)ctx, (void)n, (void)first, (void)next; /* next stays 0: row n ends the sequence */
+  return s;
+}
+static la_status one_later(void *ctx, la_status s, const double *head, int start, double *later) {
+  (void)ctx, (void)head, (void)start, (void)later; /* no later rows */
+  return s;
 }
 
 la_status la_engine_set_gates_grad(la_engine e, double *dg) {
@@ -104,12 +132,17 @@ la_status la_engine_set_gates_grad(la_engine e, double *dg) {
   return LA_OK;
 }
 
-/* dL/dg (see the top): R_i - K_i per token and head, summed from the segment's end down to
- * each token; 0 at a segment's first token. pq, dpq, pk, dpk: [n, H, r]. */
-static void gates_grad(const la_engine e, int64_t n, const void *pq, const void *dpq,
-                       const void *pk, const void *dpk, double *dg) {
+/* dL/dg (see the top) of this rank's rows (global row0 + t): R_i - K_i per token and head,
+ * summed from the segment's end down to each token; 0 at a segment's first token. The sums
+ * from this rank's end (the later ranks' share, added by gates_grad_later) are not in dg yet.
+ * head[h]: the sum over the rows before the rank's first segment start (all rows if none);
+ * returns whether the rank has a segment start. pq, dpq, pk, dpk: [n, H, r]. */
+static int gates_grad(const la_engine e, int64_t row0, int64_t n, const void *pq,
+                      const void *dpq, const void *pk, const void *dpk, double *dg,
+                      double *head) {
   const la_dtype dt = e->dt;
   const int H = e->H, r = e->r;
+  int any = 0;
   for (int h = 0; h < H; h++) {
     double s = 0.0;
     for (int64_t t = n - 1; t >= 0; t--) {
@@ -119,68 +152,96 @@ static void gates_grad(const la_engine e, int64_t n, const void *pq, const void 
         R += rd(dt, pq, o + c) * rd(dt, dpq, o + c);
         K += rd(dt, pk, o + c) * rd(dt, dpk, o + c);
       }
-      const int start = la_is_segment_start(e, t) || t == 0;
+      const int start = la_is_segment_start(e, row0 + t) || row0 + t == 0;
+      any |= start;
       s += R - K;
-      dg[t * H + h] = start ? 0.0 : s;
+      if (dg) dg[t * H + h] = start ? 0.0 : s;
       if (start) s = 0.0; /* the segment before sums on its own */
     }
+    head[h] = s;
+  }
+  return any;
+}
+
+/* The later ranks' share of dL/dg: later[h] added to the rows after the rank's last segment
+ * start (every row if it has none). */
+static void gates_grad_later(const la_engine e, int64_t row0, int64_t n, const double *later,
+                             double *dg) {
+  const int H = e->H;
+  for (int64_t t = n - 1; t >= 0; t--) {
+    if (la_is_segment_start(e, row0 + t) || row0 + t == 0) break;
+    for (int h = 0; h < H; h++) dg[t * H + h] += later[h];
   }
 }
 
 la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                             const void *g, void *dq, void *dk, void *dv, la_den_stats *stats) {
-  LA_TRY(la_engine_gates_cover(e, 0, n, "la_backward"));
+  return la_decay_backward_ranks(e, n, q, k, v, g, dq, dk, dv, stats, NULL);
+}
+
+/* Every call of rk's collectives is made on every rank in the same order, with the status so
+ * far (rk agrees it first): a rank that failed still joins them. */
+la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const void *k,
+                                  const void *v, const void *g, void *dq, void *dk, void *dv,
+                                  la_den_stats *stats, const la_decay_ranks *rk) {
+  const la_decay_ranks one = {NULL, 0, n, one_forward, one_next, one_later};
+  if (!rk) rk = &one;
+  const int64_t row0 = rk->row0, Nt = rk->N;
+  const char *what = e->gated ? "--gates" : "--decay";
   LA_CHECK(e->cfg.mode == LA_CAUSAL, LA_ERR_UNSUPPORTED,
            "la_backward: the backward with %s is causal only in this version "
-           "(docs/design.md §1.2)", e->gated ? "--gates" : "--decay");
-  LA_CHECK(!(e->cfg.window > 0 && e->cfg.window < n), LA_ERR_UNSUPPORTED,
+           "(docs/design.md §1.2)", what);
+  LA_CHECK(!(e->cfg.window > 0 && e->cfg.window < Nt), LA_ERR_UNSUPPORTED,
            "la_backward: the backward with %s has no window in this version "
-           "(docs/design.md §1.2)", e->gated ? "--gates" : "--decay");
+           "(docs/design.md §1.2)", what);
   LA_CHECK(!e->stabilized, LA_ERR_UNSUPPORTED,
            "la_backward: the backward with %s takes maps without a log-scale stabilizer "
            "in this version (%s has one; elu1, relu, identity, taylor2, dpfp and precomputed "
-           "do not; docs/design.md §1.2)", e->gated ? "--gates" : "--decay", la_map_name(e->cfg.map));
-  if (n == 0) return LA_OK;
+           "do not; docs/design.md §1.2)", what, la_map_name(e->cfg.map));
+  if (rk == &one && n == 0) return LA_OK;
+  la_status s = la_engine_gates_cover(e, row0, n, "la_backward");
   const la_dtype dt = e->dt;
   const int H = e->H, r = e->r, DV = e->dv, dk0 = la_engine_input_dim(e), dv1 = DV + 1;
-  const size_t es = la_dtype_size(dt), N = (size_t)n;
+  const size_t es = la_dtype_size(dt), N = (size_t)n, N1 = n > 0 ? N : 1;
   double *gam = la_malloc(sizeof(double) * (size_t)H);
   int64_t *roff = e->seg_off ? la_malloc(sizeof(int64_t) * (size_t)e->seg_count) : NULL;
   /* features, [V|1], the forward's rows and the coefficients, and the three products */
-  void *pq = la_malloc(es * N * H * r), *pk = la_malloc(es * N * H * r);
-  void *v1 = la_malloc(es * N * H * dv1), *nd = la_malloc(es * N * H * dv1);
-  void *out = la_malloc(es * N * H * DV), *cc = la_malloc(es * N * H * dv1);
-  void *cu = la_malloc(es * N * H * DV), *dpq = la_malloc(es * N * H * r);
-  void *t1 = la_malloc(es * N * H * (size_t)(dv1 > r ? dv1 : r)),
-       *t2 = la_malloc(es * N * H * (size_t)(dv1 > r ? dv1 : r)),
-       *t3 = la_malloc(es * N * H * (size_t)(dv1 > r ? dv1 : r)),
-       *t4 = la_malloc(es * N * H * (size_t)(dv1 > r ? dv1 : r));
-  void *ph = la_malloc(es * N * (size_t)r), *dph = la_malloc(es * N * (size_t)r);
-  double *a = la_malloc(sizeof(double) * N), *sums = la_malloc(sizeof(double) * N);
-  double *gr = e->gated ? la_malloc(sizeof(double) * N * H) : NULL; /* reversed gates */
+  const size_t wmax = (size_t)(dv1 > r ? dv1 : r);
+  void *pq = la_malloc(es * N1 * H * r), *pk = la_malloc(es * N1 * H * r);
+  void *v1 = la_malloc(es * N1 * H * dv1), *nd = la_malloc(es * N1 * H * dv1);
+  void *out = la_malloc(es * N1 * H * DV), *cc = la_malloc(es * N1 * H * dv1);
+  void *cu = la_malloc(es * N1 * H * DV), *dpq = la_malloc(es * N1 * H * r);
+  void *t1 = la_malloc(es * N1 * H * wmax), *t2 = la_malloc(es * N1 * H * wmax),
+       *t3 = la_malloc(es * N1 * H * wmax), *t4 = la_malloc(es * N1 * H * wmax);
+  void *ph = la_malloc(es * N1 * (size_t)r), *dph = la_malloc(es * N1 * (size_t)r);
+  double *a = la_malloc(sizeof(double) * N1), *sums = la_malloc(sizeof(double) * N1);
+  /* reversed gates, and per head: the gates after the last row, dL/dg's head and later sums */
+  double *gr = e->gated ? la_malloc(sizeof(double) * N1 * H) : NULL;
+  double *hx = la_calloc((size_t)(3 * H + 1), sizeof(double));
   inner e1 = {0}, e2 = {0}, e3 = {0}, e4 = {0};
-  la_status s = LA_OK;
-  if (!gam || (e->seg_off && !roff) || !pq || !pk || !v1 || !nd || !out || !cc || !cu ||
-      !dpq || !t1 || !t2 || !t3 || !t4 || !ph || !dph || !a || !sums || (e->gated && !gr))
+  if (s == LA_OK && (!gam || (e->seg_off && !roff) || !pq || !pk || !v1 || !nd || !out || !cc ||
+                     !cu || !dpq || !t1 || !t2 || !t3 || !t4 || !ph || !dph || !a || !sums ||
+                     (e->gated && !gr) || !hx))
     s = la_error(LA_ERR_NOMEM, "la_backward: out of memory for the decayed backward's rows "
                  "(%lld tokens x %d heads)", (long long)n, H);
+  double *next = hx, *head = hx + H, *later = hx + 2 * H;
   for (int h = 0; s == LA_OK && h < H; h++) gam[h] = la_engine_decay(e, h);
   if (s == LA_OK && roff)
     for (int64_t i = 0; i < e->seg_count; i++)
-      roff[i] = n - e->seg_off[e->seg_count - 1 - i];
+      roff[i] = Nt - e->seg_off[e->seg_count - 1 - i];
   /* the forward (its outputs after the policy, and the statistics; with
    * la_engine_set_check_finite it checks q, k and v); with la_engine_set_replay_output
    * (linattn grad --out) they are the outputs asked for */
-  if (s == LA_OK) s = la_forward(e, n, q, k, v, out, stats);
+  s = rk->forward(rk->ctx, s, 0, e, n, row0, q, k, v, out, stats);
   if (s == LA_OK && e->check_finite) { /* and G, which no forward reads */
     int64_t bt;
     int bh, bc;
     s = la_check_finite(dt, g, n, H, DV, 0, &bt, &bh, &bc);
   }
-  if (s == LA_OK && e->rout && e->rout_row0 == 0 && e->rout_n == n)
+  if (s == LA_OK && e->rout && e->rout_row0 == row0 && e->rout_n == n)
     memcpy(e->rout, out, es * N * H * DV);
   /* features [n, H, r] (no log-scale: a = 0) and [V|1] */
-  for (int h = 0; s == LA_OK && h < H; h++)
+  for (int h = 0; s == LA_OK && n > 0 && h < H; h++)
     for (int w = 0; w < 2 && s == LA_OK; w++) {
       s = la_featmap_eval(e->fm, dt, h, n, (const char *)(w ? k : q) + es * (size_t)h * dk0,
                           (int64_t)H * dk0, ph, a);
@@ -194,8 +255,8 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
   }
   /* (num | den) of every row */
   if (s == LA_OK) s = inner_make(e, r, dv1, gam, e->seg_off, e->seg_count, &e1);
-  if (s == LA_OK) s = inner_gates(e, &e1, n, NULL);
-  if (s == LA_OK) s = la_forward(e1.eng, n, pq, pk, v1, nd, NULL);
+  if (s == LA_OK) s = inner_gates(e, rk, &e1, n, NULL, NULL);
+  s = rk->forward(rk->ctx, s, 0, e1.eng, n, row0, pq, pk, v1, nd, NULL);
   /* c = [G / D | -(G . out) D' / D] by the denominator policy (§1.1) */
   for (size_t t = 0; s == LA_OK && t < N * H; t++) {
     const double den = rd(dt, nd, t * dv1 + DV);
@@ -215,20 +276,30 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
   }
   /* dphi(q): causal, queries c, keys [V|1], values phi(k) */
   if (s == LA_OK) s = inner_make(e, dv1, r, gam, e->seg_off, e->seg_count, &e2);
-  if (s == LA_OK) s = inner_gates(e, &e2, n, NULL);
-  if (s == LA_OK) s = la_forward(e2.eng, n, cc, v1, pk, dpq, NULL);
+  if (s == LA_OK) s = inner_gates(e, rk, &e2, n, NULL, NULL);
+  s = rk->forward(rk->ctx, s, 0, e2.eng, n, row0, cc, v1, pk, dpq, NULL);
+  /* the reversed gates' first row: the gates of row row0 + n */
+  if (e->gated)
+    s = rk->next_gates(rk->ctx, s, n, s == LA_OK && n > 0 ? e->gates + (row0 - e->gate0) * H
+                                                           : NULL, next);
   /* dphi(k): anti-causal, queries [V|1], keys c, values phi(q), in reversed time */
   if (s == LA_OK) s = inner_make(e, dv1, r, gam, roff, e->seg_count, &e3);
-  if (s == LA_OK) s = inner_gates(e, &e3, n, gr);
-  if (s == LA_OK) /* t1: dphi(k) [n, H, r] */
-    s = anticausal(e, &e3, n, v1, dv1, cc, dv1, pq, r, r, t1, t2, t3, t4, t1);
+  if (s == LA_OK) s = inner_gates(e, rk, &e3, n, gr, next);
+  /* t1: dphi(k) [n, H, r] */
+  s = anticausal(e, rk, s, &e3, n, v1, dv1, cc, dv1, pq, r, r, t1, t2, t3, t4, t1);
   /* dv: anti-causal, queries phi(k), keys phi(q), values c[:dv] */
   if (s == LA_OK) s = inner_make(e, r, DV, gam, roff, e->seg_count, &e4);
-  if (s == LA_OK) s = inner_gates(e, &e4, n, gr);
-  if (s == LA_OK) s = anticausal(e, &e4, n, pk, r, pq, r, cu, DV, DV, t2, t3, t4, nd, dv);
-  if (s == LA_OK && e->gated && e->gate_grad) gates_grad(e, n, pq, dpq, pk, t1, e->gate_grad);
+  if (s == LA_OK) s = inner_gates(e, rk, &e4, n, gr, next);
+  s = anticausal(e, rk, s, &e4, n, pk, r, pq, r, cu, DV, DV, t2, t3, t4, nd, dv);
+  if (e->gated) { /* dL/dg: this rank's sums, then the later ranks' share */
+    int start = 0;
+    if (s == LA_OK && e->gate_grad)
+      start = gates_grad(e, row0, n, pq, dpq, pk, t1, e->gate_grad, head);
+    s = rk->later(rk->ctx, s, head, start, later);
+    if (s == LA_OK && e->gate_grad) gates_grad_later(e, row0, n, later, e->gate_grad);
+  }
   /* the map's chain rule: dq from dphi(q), dk from dphi(k) */
-  for (int h = 0; s == LA_OK && h < H; h++)
+  for (int h = 0; s == LA_OK && n > 0 && h < H; h++)
     for (int w = 0; w < 2 && s == LA_OK; w++) {
       const void *x = w ? k : q, *P = w ? pk : pq, *D = w ? t1 : dpq;
       void *dx = w ? dk : dq;
@@ -247,6 +318,6 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
   inner_free(&e1), inner_free(&e2), inner_free(&e3), inner_free(&e4);
   free(gam), free(roff), free(pq), free(pk), free(v1), free(nd), free(out), free(cc), free(cu);
   free(dpq), free(t1), free(t2), free(t3), free(t4), free(ph), free(dph), free(a), free(sums);
-  free(gr);
+  free(gr), free(hx);
   return s;
 }

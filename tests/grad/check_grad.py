@@ -203,8 +203,8 @@ def oracle_cases(P, quick):
                        normalize=False, n=n1))
     cs.append(base("elu1 causal window W=5 f32", "elu1", "causal", dtype="f32", n=n, window=5,
                    chunk=8))
-    # --decay (docs/design.md §1.2 "The backward"): causal, one process, unstabilized maps
-    if P == 1:
+    # --decay (docs/design.md §1.2 "The backward"): causal, unstabilized maps, any ranks
+    if True:
         for mp, kw in (("elu1", {}), ("taylor2", {}), ("dpfp", {}), ("relu", {}),
                        ("identity", {"normalize": False}), ("elu1", {"dtype": "f32"}),
                        ("elu1", {"seg": straddle}), ("elu1", {"policy": "add:E"})):
