@@ -241,7 +241,7 @@ static const la_opt rows[] = {
      .help = "per-head decay gamma in (0, 1]: one value, a comma list (one per head), or retnet "
              "(gamma_h = 1 - 2^(-5-h)); pair weights gamma^(i-j) (causal), gamma^abs(i-j) "
              "(bidirectional); any number of ranks, with --segments and --window; not with "
-             "--reproducible; grad takes it causal on one process, without a window, for maps "
+             "--reproducible; grad takes it causal on any number of ranks, without a window, for maps "
              "without a stabilizer"},
     {.name = "--gates", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
      F(gates_string), .set = gates_set,
@@ -249,7 +249,7 @@ static const la_opt rows[] = {
              "one head) with --q/--k/--v, or synthetic with the synthetic workload "
              "(log sigmoid(3 + N(0,1)) from --seed); S_t = e^g_t S_{t-1} + phi(k_t) v_t^T, with "
              "--decay on top; causal; any number of ranks, with --segments and --checkpoint; not "
-             "with --window or --reproducible (not built yet); grad takes it on one process, for "
+             "with --window or --reproducible (not built yet); grad takes it on any number of ranks, for "
              "maps without a stabilizer (--grad-gates writes dL/dg)"},
     {.name = "--segments", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      F(segments), .help = "packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N, "

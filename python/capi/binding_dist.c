@@ -104,7 +104,7 @@ static la_status backward_entry(la_dist d, la_py_op *op, int64_t b, int64_t Lloc
                                 const dist_args *a, la_den_stats *st) {
   const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
                rv = (size_t)Lloc * op->H * op->dv * es;
-  if (op->cfg.gates) { /* the backward with gates runs on one process (la_dist_backward) */
+  if (op->cfg.gates) { /* the gates of this rank's rows, and where dL/dg goes */
     LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H] (gates=)");
     const size_t at = (size_t)b * Lloc * op->H;
     LA_TRY(la_engine_set_gates(op->eng, op->gates + at, row0, Lloc));

@@ -185,13 +185,7 @@ CASES = [
      FILES + ["--decay", "0.9", "--mode", "bidirectional", "--checkpoint", "ckd"], 2,
      ["--checkpoint", "--decay"]),
 ]
-# on more than one rank only (one rank runs it): the backward with decay runs on one process
-MULTI = [("--decay with grad on many ranks", ["grad"] + FILES + ["--grad-out", "v.npy",
-                                                                  "--decay", "0.9"], 2,
-          ["--decay", "one process"]),
-         ("--gates with grad on many ranks", ["grad"] + FILES + ["--grad-out", "v.npy",
-                                                                  "--gates", "g.npy"], 2,
-          ["--gates", "one process"])]
+
 
 
 def check_case(run, tally, name, args, want_rc, must, env=None):
@@ -241,7 +235,7 @@ def docs_list_cases(tally, path):
         end = re.search(r"^#{1,%d} " % len(m.group(1)), rest, re.M)
         sect = rest[:end.start()] if end else rest
     rows = set(re.findall(r"^\| ([^|]+?) \|", sect, re.M))
-    missing = [c[0] for c in CASES + MULTI if c[0] not in rows]
+    missing = [c[0] for c in CASES if c[0] not in rows]
     tally.case(bool(sect) and not missing, f"{name}'s 'Bad input' table lists every case",
                note=(f"missing {missing}" if missing else "") + ("" if m else "no heading 'Bad input'"))
 
@@ -254,7 +248,7 @@ def main():
     write_inputs(run)
     P = common.launcher_ranks(a.launcher)
     print(f"# bad_input: {len(CASES)} cases on {P} rank(s)", flush=True)
-    for case in CASES + (MULTI if P > 1 else []):
+    for case in CASES:
         check_case(run, tally, *case)
     if a.docs:
         docs_list_cases(tally, a.docs)
