@@ -1,6 +1,7 @@
 /* The plan's collective between two passes (docs/design.md §4.5 "The plan's collective"),
  * written once for every driver: the streaming plan (stream.c), the in-memory step
- * (forward.c), the backward (backward.c) and the SimGrid model (tools/smpi/simscan.c). The
+ * (forward.c) and the backward (backward.c); the SimGrid model (tools/smpi/simscan.c) runs
+ * the first two. The
  * status of the pass that made the summaries is agreed first, so every rank joins the
  * collective or none does; the collectives themselves, and the scan algorithm's dispatch,
  * are comm.c's. */

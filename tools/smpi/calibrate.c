@@ -1,17 +1,21 @@
-/* `linattn_smpi calibrate` (docs/simulation.md "What is modelled"): times the real engine on
- * this machine, outside the simulation's clock, for the phases the simulated forward charges:
+/* linattn_smpi_calibrate (docs/simulation.md "What is simulated, what is modelled"): times the
+ * real engine (linattn_core) on this machine, outside the simulation's clock, for the phases
+ * that the model engine of `linattn_smpi forward` charges (model_engine.c):
  * seconds per token of the causal apply of one rank (la_engine_apply), and of the keys pass,
  * the local apply and the correction of a rank among several (la_engine_accumulate,
  * la_engine_apply_local, la_engine_correct; dist/forward.c), and seconds per double of the
  * scan's combine (la_state_combine_head_right). Single thread (the SMPI build has no OpenMP).
- * Best of `reps` after a warm-up. */
+ * Best of `reps` after a warm-up. Its own executable: linattn_smpi links the model engine in
+ * place of the real one. Run under smpirun -np 1 (tools/smpi/simulate.sh):
+ *   linattn_smpi_calibrate [--tokens n] [--heads H] [--dk d] [--dv d] [--reps k]
+ * prints a two-line CSV (docs/sim_calibration.csv). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <mpi.h>
 #include "linattn/linattn.h"
-#include "simscan.h"
 #undef clock_gettime /* smpicc maps it to the simulated clock: this file times the real machine */
 
 static double now(void) {
@@ -20,7 +24,7 @@ static double now(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-int la_smpi_calibrate(int64_t n, int H, int dk, int dv, int reps, FILE *out) {
+static int calibrate(int64_t n, int H, int dk, int dv, int reps, FILE *out) {
   la_config cfg;
   la_config_default(&cfg);
   cfg.threads = 1;
@@ -85,4 +89,24 @@ int la_smpi_calibrate(int64_t n, int H, int dk, int dv, int reps, FILE *out) {
   la_engine_destroy(&eng);
   la_featmap_destroy(&fm);
   return 0;
+}
+
+static const char *opt(int argc, char **argv, const char *name, const char *def) {
+  for (int i = 1; i + 1 < argc; i++)
+    if (!strcmp(argv[i], name)) return argv[i + 1];
+  return def;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rc = rank == 0 ? calibrate(atoll(opt(argc, argv, "--tokens", "262144")),
+                                       atoi(opt(argc, argv, "--heads", "4")),
+                                       atoi(opt(argc, argv, "--dk", "64")),
+                                       atoi(opt(argc, argv, "--dv", "64")),
+                                       atoi(opt(argc, argv, "--reps", "2")), stdout)
+                           : 0;
+  MPI_Finalize();
+  return rc;
 }

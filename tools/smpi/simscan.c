@@ -1,9 +1,10 @@
-/* linattn_smpi: the scan algorithms of dist/scan.c and dist/comm.c on SimGrid's simulated
- * ranks (docs/simulation.md). Run under smpirun (tools/smpi/simulate.sh); rank 0 prints CSV.
+/* linattn_smpi: the scan algorithms of dist/scan.c and dist/comm.c, and the library's plan of
+ * the causal forward, on SimGrid's simulated ranks (docs/simulation.md). Run under smpirun
+ * (tools/smpi/simulate.sh); rank 0 prints CSV. Built from the plan's own sources (dist/) and
+ * the model engine (model_engine.c) in place of linattn_core's engine; the calibration that
+ * the model charges is a separate executable on the real engine (calibrate.c,
+ * linattn_smpi_calibrate).
  *
- *   calibrate [--tokens n] [--heads H] [--dk d] [--dv d] [--reps k]
- *       the real engine's seconds per token of each forward phase, and the combine's
- *       seconds per double, measured on this machine (calibrate.c); run with -np 1.
  *   scan --heads H --r r --dv d [--algs a,b,..] [--pieces K] [--combine-seconds x]
  *        [--skip-combines] [--check]
  *       one la_dist_exscan of a state of H heads of r (dv + 1) + 3 doubles per algorithm;
@@ -12,22 +13,20 @@
  *       and compares every rank's prefix with a serial fold of the operator (docs/design.md
  *       §4.1): exit 1 when any differs by more than 1e-12 relative.
  *   forward (--tokens-per-rank n | --tokens N) --calib FILE [--heads H --dk d --dv d]
- *           [--block-tokens B] [--algs ...] [--skip-combines]
- *       the causal forward of dist/forward.c (forward_causal): keys pass, the plan's
- *       collective (la_plan_combine, docs/design.md §4.5 "The plan's collective"), apply from
- *       the prefix; each phase charged n x its measured seconds per token
- *       (smpi_execute_flops at the host's speed), the collective real. One rank: the plain
- *       apply. With B > 0, the streaming plan's instead (dist/stream.c, docs/design.md §4.5
- *       "The streaming plan"; the model has no engine, so it charges the plan's phases around
- *       the plan's nonblocking collective, la_plan_combine_begin): only the first B tokens are
- *       applied locally and corrected, the rest applied. */
+ *           [--block-tokens B] [--algs ...] [--pieces K] [--combine-seconds x] [--skip-combines]
+ *       the library's causal forward on the model engine, whose phases charge the calibrated
+ *       seconds per token of FILE (docs/sim_calibration.csv): without B the in-memory plan,
+ *       la_dist_forward (dist/forward.c forward_causal: keys pass, the plan's collective,
+ *       apply; docs/design.md §4.5 "In memory"); with B the streaming plan of `linattn run
+ *       --block-tokens B`, la_stream_create ... la_stream_destroy (dist/stream.c, docs/design.md
+ *       §4.5 "The streaming plan"). No rows exist: q, k, v and out are NULL, which the plan
+ *       only hands to the engine. Every message is the plan's: its status agreements, step
+ *       counts and scan (docs/design.md §4.5 "The plan's collective"). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <mpi.h>
-#include <simgrid/host.h>
-#include <smpi/smpi.h>
 #include "dist_internal.h"
 #include "linattn/linattn.h"
 #include "scan_element.h"
@@ -108,7 +107,7 @@ static int cmd_scan(la_dist d, int argc, char **argv) {
   int bad = 0;
   if (rank == 0) printf("alg,ranks,heads,r,dv,state_bytes,pieces,seconds,model_seconds,used,check_rel\n");
   for (int i = 0; i < na; i++) {
-    /* only the scan settings are read (the smoke build links no core/base/config.c) */
+    /* only the scan settings are read (linattn_smpi links no core/base/config.c) */
     const la_config cfg = {.scan_algorithm = algs[i], .scan_pieces = K};
     la_dist_use_config(d, &cfg);
     if (check) make(rank, &s);
@@ -153,9 +152,16 @@ static int cmd_scan(la_dist d, int argc, char **argv) {
   return allbad ? 1 : 0;
 }
 
-/* seconds of this machine, charged as flops at the simulated host's speed */
-static void charge(double seconds) {
-  if (seconds > 0) smpi_execute_flops(seconds * sg_host_get_speed(sg_host_self()));
+/* The streaming plan's loop (linattn/dist.h "The streaming plan"), without rows. */
+static la_status stream_forward(la_dist d, la_engine eng, int64_t N, int64_t B) {
+  la_stream s = NULL;
+  la_stream_block b;
+  la_status st = la_stream_create(d, eng, N, B, &s);
+  while (st == LA_OK && (st = la_stream_next(s, &b)) == LA_OK && b.pass)
+    st = la_stream_feed(s, LA_OK, NULL, NULL, NULL, NULL, NULL);
+  if (st == LA_OK) st = la_stream_finish(s, NULL);
+  la_stream_destroy(&s);
+  return st;
 }
 
 static int cmd_forward(la_dist d, int argc, char **argv) {
@@ -167,50 +173,32 @@ static int cmd_forward(la_dist d, int argc, char **argv) {
   const int64_t B = atoll(opt(argc, argv, "--block-tokens", "0"));
   const int64_t N = npr > 0 ? npr * P : atoll(opt(argc, argv, "--tokens", "0"));
   if (!calib || N <= 0) die("forward needs --calib FILE and --tokens-per-rank n or --tokens N");
-  double c[5];
+  /* seconds per token: apply, accumulate, apply_local, correct (calibrate.c's columns) */
+  double c[4];
   FILE *f = fopen(calib, "r");
   char line[1024];
   if (!f || !fgets(line, sizeof line, f) || !fgets(line, sizeof line, f) ||
-      sscanf(line, "%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%lf,%lf,%lf,%lf,%lf", &c[0], &c[1], &c[2], &c[3], &c[4]) != 5)
+      sscanf(line, "%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%lf,%lf,%lf,%lf", &c[0], &c[1], &c[2], &c[3]) != 4)
     die("cannot read the calibration CSV (--calib)");
   fclose(f);
   la_scan_algorithm algs[8];
   const int na = parse_algs(opt(argc, argv, "--algs", "doubling,chain,allgather,pipelined,exscan"), algs, 8);
   int64_t n, row0;
   la_split_ownership(N, P, rank, &n, &row0);
-  la_state st;
-  if (la_state_init(&st, H, dk, dv) != LA_OK) die("out of memory for the state");
+  la_engine eng = NULL; /* elu1: the feature width r is dk */
+  if (la_model_engine_create(H, dk, dk, dv, c, &eng) != LA_OK) die(la_error_message());
   if (rank == 0) printf("alg,ranks,tokens,tokens_per_rank,heads,dk,dv,seconds,comm_seconds,compute_seconds,used\n");
   for (int i = 0; i < na; i++) {
-    /* only the scan settings are read (the smoke build links no core/base/config.c) */
+    /* only the scan settings are read (linattn_smpi links no core/base/config.c) */
     const la_config cfg = {.scan_algorithm = algs[i], .scan_pieces = K};
     la_dist_use_config(d, &cfg);
-    la_state_reset(&st);
     MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = MPI_Wtime(), c0 = la_dist_comm_seconds(d);
-    double comp = 0;
-    if (P == 1) {
-      comp = (double)n * c[0];
-      charge(comp);
-    } else if (B <= 0) { /* in memory (bench): dist/forward.c forward_causal, phase by phase:
-                            keys pass, the plan's collective, apply from the prefix */
-      charge((double)n * c[1]);
-      if (la_plan_combine(d, LA_OK, 0, 0, &st, NULL) != LA_OK) die("the scan failed");
-      charge((double)n * c[0]);
-      comp = (double)n * (c[1] + c[0]);
-    } else { /* the streaming plan (dist/stream.c; run --block-tokens B): the plan's collective
-                begun, block 0 applied locally while the scan travels and corrected, the rest
-                applied from the prefix */
-      const double b0 = B < n ? (double)B : (double)n, rest = (double)n - b0;
-      la_dist_req req = NULL;
-      charge((double)n * c[1]);
-      if (la_plan_combine_begin(d, LA_OK, &st, &req) != LA_OK) die("cannot start the scan");
-      charge(b0 * c[2]);
-      if (la_dist_iexscan_end(d, &req, &st) != LA_OK) die("the scan failed");
-      charge(b0 * c[3] + rest * c[0]);
-      comp = (double)n * c[1] + b0 * (c[2] + c[3]) + rest * c[0];
-    }
-    double t = MPI_Wtime() - t0, cm = la_dist_comm_seconds(d) - c0, v[3] = {t, cm, comp}, vmax[3];
+    const double t0 = MPI_Wtime(), c0 = la_dist_comm_seconds(d), e0 = la_model_engine_seconds(eng);
+    const la_status st = B > 0 ? stream_forward(d, eng, N, B)
+                               : la_dist_forward(d, eng, n, row0, NULL, NULL, NULL, NULL, NULL);
+    if (st != LA_OK) die(la_error_reason(st)); /* agreed: every rank leaves */
+    double v[3] = {MPI_Wtime() - t0, la_dist_comm_seconds(d) - c0,
+                   la_model_engine_seconds(eng) - e0}, vmax[3];
     MPI_Reduce(v, vmax, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0) {
       printf("%s,%d,%lld,%lld,%d,%d,%d,%.6g,%.6g,%.6g,%s\n", la_scan_algorithm_names[algs[i]], P,
@@ -219,7 +207,7 @@ static int cmd_forward(la_dist d, int argc, char **argv) {
       fflush(stdout);
     }
   }
-  la_state_free(&st);
+  la_engine_destroy(&eng);
   return 0;
 }
 
@@ -229,14 +217,7 @@ int main(int argc, char **argv) {
   (void)P;
   const char *cmd = argc > 1 ? argv[1] : "";
   int rc = 2;
-  if (!strcmp(cmd, "calibrate")) {
-    rc = rank == 0 ? la_smpi_calibrate(atoll(opt(argc, argv, "--tokens", "262144")),
-                                       atoi(opt(argc, argv, "--heads", "4")),
-                                       atoi(opt(argc, argv, "--dk", "64")),
-                                       atoi(opt(argc, argv, "--dv", "64")),
-                                       atoi(opt(argc, argv, "--reps", "2")), stdout)
-                   : 0;
-  } else if (!strcmp(cmd, "scan") || !strcmp(cmd, "forward")) {
+  if (!strcmp(cmd, "scan") || !strcmp(cmd, "forward")) {
     la_smpi_combine_seconds = atof(opt(argc, argv, "--combine-seconds", "0"));
     la_smpi_combine_skip = flag(argc, argv, "--skip-combines");
     la_dist d = NULL;
@@ -244,8 +225,8 @@ int main(int argc, char **argv) {
     rc = !strcmp(cmd, "scan") ? cmd_scan(d, argc, argv) : cmd_forward(d, argc, argv);
     la_dist_destroy(&d);
   } else if (rank == 0) {
-    fprintf(stderr, "linattn: error: usage: linattn_smpi calibrate|scan|forward [options] "
-                    "(tools/smpi/simscan.c)\n");
+    fprintf(stderr, "linattn: error: usage: linattn_smpi scan|forward [options] "
+                    "(tools/smpi/simscan.c; the calibration: linattn_smpi_calibrate)\n");
   }
   MPI_Finalize();
   return rc;

@@ -14,11 +14,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=${1:-$root/docs}
 bin=$root/build-smpi/linattn_smpi
+calbin=$root/build-smpi/linattn_smpi_calibrate
 work=${SIM_WORK:-/tmp/linattn_sim}
 PS=${SIM_PS:-"16 64 256 1024 4096"}
 JOBS=${SIM_JOBS:-2}
 TMO=${SIM_TIMEOUT:-300}
-[ -x "$bin" ] || { echo "linattn: error: $bin missing: cmake --preset smpi && cmake --build --preset smpi" >&2; exit 1; }
+[ -x "$bin" ] && [ -x "$calbin" ] || { echo "linattn: error: $bin or $calbin missing: cmake --preset smpi && cmake --build --preset smpi" >&2; exit 1; }
 command -v smpirun >/dev/null || { echo "linattn: error: smpirun missing: apt-get install libsimgrid-dev" >&2; exit 1; }
 mkdir -p "$work/parts" "$out"
 rm -f "$work"/parts/*
@@ -39,12 +40,13 @@ SM=(smpirun -platform "$work/fattree.xml" -hostfile "$work/hosts"
 export SM_STR="${SM[*]}"
 
 t0=$(date +%s)
-# 1. calibration: the real engine on this machine (causal elu1 float32, H 4, dk dv 64, 1 thread)
+# 1. calibration: the real engine on this machine (causal elu1 float32, H 4, dk dv 64, 1 thread;
+#    linattn_smpi_calibrate, linked to linattn_core: linattn_smpi has the model engine instead)
 # (SIM_CALIB=file: reuse a calibration taken on an idle machine)
 if [ -n "${SIM_CALIB:-}" ]; then
   [ "$SIM_CALIB" -ef "$out/sim_calibration.csv" ] || cp "$SIM_CALIB" "$out/sim_calibration.csv"
 else
-  "${SM[@]}" -np 1 "$bin" calibrate --tokens 262144 --reps 2 2>/dev/null | grep -v '^/' > "$out/sim_calibration.csv"
+  "${SM[@]}" -np 1 "$calbin" --tokens 262144 --reps 2 2>/dev/null | grep -v '^/' > "$out/sim_calibration.csv"
 fi
 cat "$out/sim_calibration.csv"
 comb=$(awk -F, 'NR == 2 {print $10}' "$out/sim_calibration.csv")
