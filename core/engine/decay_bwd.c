@@ -63,6 +63,7 @@ static la_status inner_make(const la_engine e, int dk, int dv, const double *gam
   c.decay = gam;
   c.decay_n = e->H;
   c.gates = e->gated;
+  c.window = e->cfg.window; /* a pair (i, j) reversed in time keeps i - j: the same window */
   in->fm = NULL, in->eng = NULL;
   LA_TRY(la_featmap_create(&c, e->H, dk, &in->fm));
   LA_TRY(la_engine_create(&c, in->fm, e->dt, dv, &in->eng));
@@ -190,9 +191,6 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   const char *what = e->gated ? "--gates" : "--decay";
   LA_CHECK(e->cfg.mode == LA_CAUSAL, LA_ERR_UNSUPPORTED,
            "la_backward: the backward with %s is causal only in this version "
-           "(docs/design.md §1.2)", what);
-  LA_CHECK(!(e->cfg.window > 0 && e->cfg.window < Nt), LA_ERR_UNSUPPORTED,
-           "la_backward: the backward with %s has no window in this version "
            "(docs/design.md §1.2)", what);
   LA_CHECK(!e->stabilized, LA_ERR_UNSUPPORTED,
            "la_backward: the backward with %s takes maps without a log-scale stabilizer "

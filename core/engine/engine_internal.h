@@ -127,7 +127,7 @@ la_status la_engine_gates_cover(const la_engine e, int64_t token0, int64_t n, co
 double la_block_log_decay(const la_engine e, int h, int64_t token0, int64_t n);
 /* Reserve every thread's window queue for `cap` summaries; LA_ERR_NOMEM with its reason. */
 la_status la_engine_reserve_queues(la_engine e, int cap);
-/* decay_bwd.c: la_backward of a decayed engine (causal, one process, no window, no
+/* decay_bwd.c: la_backward of a decayed engine (causal, one process, with or without a window, no
  * stabilizer; docs/design.md §1.2 "The backward"); on ranks: la_decay_backward_ranks
  * (la_core_private.h). */
 la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,

@@ -207,7 +207,9 @@ def oracle_cases(P, quick):
     if True:
         for mp, kw in (("elu1", {}), ("taylor2", {}), ("dpfp", {}), ("relu", {}),
                        ("identity", {"normalize": False}), ("elu1", {"dtype": "f32"}),
-                       ("elu1", {"seg": straddle}), ("elu1", {"policy": "add:E"})):
+                       ("elu1", {"seg": straddle}), ("elu1", {"policy": "add:E"}),
+                       ("elu1", {"window": 5}), ("relu", {"window": 37, "seg": straddle}),
+                       ("elu1", {"window": 20, "dtype": "f32"})):
             name = f"{mp} causal --decay 0.9,0.6 " + " ".join(
                 f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
             cs.append(base(name, mp, "causal", n=n, chunk=8, decay=[0.9, 0.6], **kw))

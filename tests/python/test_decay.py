@@ -6,7 +6,7 @@ Both modes, elu1, relu, favor+ (explicit projection) and identity (normalize=Fal
 one per head and "retnet", segments, causal windows 7 and 40, float64 (1e-12) and float32 (row by row, 1e-5, on the
 same float32 inputs). The backward with decay (causal, maps without a stabilizer): torch
 autograd through the engine against autograd of a float64 quadratic form in torch (elu1, relu,
-identity, dpfp, taylor2, segments; 1e-12 in float64, 1e-4 of the largest entry in float32),
+identity, dpfp, taylor2, segments, a window of 7; 1e-12 in float64, 1e-4 of the largest entry in float32),
 and gradcheck; the rest of the backward is refused (test_bad_input).
 
 Run: PYTHONPATH=python LINATTN_LIBRARY=build/python/liblinattn_py.so \
@@ -88,10 +88,12 @@ def main():
     # written here in torch (float64), on the same inputs; gradcheck on a small case
     gam = [0.9, 0.5, 0.99]
 
-    def tref(name, q, k, v, segments, normalize, features):
+    def tref(name, q, k, v, segments, normalize, features, window=None):
         pq, pk = C.phi(name, q, features=features), C.phi(name, k, features=features)
         i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
         m = j <= i
+        if window:
+            m = m & (i - j < window)
         if segments:
             seg = torch.zeros(L, dtype=torch.long)
             for o in segments[1:-1]:
@@ -108,8 +110,9 @@ def main():
     for name in ("elu1", "relu", "identity", "dpfp", "taylor2"):
         norm, feats = name != "identity", (1 if name == "dpfp" else None)
         kw = {"features": feats} if feats else {}
-        for segments in (None, [0, 30, 31, L]):
-            chk.start("backward %s decay=%s%s" % (name, gam, " segments" if segments else ""))
+        for segments, window in ((None, None), ([0, 30, 31, L], None), ([0, 30, 31, L], 7)):
+            chk.start("backward %s decay=%s%s%s" % (name, gam, " segments" if segments else "",
+                                                    " window %d" % window if window else ""))
             off = 1.0 if name in ("relu", "dpfp") else 0.0
             g64 = torch.Generator().manual_seed(7)
             q, k = (off + 0.5 * torch.randn(B, L, H, dk, generator=g64, dtype=torch.float64)
@@ -118,10 +121,10 @@ def main():
             for dt, tol in ((torch.float64, 1e-12), (torch.float32, 1e-4)):
                 x = [t.to(dt).detach().clone().requires_grad_() for t in (q, k, v)]
                 o = lt.attention(*x, feature_map=name, decay=gam, segments=segments,
-                                 normalize=norm, **kw)
+                                 normalize=norm, window=window, **kw)
                 (o * G.to(dt)).sum().backward()
                 xr = [t.to(dt).double().detach().clone().requires_grad_() for t in (q, k, v)]
-                ref = tref(name, *xr, segments, norm, feats)
+                ref = tref(name, *xr, segments, norm, feats, window)
                 (ref * G).sum().backward()
                 for what, a_, b_ in zip(("out", "dq", "dk", "dv"), [o] + [t.grad for t in x],
                                         [ref] + [t.grad for t in xr]):
