@@ -52,6 +52,19 @@ static int64_t run_block_rows(const la_job *j, int64_t nmax) {
   return nmax > 0 && j->o->block > nmax ? nmax : j->o->block;
 }
 
+/* As la_bstream_holds_shard decides (dist/stream_backward.c): windows shorter than N,
+ * decay and gates, and bidirectional segments hold the shard in grad. */
+static int grad_in_memory(const la_job *j) {
+  const la_config *c = &j->o->cfg;
+  return (c->window > 0 && c->window < j->N) || decayed(c) ||
+         (c->mode == LA_BIDIRECTIONAL && j->seg);
+}
+
+/* Rows per block of the streamed backward on the largest rank (la_bstream_create). */
+static int64_t grad_block_rows(const la_job *j, int64_t nmax) {
+  return nmax > 0 && (j->o->block < 1 || j->o->block > nmax) ? nmax : j->o->block > 0 ? j->o->block : 1;
+}
+
 /* The largest row of an input file stored wider than the compute dtype (f64 read as f32):
  * la_pin_read reads it into a temporary of rows x that width (pio.c), and counted twice: a
  * freed temporary of up to 32 MiB stays in glibc's heap (its dynamic mmap threshold), and
@@ -106,6 +119,15 @@ void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m) {
       add(m, "reproducible states", (run_in_memory(j) ? 3 : 2) * xs +
                                          (double)la_repro_plan_bytes(c, H, r, dv, B));
     }
+  } else if (!grad_in_memory(j)) { /* the streamed backward: blocks (grad.c, la_bstream) */
+    const double B = (double)grad_block_rows(j, nmax);
+    /* q, k, v, G: B H (2 dk + 2 dv); dq, dk, dv: B H (2 dk + dv) elements */
+    add(m, "block buffers", es * B * H * (4.0 * dk + 3.0 * dv) + (o->out ? es * B * H * dv : 0));
+    /* side rows: the engine's, at a dV row's stride when that holds 24 bytes
+     * (la_backward_side_size), and packed (24 bytes) for the scratch file */
+    const double stride = es * dv >= 3 * sizeof(double) ? es * dv : 3.0 * sizeof(double);
+    add(m, "side rows of a block", (stride + 3.0 * sizeof(double)) * B * H);
+    add(m, "input conversion", conversion_row_bytes(j, 4) * B);
   } else {
     const double n = nmax > 0 ? (double)nmax : 1;
     /* q, k, v, G: n H (2 dk + 2 dv); dq, dk, dv: n H (2 dk + dv) elements (grad.c) */
@@ -239,7 +261,7 @@ la_status la_mem_check(la_job *j, int grad) {
   la_mem_estimate m;
   la_mem_estimate_job(j, grad, &m);
   const int64_t limit = j->o->mem_limit; /* 0: the default */
-  const int streaming = !grad && !run_in_memory(j);
+  const int streaming = grad ? !grad_in_memory(j) : !run_in_memory(j);
   int K = 1;
   int64_t avail = limit;
   if (!limit) node_memory(j->d, &K, &avail);

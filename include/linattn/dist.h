@@ -181,6 +181,50 @@ double la_stream_compute_seconds(const la_stream s);
 /* Not Collective (a plan stopped at a checkpoint is destroyed as it is); NULL-safe. */
 void la_stream_destroy(la_stream *s);
 
+/* ---- The streamed backward (dist/stream_backward.c; docs/design.md §4.4 "Streamed") ----
+ *
+ * la_dist_backward on a sequence of N tokens fed in blocks of a rank's rows, as the forward
+ * plan above: no rank holds more than a block of Q, K, V, dL/dout or gradients.
+ *
+ *     la_bstream s;  la_bstream_block b;
+ *     la_bstream_create(d, eng, N, block, &s);         // allocate la_bstream_block_rows(s) rows
+ *     while (la_bstream_next(s, &b) == LA_OK && b.pass) {
+ *       read rows [b.row0, b.row0 + b.n) of K, V (if b.kv), Q and G (if b.q, b.g), and the
+ *       side rows kept from pass 2 (if b.side_in: la_bstream_side_bytes(s, b.n) bytes);
+ *       if (la_bstream_feed(s, read_status, q, k, v, g, side, dq, dk, dv, &stats) != LA_OK) break;
+ *       keep dq and the side rows (if b.dq, b.side_out), dk and dv (if b.dkdv);
+ *     }
+ *     la_bstream_finish(s, &stats);  la_bstream_destroy(&s);
+ *
+ * Pass 1 (causal with P > 1, and bidirectional) reads K and V; pass 2 (blocks in order) hands
+ * out dq and the side rows (it uses dv as scratch); pass 3 (blocks in reverse order) reads
+ * them back and hands out dk and dv. A window shorter than N, bidirectional segments and decay hold the shard: one step
+ * of all the rank's rows (la_bstream_holds_shard), which hands out dq, dk and dv. Rows are
+ * la_engine_ownership's; every rank takes the same number of steps, and each step's status is
+ * agreed (Collective: every function but block_rows, side_bytes and destroy). */
+typedef struct la_bstream_s *la_bstream;
+typedef struct {
+  int pass;                /* 1, 2, 3; 0: done */
+  int64_t row0, n;         /* global rows [row0, row0 + n); n = 0: an idle step */
+  int q, kv, g, side_in;   /* what to read */
+  int dq, side_out, dkdv;  /* what to keep */
+} la_bstream_block;
+
+int la_bstream_holds_shard(const la_engine eng, int64_t N);
+la_status la_bstream_create(la_dist d, la_engine eng, int64_t N, int64_t block, la_bstream *s);
+/* The most rows of a step (a block, or the shard). */
+int64_t la_bstream_block_rows(const la_bstream s);
+/* Bytes of the side rows of n rows (3 doubles per token and head; 0 when the plan holds the
+ * shard). */
+size_t la_bstream_side_bytes(const la_bstream s, int64_t n);
+la_status la_bstream_next(la_bstream s, la_bstream_block *b);
+la_status la_bstream_feed(la_bstream s, la_status in, const void *q, const void *k,
+                          const void *v, const void *g, void *side, void *dq, void *dk, void *dv,
+                          la_den_stats *stats);
+/* Merges stats over the ranks (la_dist_backward merged them already for a shard plan). */
+la_status la_bstream_finish(la_bstream s, la_den_stats *stats);
+void la_bstream_destroy(la_bstream *s);
+
 /* ---- Exact softmax attention across ranks (dist/softmax_ring.c; docs/design.md §4.6) ---- */
 
 /* Collective on d. Exact softmax attention of a sequence of n tokens sharded by

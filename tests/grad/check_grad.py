@@ -203,6 +203,20 @@ def oracle_cases(P, quick):
                        normalize=False, n=n1))
     cs.append(base("elu1 causal window W=5 f32", "elu1", "causal", dtype="f32", n=n, window=5,
                    chunk=8))
+    # the streamed backward (dist/stream_backward.c): blocks smaller than a rank's rows, so that
+    # every pass runs several steps (idle ones on ranks with fewer blocks), blocks that end
+    # inside chunks and segments
+    for mp, mode, kw in (("elu1", "causal", dict(n=180, chunk=8, block=7, seg=straddle)),
+                         ("favor+", "causal", dict(n=150, block=16, threads=2)),
+                         ("elu1", "bidirectional", dict(n=181, block=13)),
+                         ("favor-hyp", "bidirectional", dict(n=120, block=11, normalize=False)),
+                         ("relu", "causal", dict(n=150, block=9, chunk=8, policy="zero-empty",
+                                                 zero_q=((3, 0), (70, 1)), zero_k=((0, 1),))),
+                         ("elu1", "causal", dict(n=160, block=20, dtype="f32", chunk=8))):
+        name = f"{mp} {mode} streamed in blocks of {kw['block']} " + " ".join(
+            f"{a}={b}" for a, b in kw.items() if a not in ("seg", "block", "zero_q", "zero_k")) + \
+            (" segments" if "seg" in kw else "")
+        cs.append(base(name, mp, mode, **kw))
     # --decay (docs/design.md §1.2 "The backward"): causal, unstabilized maps, any ranks
     if True:
         for mp, kw in (("elu1", {}), ("taylor2", {}), ("dpfp", {}), ("relu", {}),

@@ -240,6 +240,8 @@ def grad_args(c, prefix, dtype="f64", threads=1, extra=()):
         a += ["--segments", f"{prefix}_seg.npy"]
     if c.get("window"):
         a += ["--window", c["window"]]
+    if c.get("block"):                # the streamed backward's block (la_bstream)
+        a += ["--block-tokens", c["block"]]
     if c.get("decay") is not None:
         a += ["--decay", ",".join(repr(x) for x in c["decay"])]
     if c.get("gates") is not None:  # log-gates [N, H] and their gradient (design.md §1.2 "Gates")
