@@ -387,8 +387,9 @@ def cli_checks(run, tally):
 
 
 def out_checks(run, tally, P):
-    for mode, dt, two_d in (("causal", "f32", False), ("causal", "f64", False),
-                            ("bidirectional", "f32", False), ("causal", "f32", True)):
+    # blocks of 13 rows: the streamed backward hands out each block's replayed outputs
+    for mode, dt, two_d, blk in (("causal", "f32", False, None), ("causal", "f64", False, 13),
+                                 ("bidirectional", "f32", False, 13), ("causal", "f32", True, None)):
         c = base(f"out-{mode}-{dt}-{two_d}", "elu1", mode, n=150, h=2, dk=8, dv=5, two_d=two_d)
         make_data(c)
         for nm in "qkvg":
@@ -397,8 +398,10 @@ def out_checks(run, tally, P):
         common.rm(o)
         rc, _, err = run("--q", "o_q.npy", "--k", "o_k.npy", "--v", "o_v.npy", "--grad-out",
                          "o_g.npy", "--grad-q", "o_gq.npy", "--out", "o_out.npy", "--mode", mode,
-                         "--dtype", dt, "--chunk", 16, "--threads", 2, "--force", sub="grad")
-        name = f"grad --out {mode} {dt}" + " (2-D inputs)" * two_d + ": the float64 operator"
+                         "--dtype", dt, "--chunk", 16, "--threads", 2, "--force",
+                         *(["--block-tokens", blk] if blk else []), sub="grad")
+        name = f"grad --out {mode} {dt}" + " (2-D inputs)" * two_d + \
+            f" (blocks of {blk})" * bool(blk) + ": the float64 operator"
         if rc != 0 or not os.path.exists(o):
             tally.case(False, name, note=f"exit {rc}: {common.first_error(err)}", cmd=run.last)
             continue
