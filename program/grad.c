@@ -18,35 +18,33 @@
 #include "run.h"
 
 /* The side rows' scratch file: in the folder of the first gradient output (a cluster's node-
- * local /tmp may be small), else $TMPDIR or /tmp; unlinked at once, so that nothing stays. */
-static la_status side_scratch(const la_cli *o, int rank, int *fd) {
+ * local /tmp may be small), else $TMPDIR or /tmp; unlinked at once, so that nothing stays.
+ * what (what errors name): that output and the file, or the file. */
+static la_status side_scratch(const la_cli *o, int rank, int *fd, char *what, size_t wlen) {
   const char *near = o->grad_v ? o->grad_v : o->grad_q ? o->grad_q : o->grad_k;
+  const char *opt = o->grad_v ? "--grad-v" : o->grad_q ? "--grad-q" : "--grad-k";
   char dir[4096], path[4200];
-  if (near) {
-    snprintf(dir, sizeof dir, "%s", near);
-    snprintf(path, sizeof path, "%s/.linattn-side.%d.%d.XXXXXX", dirname(dir), (int)getpid(), rank);
-  } else {
-    const char *t = getenv("TMPDIR");
-    snprintf(path, sizeof path, "%s/.linattn-side.%d.%d.XXXXXX", t && *t ? t : "/tmp",
-             (int)getpid(), rank);
-  }
+  const char *t = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s", near ? near : t && *t ? t : "/tmp");
+  snprintf(path, sizeof path, "%s/.linattn-side.%d.%d.XXXXXX", near ? dirname(dir) : dir,
+           (int)getpid(), rank);
   *fd = mkstemp(path);
-  if (*fd < 0)
-    return la_error(LA_ERR_IO, "cannot create the side rows' scratch file %s: %s", path,
-                    strerror(errno));
+  if (near) snprintf(what, wlen, "%s %s: the side rows' scratch file %s in its folder", opt, near, path);
+  else snprintf(what, wlen, "the side rows' scratch file %s", path);
+  if (*fd < 0) return la_error(LA_ERR_WRITE, "%s: cannot create it: %s", what, strerror(errno));
   unlink(path);
   return LA_OK;
 }
 
 /* n bytes at off of the scratch file, written (wr) or read back; a short write (a full disk)
- * is an error with its reason. */
-static la_status side_io(int fd, void *buf, size_t n, off_t off, int wr) {
+ * is a failed write of an output (exit 1), with its reason. */
+static la_status side_io(int fd, const char *what, void *buf, size_t n, off_t off, int wr) {
   for (size_t done = 0; done < n;) {
     ssize_t k = wr ? pwrite(fd, (char *)buf + done, n - done, off + (off_t)done)
                    : pread(fd, (char *)buf + done, n - done, off + (off_t)done);
     if (k <= 0) {
       if (k < 0 && errno == EINTR) continue;
-      return la_error(LA_ERR_IO, "the side rows' scratch file: %s failed: %s",
+      return la_error(wr ? LA_ERR_WRITE : LA_ERR_READ, "%s: %s failed: %s", what,
                       wr ? "write" : "read", k < 0 ? strerror(errno) : "end of file");
     }
     done += (size_t)k;
@@ -65,6 +63,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
   double *gts = NULL, *dg = NULL; /* --gates: this rank's log-gates and their gradient */
   la_bstream plan = NULL;
   int sfd = -1;
+  char swhat[8400] = "";
   la_error_clear(); /* la_error_reason below reads only what this run records */
   la_status st = la_job_setup(&job, d, o, 1);
   if (st == LA_OK) {
@@ -100,7 +99,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     if (st == LA_OK && la_bstream_side_bytes(plan, rows) > 0) {
       if (!(side = la_malloc(la_bstream_side_bytes(plan, rows))))
         st = la_error(LA_ERR_NOMEM, "out of memory for the side rows of %lld tokens", (long long)rows);
-      if (st == LA_OK && n > 0) st = side_scratch(o, rank, &sfd);
+      if (st == LA_OK && n > 0) st = side_scratch(o, rank, &sfd, swhat, sizeof swhat);
     }
     /* Touch the gradient buffers now, so that their page faults are set-up time, as the
      * inputs' are, and not counted as compute. */
@@ -136,7 +135,7 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     if (rs == LA_OK && b.g) rs = la_job_read(&job, 3, b.row0, b.n, buf[3]);
     const off_t soff = (off_t)la_bstream_side_bytes(plan, b.row0 - row0);
     if (rs == LA_OK && b.side_in)
-      rs = side_io(sfd, side, la_bstream_side_bytes(plan, b.n), soff, 0);
+      rs = side_io(sfd, swhat, side, la_bstream_side_bytes(plan, b.n), soff, 0);
     /* the replay writes the block's outputs (--out) there */
     if (rs == LA_OK && grad[3] && b.dq) rs = la_engine_set_replay_output(job.eng, grad[3], b.row0, b.n);
     job.t_read += MPI_Wtime() - t0;
@@ -147,7 +146,8 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     if (st != LA_OK) la_error_prefix(st, "backward: ");
     t0 = MPI_Wtime();
     la_status ws = LA_OK;
-    if (st == LA_OK && b.side_out) ws = side_io(sfd, side, la_bstream_side_bytes(plan, b.n), soff, 1);
+    if (st == LA_OK && b.side_out)
+      ws = side_io(sfd, swhat, side, la_bstream_side_bytes(plan, b.n), soff, 1);
     for (int t = 0; t < 4 && st == LA_OK && ws == LA_OK; t++)
       if (paths[t] && ((t == 0 || t == 3) ? b.dq : b.dkdv) && b.n > 0)
         ws = la_pout_write(&outs[t], b.row0, b.n, grad[t]);
