@@ -310,6 +310,11 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
   if (s == LA_OK && la_engine_decayed(eng) && la_engine_stabilized(eng))
     s = la_error(LA_ERR_UNSUPPORTED, "the backward with %s takes maps without a log-scale "
                  "stabilizer in this version (docs/design.md §1.2)", dname);
+  /* its anti-causal products run the window's halo exchange on the reversed sequence, whose
+   * shards are not la_split_ownership's when N mod P != 0 */
+  else if (s == LA_OK && la_engine_decayed(eng) && win && d->size > 1)
+    s = la_error(LA_ERR_UNSUPPORTED, "the backward with %s and --window runs on one process in "
+                 "this version (%d ranks; docs/design.md §1.2)", dname, d->size);
   s = la_dist_agree(d, s);
   if (s == LA_OK && la_engine_decayed(eng)) { /* its statistics are merged by its forward */
     s = decay_backward(d, eng, N, n, row0, q, k, v, g, dq, dk, dv, stats);

@@ -221,9 +221,10 @@ def oracle_cases(P, quick):
     if True:
         for mp, kw in (("elu1", {}), ("taylor2", {}), ("dpfp", {}), ("relu", {}),
                        ("identity", {"normalize": False}), ("elu1", {"dtype": "f32"}),
-                       ("elu1", {"seg": straddle}), ("elu1", {"policy": "add:E"}),
-                       ("elu1", {"window": 5}), ("relu", {"window": 37, "seg": straddle}),
-                       ("elu1", {"window": 20, "dtype": "f32"})):
+                       ("elu1", {"seg": straddle}), ("elu1", {"policy": "add:E"})) + (
+                       # with a window: one process (refused on more, checked in (c))
+                       (("elu1", {"window": 5}), ("relu", {"window": 37, "seg": straddle}),
+                        ("elu1", {"window": 20, "dtype": "f32"})) if P == 1 else ()):
             name = f"{mp} causal --decay 0.9,0.6 " + " ".join(
                 f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
             cs.append(base(name, mp, "causal", n=n, chunk=8, decay=[0.9, 0.6], **kw))
@@ -298,7 +299,7 @@ def oracle_case(run, tally, c):
 
 # --- (c) CLI behaviour ---------------------------------------------------------------------
 
-def cli_checks(run, tally):
+def cli_checks(run, tally, P):
     c = base("cli", "elu1", "causal", n=40)
     make_data(c)
     for nm in "qkvg":
@@ -318,6 +319,13 @@ def cli_checks(run, tally):
     common.rm(*outs)
     rc, _, err = run(*io, *gout, sub="grad")
     expect("file inputs without --grad-out: exit 2 naming --grad-out", 2, rc, err, ["--grad-out"])
+
+    if P > 1:  # the backward with --decay and --window: one process in this version
+        common.rm(*outs)
+        rc, _, err = run(*io, "--grad-out", "c_g.npy", *gout, "--decay", "0.9", "--window", 5,
+                         sub="grad")
+        expect("--decay with --window on %d ranks: exit 2 naming one process" % P, 2, rc, err,
+               ["--window", "one process"])
 
     for shape, what in (((40, 2, 5), "dv+1"), ((39, 2, 4), "N-1"), ((40, 4), "2-D with H=2")):
         common.save(run.path("c_gbad.npy"), np.ones(shape), "f64")
@@ -463,7 +471,7 @@ def main():
         print("SKIP (b) finite differences: single rank only", flush=True)
     else:
         fd_check.run_cases(run, tally)
-    cli_checks(run, tally)
+    cli_checks(run, tally, P)
     out_checks(run, tally, P)
     if torch_oracle is None and not tally.failed:
         # the rest passed, but the main claim (a) was not checked: report a skip (77), never
