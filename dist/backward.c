@@ -73,13 +73,14 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
   double *sendmid = la_malloc(sizeof(double) * per * H * d->size);
   char *have = la_calloc((size_t)d->size, 1);
   MPI_Request *reqs = la_malloc(sizeof(MPI_Request) * 8 * d->size);
+  int64_t *r0 = NULL, *rn = NULL; /* every rank's rows, as passed */
   la_state part = {0};
   la_status s = (fq && fg && fs && recvmid && sendmid && have && reqs)
                     ? LA_OK
                     : la_error(LA_ERR_NOMEM, "window: out of memory for the future halo (%lld "
                                "query rows)", (long long)nf);
   if (s == LA_OK) s = la_state_init(&part, H, r, dv);
-  s = la_dist_agree(d, s);
+  s = la_dist_row_ranges(d, s, n, row0, &r0, &rn);
   if (s == LA_OK) {
     MPI_Datatype tq, tg, ts;
     MPI_Type_contiguous((int)rowq, MPI_BYTE, &tq);
@@ -91,8 +92,7 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
     int nreq = 0;
     double t0 = MPI_Wtime();
     for (int src = d->rank + 1; src < d->size; src++) {
-      int64_t qn, q0;
-      la_split_ownership(N, d->size, src, &qn, &q0);
+      const int64_t qn = rn[src], q0 = r0[src];
       int64_t ra = flo > q0 ? flo : q0, rb = fhi < q0 + qn ? fhi : q0 + qn;
       int64_t ma = row0 + n > q0 ? row0 + n : q0, mb = flo < q0 + qn ? flo : q0 + qn;
       if (rb > ra) {
@@ -106,8 +106,8 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
       }
     }
     for (int dst = 0; dst < d->rank && s == LA_OK; dst++) {
-      int64_t pn, p0, lo2, hi2;
-      la_split_ownership(N, d->size, dst, &pn, &p0);
+      const int64_t pn = rn[dst], p0 = r0[dst];
+      int64_t lo2, hi2;
       la_window_future(eng, p0, pn, N, &lo2, &hi2);
       int64_t ra = lo2 > row0 ? lo2 : row0, rb = hi2 < row0 + n ? hi2 : row0 + n;
       int64_t ma = p0 + pn > row0 ? p0 + pn : row0, mb = lo2 < row0 + n ? lo2 : row0 + n;
@@ -136,6 +136,8 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
     }
   }
   s = la_dist_agree(d, s);
+  free(r0);
+  free(rn);
   free(recvmid);
   free(sendmid);
   free(have);
@@ -164,7 +166,7 @@ static la_status backward_window(la_dist d, la_engine eng, int64_t N, int64_t n,
   la_status s = la_state_init(&mid, H, r, dvw);
   if (s == LA_OK) s = la_state_init(&fmid, H, r, dvw);
   s = la_dist_agree(d, s);
-  if (s == LA_OK) s = la_window_fetch_past(d, eng, N, n, row0, k, v, &lo, &hi, &hk, &hv, &mid);
+  if (s == LA_OK) s = la_window_fetch_past(d, eng, n, row0, k, v, &lo, &hi, &hk, &hv, &mid);
   if (s == LA_OK)
     s = la_backward_window(eng, row0, n, q, k, v, g, lo, hi, hk, hv, &mid, dq, side, stats);
   s = la_dist_agree(d, s);
@@ -310,11 +312,6 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
   if (s == LA_OK && la_engine_decayed(eng) && la_engine_stabilized(eng))
     s = la_error(LA_ERR_UNSUPPORTED, "the backward with %s takes maps without a log-scale "
                  "stabilizer in this version (docs/design.md §1.2)", dname);
-  /* its anti-causal products run the window's halo exchange on the reversed sequence, whose
-   * shards are not la_split_ownership's when N mod P != 0 */
-  else if (s == LA_OK && la_engine_decayed(eng) && win && d->size > 1)
-    s = la_error(LA_ERR_UNSUPPORTED, "the backward with %s and --window runs on one process in "
-                 "this version (%d ranks; docs/design.md §1.2)", dname, d->size);
   s = la_dist_agree(d, s);
   if (s == LA_OK && la_engine_decayed(eng)) { /* its statistics are merged by its forward */
     s = decay_backward(d, eng, N, n, row0, q, k, v, g, dq, dk, dv, stats);

@@ -77,6 +77,24 @@ la_status la_dist_agree(la_dist d, la_status st) {
   return la_error((la_status)code, "%s", buf);
 }
 
+la_status la_dist_row_ranges(la_dist d, la_status s, int64_t n, int64_t row0, int64_t **r0,
+                             int64_t **rn) {
+  int64_t mine[2] = {row0, n}, *all = la_malloc(sizeof(int64_t) * 2 * (size_t)d->size);
+  *r0 = la_malloc(sizeof(int64_t) * (size_t)d->size);
+  *rn = la_malloc(sizeof(int64_t) * (size_t)d->size);
+  if (s == LA_OK && (!all || !*r0 || !*rn))
+    s = la_error(LA_ERR_NOMEM, "out of memory for the row ranges of %d ranks", d->size);
+  s = la_dist_agree(d, s);
+  if (s == LA_OK && MPI_Allgather(mine, 2, MPI_INT64_T, all, 2, MPI_INT64_T, d->comm) != MPI_SUCCESS)
+    s = la_error(LA_ERR_MPI, "MPI_Allgather of the row ranges failed");
+  for (int p = 0; s == LA_OK && p < d->size; p++) {
+    (*r0)[p] = all[2 * p];
+    (*rn)[p] = all[2 * p + 1];
+  }
+  free(all);
+  return la_dist_agree(d, s);
+}
+
 /* MPI user operator: inout <- in (+) inout, in from the lower ranks (a before b). It cannot
  * report an error, so it allocates nothing: the result is formed in place in inout. */
 static void scan_op(void *in, void *inout, int *len, MPI_Datatype *dt) {

@@ -93,10 +93,9 @@ static la_status forward_bidir(la_dist d, la_engine eng, int64_t n, int64_t row0
 }
 
 /* Halo of the sliding window (§3): what rank p needs from rank q's rows [q0, q1). */
-static void halo_parts(la_engine eng, int64_t N, int P, int p, int64_t q0, int64_t q1,
+static void halo_parts(la_engine eng, int64_t p0, int64_t np, int64_t q0, int64_t q1,
                        int64_t *ra, int64_t *rb, int64_t *ma, int64_t *mb) {
-  int64_t np, p0, lo, hi;
-  la_split_ownership(N, P, p, &np, &p0);
+  int64_t lo, hi;
   la_window_halo(eng, p0, np, &lo, &hi);
   *ra = lo > q0 ? lo : q0;
   *rb = hi < q1 ? hi : q1;
@@ -107,7 +106,7 @@ static void halo_parts(la_engine eng, int64_t N, int P, int p, int64_t q0, int64
 /* The past halo of the window (§3) for this rank: raw key rows [*lo, *hi) into *hk, *hv and
  * the summary of [*hi, row0) into mid, by point-to-point messages from the earlier ranks
  * (and sends of our rows to the later ranks that need them). Collective. */
-la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,
+la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t n, int64_t row0,
                                const void *k, const void *v, int64_t *plo, int64_t *phi,
                                char **phk, char **phv, la_state *mid) {
   int H, r, dv, dk = 0;
@@ -124,12 +123,13 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, i
   double *sendmid = la_malloc(sizeof(double) * per * H * d->size);
   MPI_Request *reqs = la_malloc(sizeof(MPI_Request) * 6 * d->size);
   char *have = la_calloc((size_t)d->size, 1);
+  int64_t *r0 = NULL, *rn = NULL; /* every rank's rows, as passed */
   la_state part = {0};
   if (!hk || !hv || !midbuf || !sendmid || !reqs || !have)
     s = la_error(LA_ERR_NOMEM, "window: out of memory for the past halo (%lld key rows)",
                  (long long)(hi - lo));
   if (s == LA_OK) s = la_state_init(&part, H, r, dv);
-  s = la_dist_agree(d, s);
+  s = la_dist_row_ranges(d, s, n, row0, &r0, &rn);
   int nreq = 0;
   if (s == LA_OK) {
     MPI_Datatype tk, tv;
@@ -140,9 +140,8 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, i
     double t0 = MPI_Wtime();
     /* receives: raw rows and a middle part from every earlier rank that holds some */
     for (int src = 0; src < d->rank; src++) {
-      int64_t qn, q0, ra, rb, ma, mb;
-      la_split_ownership(N, d->size, src, &qn, &q0);
-      halo_parts(eng, N, d->size, d->rank, q0, q0 + qn, &ra, &rb, &ma, &mb);
+      int64_t ra, rb, ma, mb;
+      halo_parts(eng, row0, n, r0[src], r0[src] + rn[src], &ra, &rb, &ma, &mb);
       if (rb > ra) {
         MPI_Irecv(hk + rowk * (size_t)(ra - lo), (int)(rb - ra), tk, src, 101, d->comm, &reqs[nreq++]);
         MPI_Irecv(hv + rowv * (size_t)(ra - lo), (int)(rb - ra), tv, src, 102, d->comm, &reqs[nreq++]);
@@ -155,7 +154,7 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, i
     /* sends to every later rank whose halo reaches our rows */
     for (int dst = d->rank + 1; dst < d->size && s == LA_OK; dst++) {
       int64_t ra, rb, ma, mb;
-      halo_parts(eng, N, d->size, dst, row0, row0 + n, &ra, &rb, &ma, &mb);
+      halo_parts(eng, r0[dst], rn[dst], row0, row0 + n, &ra, &rb, &ma, &mb);
       if (rb > ra) {
         MPI_Isend((const char *)k + rowk * (size_t)(ra - row0), (int)(rb - ra), tk, dst, 101, d->comm, &reqs[nreq++]);
         MPI_Isend((const char *)v + rowv * (size_t)(ra - row0), (int)(rb - ra), tv, dst, 102, d->comm, &reqs[nreq++]);
@@ -182,6 +181,8 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, i
     }
   }
   s = la_dist_agree(d, s);
+  free(r0);
+  free(rn);
   free(have);
   free(midbuf);
   free(sendmid);
@@ -194,7 +195,7 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t N, int64_t n, i
   return s;
 }
 
-static la_status forward_window(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,
+static la_status forward_window(la_dist d, la_engine eng, int64_t n, int64_t row0,
                                 const void *q, const void *k, const void *v, void *out,
                                 la_den_stats *stats) {
   int H, r, dv;
@@ -204,7 +205,7 @@ static la_status forward_window(la_dist d, la_engine eng, int64_t N, int64_t n, 
   char *hk = NULL, *hv = NULL;
   la_status s = la_state_init(&mid, H, r, dv);
   s = la_dist_agree(d, s);
-  if (s == LA_OK) s = la_window_fetch_past(d, eng, N, n, row0, k, v, &lo, &hi, &hk, &hv, &mid);
+  if (s == LA_OK) s = la_window_fetch_past(d, eng, n, row0, k, v, &lo, &hi, &hk, &hv, &mid);
   if (s == LA_OK) s = la_engine_apply_window(eng, row0, n, q, k, v, lo, hi, hk, hv, &mid, out, stats);
   free(hk);
   free(hv);
@@ -312,7 +313,7 @@ la_status la_forward_shard(la_dist d, la_engine eng, int64_t N, int64_t n_local,
   else if (la_engine_mode(eng) == LA_BIDIRECTIONAL)
     s = forward_bidir(d, eng, n_local, row0, q, k, v, out, stats);
   else if (la_engine_window(eng) > 0 && la_engine_window(eng) < N)
-    s = forward_window(d, eng, N, n_local, row0, q, k, v, out, stats);
+    s = forward_window(d, eng, n_local, row0, q, k, v, out, stats);
   else /* a window of N or more is the plain causal operator */
     s = forward_causal(d, eng, n_local, row0, q, k, v, out, stats);
   return la_dist_agree(d, s);

@@ -182,7 +182,7 @@ CASES = [
     ("decay list not of H", lambda: A(Q, K, V, decay=[0.9] * (H + 1)), (IE, VE),
      ["decay", "for %d heads" % H]),
     ("decay = 'x'", lambda: A(Q, K, V, decay="x"), (IE, VE), ["decay"]),
-    # the backward with decay: causal, one process, maps without a stabilizer (design §1.2)
+    # the backward with decay: causal, maps without a stabilizer (design §1.2)
     ("NaN in the output's gradient (torch backward, decay)",
      lambda: A(Q.clone().requires_grad_(), K, V, decay=0.9).backward(
          with_value(torch.ones(B, L, H, DV, dtype=Q.dtype), (1, 5, 0, 1), float("nan"))),
