@@ -18,8 +18,9 @@ if [ $all = 1 ]; then
   ctest --preset sanitize -L "unit|mpi" -E "knownbug|slurm_|bench_peers" "$@"
 else
   # the *_avx2 reruns of the engine's suites are left to the release build (the avx2
-  # kernels' own tests, test_kern256*, run here)
-  ctest --preset sanitize -j2 -E "knownbug|_avx2$" \
+  # kernels' own tests, test_kern256*, run here), and so are the *_long20 tests (the short
+  # tests' code paths at 2^20 tokens: 200-250 s each under ASan, near their 300 s timeout)
+  ctest --preset sanitize -j2 -E "knownbug|_avx2$|_long20$" \
     -R "^(test_|fuzz_replay|no_fast_math|kernels_|api_dist_np[123]$|scan_np[37]$|bench_check_f64_np4$)" "$@"
   # The Python drivers start the program some 150 times each. Leak detection needs whole
   # stacks (fast_unwind_on_malloc=0: tests/lsan.supp matches frames inside Open MPI, which has

@@ -53,7 +53,16 @@ static void test_exp_f32(void) {
   double worst = 0, worst_sub = 0;
   float wx = 0;
   int64_t count = 0, under_ok = 1;
-  for (uint32_t u0 = 0; u0 <= top; u0 += B) {
+#ifdef __SANITIZE_ADDRESS__
+  /* under ASan (jobs/sanitize.sh: 205 s for every float) every 16th block of 2^20 floats
+   * and the last one (the subnormal results), the same accesses; the release suite checks
+   * every float */
+  const uint32_t step = 16u * B;
+#else
+  const uint32_t step = B;
+#endif
+  for (uint32_t u0 = 0; u0 <= top;
+       u0 = u0 + step <= top || u0 + B > top ? u0 + step : top + 1 - B) {
     const int nb = top - u0 + 1 < (uint32_t)B ? (int)(top - u0 + 1) : B;
     for (int i = 0; i < nb; i++) {
       const uint32_t u = (u0 + (uint32_t)i) | 0x80000000u; /* -0 .. -104 */
@@ -79,7 +88,8 @@ static void test_exp_f32(void) {
   }
   printf("exp float: %lld floats of [-104, 0], worst %.3f ulp at x = %.9g (normal results), "
          "%.3f ulp of 2^-149 on the subnormal results\n", (long long)count, worst, wx, worst_sub);
-  CHECK(count == (int64_t)top + 1, "every float of [-104, 0] checked (%lld)", (long long)count);
+  CHECK(step != B || count == (int64_t)top + 1, "every float of [-104, 0] checked (%lld)",
+        (long long)count);
   /* measured 0.937; a Taylor coefficient off by 1% or a dropped term gives > 2.8 (tried) */
   CHECK(worst <= 1.25, "exp float: within 1.25 ulp of exp over [-104, 0] (worst %.3f)", worst);
   CHECK(worst_sub <= 1.0, "exp float: subnormal results within 1 ulp (gradual underflow, worst %.3f)",
