@@ -90,6 +90,11 @@ la_status la_dist_row_ranges(la_dist d, la_status s, int64_t n, int64_t row0, in
   for (int p = 0; s == LA_OK && p < d->size; p++) {
     (*r0)[p] = all[2 * p];
     (*rn)[p] = all[2 * p + 1];
+    const int64_t end = p ? (*r0)[p - 1] + (*rn)[p - 1] : 0;
+    if ((*r0)[p] != end || (*rn)[p] < 0) /* the same finding on every rank */
+      s = la_error(LA_ERR_ARG, "rank %d passes rows [%lld, %lld) where row %lld is due: the "
+                   "ranks must pass consecutive rows from 0 in rank order", p,
+                   (long long)(*r0)[p], (long long)((*r0)[p] + (*rn)[p]), (long long)end);
   }
   free(all);
   return la_dist_agree(d, s);

@@ -60,7 +60,8 @@ la_status la_forward_shard(la_dist d, la_engine eng, int64_t N, int64_t n_local,
 /* comm.c: every rank's rows [row0, row0 + n) in rank order, first rows in r0[p] and counts
  * in rn[p] (each of d->size entries; the caller frees both), so that the window's halos
  * follow the rows as passed and not an ownership rule: the reversed sequence of the decayed
- * backward splits N otherwise (docs/design.md §1.2 "The backward"). Agrees on s first.
+ * backward splits N otherwise (docs/design.md §1.2 "The backward"). LA_ERR_ARG unless the
+ * ranks pass consecutive rows from 0 in rank order. Agrees on s first.
  * Collective. */
 la_status la_dist_row_ranges(la_dist d, la_status s, int64_t n, int64_t row0, int64_t **r0,
                              int64_t **rn);

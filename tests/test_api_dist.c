@@ -483,6 +483,77 @@ static void test_dist_violations(void) {
   la_dist_destroy(&d);
 }
 
+/* The window's halos follow the rows as the ranks pass them (la_dist_row_ranges): a split
+ * other than la_split_ownership's (the reversed one, as the decayed backward's anti-causal
+ * products pass) gives the same output to rounding, and rows that are not consecutive are
+ * refused with the reason on every rank. */
+static void test_window_rows(void) {
+  la_dist d;
+  la_dist_create(MPI_COMM_WORLD, &d);
+  const int64_t N = 50;
+  const int H = 2, dk = 3, dv = 2;
+  double *q = malloc(sizeof(double) * N * H * dk), *k = malloc(sizeof(double) * N * H * dk);
+  double *v = malloc(sizeof(double) * N * H * dv), *all[2];
+  nv_fill(q, (size_t)N * H * dk, 71, 0.5, 0);
+  nv_fill(k, (size_t)N * H * dk, 72, 0.5, 0);
+  nv_fill(v, (size_t)N * H * dv, 73, 1, 0);
+  la_config c;
+  la_config_default(&c);
+  c.mode = LA_CAUSAL;
+  c.map = LA_MAP_ELU1;
+  c.chunk = 4;
+  c.threads = 1;
+  c.window = 7;
+  la_featmap fm;
+  la_featmap_create(&c, H, dk, &fm);
+  la_engine e;
+  la_engine_create(&c, fm, LA_F64, dv, &e);
+  int cnt[64], dsp[64];
+  for (int split = 0; split < 2; split++) {
+    int64_t n, row0;
+    la_split_ownership(N, SIZE, split ? SIZE - 1 - RANK : RANK, &n, &row0);
+    if (split) { /* the reversed split's counts, consecutive in rank order */
+      row0 = 0;
+      for (int p = 0; p < RANK; p++) {
+        int64_t np, p0;
+        la_split_ownership(N, SIZE, SIZE - 1 - p, &np, &p0);
+        row0 += np;
+      }
+    }
+    double *out = malloc(sizeof(double) * (size_t)(n + 1) * H * dv);
+    all[split] = malloc(sizeof(double) * (size_t)N * H * dv);
+    la_status s = la_dist_forward(d, e, n, row0, q + (size_t)row0 * H * dk,
+                                  k + (size_t)row0 * H * dk, v + (size_t)row0 * H * dv, out, NULL);
+    CHECK(s == LA_OK, "window rows, split %d: %s", split, la_error_reason(s));
+    int mine = (int)(n * H * dv);
+    MPI_Allgather(&mine, 1, MPI_INT, cnt, 1, MPI_INT, MPI_COMM_WORLD);
+    for (int p = 0, o = 0; p < SIZE; p++) dsp[p] = o, o += cnt[p];
+    MPI_Allgatherv(out, mine, MPI_DOUBLE, all[split], cnt, dsp, MPI_DOUBLE, MPI_COMM_WORLD);
+    free(out);
+  }
+  double err = 0;
+  for (size_t i = 0; i < (size_t)N * H * dv; i++)
+    err = fmax(err, fabs(all[0][i] - all[1][i]));
+  CHECK(err <= TOL64 * maxabs(all[0], (size_t)N * H * dv),
+        "window 7 on the reversed split equals la_split_ownership's (max diff %.3g)", err);
+  if (SIZE > 1) { /* rank 1 starts one row late: a gap */
+    int64_t n, row0;
+    la_split_ownership(N, SIZE, RANK, &n, &row0);
+    if (RANK == 1) row0 += 1, n -= 1;
+    double *out = malloc(sizeof(double) * (size_t)(n + 1) * H * dv);
+    la_status s = la_dist_forward(d, e, n, row0, q + (size_t)row0 * H * dk,
+                                  k + (size_t)row0 * H * dk, v + (size_t)row0 * H * dv, out, NULL);
+    CHECK(s == LA_ERR_ARG && strstr(la_error_reason(s), "consecutive"),
+          "window rows with a gap: LA_ERR_ARG naming consecutive rows (%d: %s)", (int)s,
+          la_error_reason(s));
+    free(out);
+  }
+  free(all[0]); free(all[1]); free(q); free(k); free(v);
+  la_engine_destroy(&e);
+  la_featmap_destroy(&fm);
+  la_dist_destroy(&d);
+}
+
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -497,6 +568,7 @@ int main(int argc, char **argv) {
   test_collectives();
   test_dist_operator();
   test_dist_violations();
+  test_window_rows();
   int counts[2] = {nfail, npass}, maxc[2], sumc[2];
   double worst[2] = {worst_err[0], worst_err[1]}, gworst[2];
   MPI_Allreduce(counts, maxc, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
