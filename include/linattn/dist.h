@@ -69,7 +69,9 @@ la_status la_dist_reduce_stats(la_dist d, la_den_stats *st);
 
 /* Collective: the whole forward on a sequence sharded by la_split_ownership; each rank
  * passes its own rows (n_local may be 0), with the engine's segments and window combined
- * across ranks (§3, §4). stats (may be NULL) are merged over ranks on every rank. The
+ * across ranks (§3, §4). With a window (not reproducible) any split into consecutive rows works
+ * (its halos follow the rows as passed), and rows that are not consecutive from 0 are
+ * LA_ERR_ARG on every rank. stats (may be NULL) are merged over ranks on every rank. The
  * streaming plan's in-memory form: la_stream_in_memory, one la_stream_feed, la_stream_finish. */
 la_status la_dist_forward(la_dist d, la_engine eng, int64_t n_local, int64_t row0,
                           const void *q, const void *k, const void *v, void *out,
