@@ -15,7 +15,7 @@
 #   3. a table: tokens/s, the ratio to the strongest peer of each operator (the fastest
 #      formulation and chunk length of the run; the naive reference as a labelled second row),
 #      and efficiency = GFLOP/s over the best GEMM rate of the run (max(OpenBLAS SGEMM, the
-#      engine's AVX-512 kernel) for f32, DGEMM for f64: the best probe of all bench calls, so
+#      engine's own kernels) for f32, DGEMM or k256dgemm for f64: the best probe of all bench calls, so
 #      one probe slowed by the machine cannot inflate a case), with issue 36's targets beside
 #      them. The CPU (model name, ISA), the OpenBLAS core of both programs and the load
 #      (uptime, before and after) are printed with it.
@@ -120,11 +120,11 @@ def probe(impls):
     g = [num(r, "gflops") for r in allrows if r["impl"] in impls and r["threads"] == T]
     if not g: sys.exit(f"run_peers.sh: error: no {impls} probe rows at {T} threads")
     return max(g), min(g)
-for impl in ("sgemm", "k512gemm", "k256gemm", "dgemm"):
+for impl in ("sgemm", "k512gemm", "k256gemm", "dgemm", "k256dgemm"):
     if any(r["impl"] == impl and r["threads"] == T for r in allrows):
         hi, lo = probe((impl,))
         print(f"{impl} ({T} threads): {hi:.1f} GFLOP/s (best of the run's {len([r for r in allrows if r['impl'] == impl and r['threads'] == T])} probes; lowest {lo:.1f})")
-peak = {"f32": probe(("sgemm", "k512gemm", "k256gemm"))[0], "f64": probe(("dgemm",))[0]}
+peak = {"f32": probe(("sgemm", "k512gemm", "k256gemm"))[0], "f64": probe(("dgemm", "k256dgemm"))[0]}
 # the peers of each case: the strongest is the fastest of the family in this run
 fam = {"causal": lambda i: i.startswith(("loop_C", "vec_C")), "bidirectional": lambda i: i in ("einsum", "einsum_ft")}
 pbest = {}
