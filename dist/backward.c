@@ -56,7 +56,8 @@ static la_status backward_segmented(la_dist d, la_engine eng, int64_t n, int64_t
  * [*flo, *fhi) and the query summary fmid of [row0+n, *flo), from the later ranks by
  * point-to-point messages (we send ours to the earlier ranks that need them). Collective. */
 static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_t n,
-                                     int64_t row0, const void *q, const void *g,
+                                     int64_t row0, const int64_t *r0, const int64_t *rn,
+                                     const void *q, const void *g,
                                      const double *side, int64_t *pflo, int64_t *pfhi,
                                      char **pfq, char **pfg, double **pfs, la_state *fmid) {
   int H, r, dv;
@@ -73,14 +74,13 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
   double *sendmid = la_malloc(sizeof(double) * per * H * d->size);
   char *have = la_calloc((size_t)d->size, 1);
   MPI_Request *reqs = la_malloc(sizeof(MPI_Request) * 8 * d->size);
-  int64_t *r0 = NULL, *rn = NULL; /* every rank's rows, as passed */
   la_state part = {0};
   la_status s = (fq && fg && fs && recvmid && sendmid && have && reqs)
                     ? LA_OK
                     : la_error(LA_ERR_NOMEM, "window: out of memory for the future halo (%lld "
                                "query rows)", (long long)nf);
   if (s == LA_OK) s = la_state_init(&part, H, r, dv);
-  s = la_dist_row_ranges(d, s, n, row0, &r0, &rn);
+  s = la_dist_agree(d, s);
   if (s == LA_OK) {
     MPI_Datatype tq, tg, ts;
     MPI_Type_contiguous((int)rowq, MPI_BYTE, &tq);
@@ -136,8 +136,6 @@ static la_status window_fetch_future(la_dist d, la_engine eng, int64_t N, int64_
     }
   }
   s = la_dist_agree(d, s);
-  free(r0);
-  free(rn);
   free(recvmid);
   free(sendmid);
   free(have);
@@ -163,18 +161,23 @@ static la_status backward_window(la_dist d, la_engine eng, int64_t N, int64_t n,
   int64_t lo = row0, hi = row0, flo = row0 + n, fhi = row0 + n;
   char *hk = NULL, *hv = NULL, *fq = NULL, *fg = NULL;
   double *fs = NULL;
+  int64_t *r0 = NULL, *rn = NULL; /* every rank's rows, as passed: both halos follow them */
   la_status s = la_state_init(&mid, H, r, dvw);
   if (s == LA_OK) s = la_state_init(&fmid, H, r, dvw);
-  s = la_dist_agree(d, s);
-  if (s == LA_OK) s = la_window_fetch_past(d, eng, n, row0, k, v, &lo, &hi, &hk, &hv, &mid);
+  s = la_dist_row_ranges(d, s, n, row0, &r0, &rn);
+  if (s == LA_OK)
+    s = la_window_fetch_past(d, eng, n, row0, r0, rn, k, v, &lo, &hi, &hk, &hv, &mid);
   if (s == LA_OK)
     s = la_backward_window(eng, row0, n, q, k, v, g, lo, hi, hk, hv, &mid, dq, side, stats);
   s = la_dist_agree(d, s);
   if (s == LA_OK)
-    s = window_fetch_future(d, eng, N, n, row0, q, g, side, &flo, &fhi, &fq, &fg, &fs, &fmid);
+    s = window_fetch_future(d, eng, N, n, row0, r0, rn, q, g, side, &flo, &fhi, &fq, &fg, &fs,
+                            &fmid);
   if (s == LA_OK)
     s = la_backward_window_reverse(eng, row0, n, q, k, v, g, side, flo, fhi, fq, fg, fs, &fmid,
                                    dk, dv);
+  free(r0);
+  free(rn);
   free(hk);
   free(hv);
   free(fq);

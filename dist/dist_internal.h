@@ -66,9 +66,10 @@ la_status la_forward_shard(la_dist d, la_engine eng, int64_t N, int64_t n_local,
 la_status la_dist_row_ranges(la_dist d, la_status s, int64_t n, int64_t row0, int64_t **r0,
                              int64_t **rn);
 
-/* forward.c: the window's halo from the earlier ranks (keys). Collective. */
+/* forward.c: the window's halo from the earlier ranks (keys); r0, rn every rank's rows
+ * (la_dist_row_ranges). Collective. */
 la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t n, int64_t row0,
-                               const void *k, const void *v, int64_t *lo, int64_t *hi,
+                               const int64_t *r0, const int64_t *rn, const void *k, const void *v, int64_t *lo, int64_t *hi,
                                char **hk, char **hv, la_state *mid);
 
 /* Collective: the exclusive scan, its reverse and the allreduce on exact states (§4.7),

@@ -107,7 +107,7 @@ static void halo_parts(la_engine eng, int64_t p0, int64_t np, int64_t q0, int64_
  * the summary of [*hi, row0) into mid, by point-to-point messages from the earlier ranks
  * (and sends of our rows to the later ranks that need them). Collective. */
 la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t n, int64_t row0,
-                               const void *k, const void *v, int64_t *plo, int64_t *phi,
+                               const int64_t *r0, const int64_t *rn, const void *k, const void *v, int64_t *plo, int64_t *phi,
                                char **phk, char **phv, la_state *mid) {
   int H, r, dv, dk = 0;
   la_engine_shape(eng, &H, &r, &dv);
@@ -123,13 +123,12 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t n, int64_t row0
   double *sendmid = la_malloc(sizeof(double) * per * H * d->size);
   MPI_Request *reqs = la_malloc(sizeof(MPI_Request) * 6 * d->size);
   char *have = la_calloc((size_t)d->size, 1);
-  int64_t *r0 = NULL, *rn = NULL; /* every rank's rows, as passed */
   la_state part = {0};
   if (!hk || !hv || !midbuf || !sendmid || !reqs || !have)
     s = la_error(LA_ERR_NOMEM, "window: out of memory for the past halo (%lld key rows)",
                  (long long)(hi - lo));
   if (s == LA_OK) s = la_state_init(&part, H, r, dv);
-  s = la_dist_row_ranges(d, s, n, row0, &r0, &rn);
+  s = la_dist_agree(d, s);
   int nreq = 0;
   if (s == LA_OK) {
     MPI_Datatype tk, tv;
@@ -181,8 +180,6 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t n, int64_t row0
     }
   }
   s = la_dist_agree(d, s);
-  free(r0);
-  free(rn);
   free(have);
   free(midbuf);
   free(sendmid);
@@ -203,10 +200,13 @@ static la_status forward_window(la_dist d, la_engine eng, int64_t n, int64_t row
   la_state mid = {0};
   int64_t lo = row0, hi = row0;
   char *hk = NULL, *hv = NULL;
+  int64_t *r0 = NULL, *rn = NULL; /* every rank's rows, as passed */
   la_status s = la_state_init(&mid, H, r, dv);
-  s = la_dist_agree(d, s);
-  if (s == LA_OK) s = la_window_fetch_past(d, eng, n, row0, k, v, &lo, &hi, &hk, &hv, &mid);
+  s = la_dist_row_ranges(d, s, n, row0, &r0, &rn);
+  if (s == LA_OK) s = la_window_fetch_past(d, eng, n, row0, r0, rn, k, v, &lo, &hi, &hk, &hv, &mid);
   if (s == LA_OK) s = la_engine_apply_window(eng, row0, n, q, k, v, lo, hi, hk, hv, &mid, out, stats);
+  free(r0);
+  free(rn);
   free(hk);
   free(hv);
   la_state_free(&mid);
