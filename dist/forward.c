@@ -192,6 +192,62 @@ la_status la_window_fetch_past(la_dist d, la_engine eng, int64_t n, int64_t row0
   return s;
 }
 
+/* With gates (§1.2 "Gates"): the log-gates of the halo's tokens [lo, row0) from the earlier
+ * ranks (each sends from what its engine holds), joined with this rank's own into *pg, the
+ * gates of [lo, row0 + n); NULL without gates. Collective. */
+static la_status window_fetch_gates(la_dist d, la_engine eng, int64_t n, int64_t row0,
+                                    const int64_t *r0, const int64_t *rn, int64_t lo,
+                                    double **pg) {
+  *pg = NULL;
+  if (!la_engine_gated(eng)) return LA_OK;
+  int H, r, dv;
+  la_engine_shape(eng, &H, &r, &dv);
+  int64_t g0, gn;
+  const double *own = la_engine_gates(eng, &g0, &gn);
+  la_status s = n == 0 || (own && g0 <= row0 && row0 + n <= g0 + gn)
+                    ? LA_OK
+                    : la_error(LA_ERR_ARG, "window: the log-gates of rows [%lld, %lld) were not "
+                               "given (la_engine_set_gates holds [%lld, %lld))", (long long)row0,
+                               (long long)(row0 + n), (long long)g0, (long long)(g0 + gn));
+  double *cg = la_malloc(sizeof(double) * (size_t)H * (size_t)(row0 + n - lo) + 1);
+  MPI_Request *reqs = la_malloc(sizeof(MPI_Request) * (size_t)d->size + 1);
+  if (s == LA_OK && (!cg || !reqs))
+    s = la_error(LA_ERR_NOMEM, "window: out of memory for the log-gates of %lld rows",
+                 (long long)(row0 + n - lo));
+  s = la_dist_agree(d, s);
+  if (s == LA_OK) {
+    if (n > 0) memcpy(cg + (size_t)(row0 - lo) * H, own + (size_t)(row0 - g0) * H,
+                      sizeof(double) * (size_t)H * (size_t)n);
+    int nreq = 0;
+    const double t0 = MPI_Wtime();
+    for (int src = 0; src < d->rank; src++) { /* [lo, row0) from the ranks that hold it */
+      const int64_t a = lo > r0[src] ? lo : r0[src];
+      const int64_t b = row0 < r0[src] + rn[src] ? row0 : r0[src] + rn[src];
+      if (b > a)
+        MPI_Irecv(cg + (size_t)(a - lo) * H, (int)((b - a) * H), MPI_DOUBLE, src, 105, d->comm,
+                  &reqs[nreq++]);
+    }
+    for (int dst = d->rank + 1; dst < d->size; dst++) { /* ours, to the halos that reach it */
+      int64_t lo2, hi2;
+      la_window_halo(eng, r0[dst], rn[dst], &lo2, &hi2);
+      const int64_t a = lo2 > row0 ? lo2 : row0;
+      const int64_t b = r0[dst] < row0 + n ? r0[dst] : row0 + n;
+      if (b > a) {
+        MPI_Send(own + (size_t)(a - g0) * H, (int)((b - a) * H), MPI_DOUBLE, dst, 105, d->comm);
+        d->bytes += (int64_t)(sizeof(double) * (size_t)((b - a) * H));
+      }
+    }
+    if (MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+      s = la_error(LA_ERR_MPI, "forward: window: the exchange of the halo's log-gates failed");
+    d->comm_seconds += MPI_Wtime() - t0;
+  }
+  s = la_dist_agree(d, s);
+  free(reqs);
+  if (s != LA_OK) free(cg);
+  else *pg = cg;
+  return s;
+}
+
 static la_status forward_window(la_dist d, la_engine eng, int64_t n, int64_t row0,
                                 const void *q, const void *k, const void *v, void *out,
                                 la_den_stats *stats) {
@@ -204,7 +260,17 @@ static la_status forward_window(la_dist d, la_engine eng, int64_t n, int64_t row
   la_status s = la_state_init(&mid, H, r, dv);
   s = la_dist_row_ranges(d, s, n, row0, &r0, &rn);
   if (s == LA_OK) s = la_window_fetch_past(d, eng, n, row0, r0, rn, k, v, &lo, &hi, &hk, &hv, &mid);
+  double *cg = NULL; /* gates: the halo's and ours, bound for this call only */
+  int64_t g0 = 0, gn = 0;
+  const double *own = la_engine_gates(eng, &g0, &gn);
+  if (s == LA_OK) s = window_fetch_gates(d, eng, n, row0, r0, rn, lo, &cg);
+  if (s == LA_OK && cg) s = la_engine_set_gates(eng, cg, lo, row0 + n - lo);
   if (s == LA_OK) s = la_engine_apply_window(eng, row0, n, q, k, v, lo, hi, hk, hv, &mid, out, stats);
+  if (cg) {
+    la_status s2 = la_engine_set_gates(eng, own, g0, gn); /* the caller's binding again */
+    s = s == LA_OK ? s2 : s;
+    free(cg);
+  }
   free(r0);
   free(rn);
   free(hk);

@@ -248,8 +248,8 @@ static const la_opt rows[] = {
      .help = "data-dependent log-gates g <= 0, one per token and head: an .npy [N,H] ([N] for "
              "one head) with --q/--k/--v, or synthetic with the synthetic workload "
              "(log sigmoid(3 + N(0,1)) from --seed); S_t = e^g_t S_{t-1} + phi(k_t) v_t^T, with "
-             "--decay on top; causal; any number of ranks, with --segments and --checkpoint; not "
-             "with --window or --reproducible (not built yet); grad takes it on any number of ranks, for "
+             "--decay on top; causal; any number of ranks, with --segments, --window and "
+             "--checkpoint; not with --reproducible (not built yet); grad takes it on any number of ranks, for "
              "maps without a stabilizer (--grad-gates writes dL/dg)"},
     {.name = "--segments", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      F(segments), .help = "packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N, "

@@ -41,15 +41,13 @@ static la_status la_config_check_decay(const la_config *cfg) {
   return LA_OK;
 }
 
-/* --gates (§1.2 "Gates"): causal, and in this version not with a window or --reproducible. */
+/* --gates (§1.2 "Gates"): causal, and in this version not with --reproducible. */
 static la_status la_config_check_gates(const la_config *cfg) {
   if (!cfg->gates) return LA_OK;
   LA_CHECK(cfg->gates == 1, LA_ERR_ARG, "--gates: unknown form %d", cfg->gates);
   LA_CHECK(cfg->mode == LA_CAUSAL, LA_ERR_ARG,
            "--gates: gates are causal (S_t = e^{g_t} S_{t-1} + ...); bidirectional mode would "
            "need gates for the reverse direction, which the log-gates do not define (refused)");
-  LA_CHECK(cfg->window <= 0, LA_ERR_UNSUPPORTED,
-           "--gates with --window is not built yet (docs/design.md §1.2 \"Gates\")");
   LA_CHECK(!cfg->reproducible, LA_ERR_UNSUPPORTED,
            "--gates is not yet supported with --reproducible (docs/design.md §1.2 \"Gates\")");
   return LA_OK;

@@ -65,6 +65,7 @@ size_t la_engine_plan_bytes(const la_config *cfg, int heads, int r, int dv, la_d
   if (cfg->window > 0 && reach > 0) {
     const int64_t span = cfg->window < reach ? cfg->window : reach;
     per += la_wq_bytes((int)(span / (int64_t)C) + 8, R * dv1);
+    if (cfg->gates) per += sizeof(double) * (((size_t)span / C + 8) * C + 2) + 64; /* wcum */
   }
   const size_t Bmax = (size_t)heads >= T ? 1 : (T + (size_t)heads - 1) / (size_t)heads;
   const size_t part = Bmax * (size_t)heads * (sizeof(double) * (R * dv1 + 1) + sizeof(int));
@@ -78,6 +79,7 @@ static void work_free(la_work *w) {
   free(w->wsz); free(w->wsz2); free(w->phif); free(w->vf); free(w->af); free(w->Af);
   free(w->ab); free(w->dphi); free(w->ak2); free(w->gc); free(w->kT); free(w->zf); free(w->tb);
   la_wq_free(&w->wq);
+  free(w->wcum);
   la_den_stats_free(&w->stats);
 }
 
@@ -88,10 +90,10 @@ static la_status decay_table(la_engine e) {
   const la_config *c = &e->cfg;
   e->gated = c->gates != 0;
   /* la_config_check's refusals again: a caller may plan without it, and the reverse passes
-   * and the window have no gates (docs/design.md §1.2 "Gates") */
-  LA_CHECK(!e->gated || (c->mode == LA_CAUSAL && c->window <= 0 && !c->reproducible),
+   * and the exact paths have no gates (docs/design.md §1.2 "Gates") */
+  LA_CHECK(!e->gated || (c->mode == LA_CAUSAL && !c->reproducible),
            c->mode == LA_CAUSAL ? LA_ERR_UNSUPPORTED : LA_ERR_ARG,
-           "la_engine_create: --gates are causal, and not yet with --window or --reproducible "
+           "la_engine_create: --gates are causal, and not yet with --reproducible "
            "(docs/design.md §1.2 \"Gates\")");
   if (!c->decay && !c->decay_retnet && !e->gated) return LA_OK;
   if (!c->decay && !c->decay_retnet) { /* --gates alone: the decayed paths with ln gamma = 0 */
@@ -256,6 +258,12 @@ double la_engine_log_decay(const la_engine e, int h) {
 int la_engine_stabilized(const la_engine e) { return e->stabilized; }
 int la_engine_gated(const la_engine e) { return e && e->gated; }
 
+const double *la_engine_gates(const la_engine e, int64_t *token0, int64_t *n) {
+  *token0 = e && e->gated ? e->gate0 : 0;
+  *n = e && e->gated && e->gates ? e->gate_n : 0;
+  return e && e->gated ? e->gates : NULL;
+}
+
 la_status la_engine_set_gates(la_engine e, const double *g, int64_t token0, int64_t n) {
   LA_CHECK(e, LA_ERR_ARG, "la_engine_set_gates: no engine");
   LA_CHECK(e->gated, LA_ERR_ARG,
@@ -332,9 +340,19 @@ la_status la_engine_set_check_finite(la_engine e, int on) {
 
 la_status la_engine_reserve_queues(la_engine e, int cap) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
-  for (int t = 0; t < e->T; t++)
-    LA_CHECK(la_wq_reserve(&e->work[t].wq, cap, rsz) == 0, LA_ERR_NOMEM,
+  const size_t nc = (size_t)cap * e->C + 2; /* tokens a chunk's window reaches (wcum) */
+  for (int t = 0; t < e->T; t++) {
+    la_work *w = &e->work[t];
+    LA_CHECK(la_wq_reserve(&w->wq, cap, rsz) == 0, LA_ERR_NOMEM,
              "window queue: out of memory for %d summaries of %zu doubles per thread", cap, rsz);
+    if (e->gated && w->wcum_cap < nc) {
+      free(w->wcum);
+      w->wcum = la_malloc(sizeof(double) * nc);
+      w->wcum_cap = w->wcum ? nc : 0;
+      LA_CHECK(w->wcum, LA_ERR_NOMEM, "window: out of memory for the cumulative log-gates of "
+               "%zu tokens per thread", nc);
+    }
+  }
   return LA_OK;
 }
 

@@ -37,6 +37,9 @@ struct la_work_s {
                       * AVX-512 GEMM, and float64's OpenBLAS small-matrix kernels */
   size_t tb_cap;     /* its elements: max(r, dv+1) * max(2C, r) covers every kernel's B */
   la_wqueue wq;      /* the window's queue (window_impl.h, §3.2) */
+  double *wcum;      /* with gates and a window: the cumulative log-decay of the tokens a
+                      * chunk's window reaches (window_impl.h win_cum), wcum_cap doubles */
+  size_t wcum_cap;
   la_den_stats stats;
   int nonfinite;     /* la_engine_set_check_finite: a row read since the last take held one */
   char pad[64];      /* keep neighbouring workspaces off one cache line */

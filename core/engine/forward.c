@@ -327,6 +327,8 @@ la_status la_engine_apply_window(la_engine e, int64_t token0, int64_t n, const v
            (long long)hlo, (long long)hhi, (long long)token0);
   LA_TRY(la_engine_state_ok(e, mid, "la_engine_apply_window", "mid"));
   if (n == 0) return LA_OK;
+  /* gates (§1.2): the halo's too, since its keys decay by the gates up to token0 */
+  LA_TRY(la_engine_gates_cover(e, hlo, token0 + n - hlo, "la_engine_apply_window"));
   return la_window_heads(e, token0, n, q, k, v, hlo, hhi, hk, hv, mid, out, NULL, NULL, NULL,
                          stats);
 }

@@ -22,14 +22,42 @@ static void range_keys(la_engine e, int h, int64_t token0, int64_t a, int64_t b,
   }
 }
 
-/* With decay (§1.2): rows [b0, len) of the chunk's scaled key features weighted by
- * gamma^(len-1-j), so that the summary state_add forms next is taken as of the last key. */
-static void window_decay_keys(la_engine e, la_work *w, int h, int b0, int len) {
+/* With gates (§1.2 "Gates"): w->wcum[t - base] = sum of (ln gamma + g_l) over global tokens
+ * base <= l < t, for t in [base, end], base = max(gate0, c0 - W - 2C): every token chunk c0's
+ * window, far edge and queue reach (the queue holds summaries ending after c0 - W - C). The
+ * queue reads the same sums (la_wq_set_cum). Recomputed per chunk, so every difference the
+ * kernel takes is a sum over fewer than W + 3C gates, never one over the whole sequence. */
+static int64_t win_cum(la_engine e, la_work *w, int h, int64_t c0, int64_t end) {
+  int64_t base = c0 - e->cfg.window - 2 * (int64_t)e->C;
+  if (base < e->gate0) base = e->gate0;
+  const double lam = e->dlog[h], *g = e->gates + (base - e->gate0) * e->H + h;
+  double s = 0.0;
+  w->wcum[0] = 0.0;
+  for (int64_t t = base; t < end; t++) {
+    s += lam + g[(size_t)(t - base) * e->H];
+    w->wcum[t - base + 1] = s;
+  }
+  la_wq_set_cum(&w->wq, w->wcum, base);
+  return base;
+}
+
+/* The log-decay of tokens [a, b) (a <= b): (b - a) ln gamma, or with gates from w->wcum. */
+static double win_logdecay(la_engine e, la_work *w, double lam, int64_t base, int64_t a,
+                           int64_t b) {
+  return e->gated ? w->wcum[b - base] - w->wcum[a - base] : (double)(b - a) * lam;
+}
+
+/* With decay (§1.2): rows [b0, len) of the scaled key features of the chunk or range that
+ * starts at global token t0, key j weighted by the decay of tokens (t0 + j, t0 + len - 1]
+ * (gamma^(len-1-j) without gates), so that the summary state_add forms next is taken as of
+ * the last key. */
+static void window_decay_keys(la_engine e, la_work *w, int h, int64_t t0, int64_t base, int b0,
+                              int len) {
   if (!e->dlog) return;
   const int r = e->r;
   const double lam = e->dlog[h];
   for (int j = b0; j < len; j++) {
-    const LA_REAL f = (LA_REAL)exp((double)(len - 1 - j) * lam);
+    const LA_REAL f = (LA_REAL)exp(win_logdecay(e, w, lam, base, t0 + j + 1, t0 + len));
     for (int l = 0; l < r; l++) ((LA_REAL *)w->phik)[(size_t)j * r + l] *= f;
   }
 }
@@ -37,13 +65,14 @@ static void window_decay_keys(la_engine e, la_work *w, int h, int b0, int len) {
 /* Summary of global keys [a, b) (one segment) on its own scale (with decay as of b - 1). */
 static void range_summary(la_engine e, la_work *w, int h, int64_t token0, int64_t a,
                                  int64_t b, const LA_REAL *k, const LA_REAL *v, int64_t hlo,
-                                 const LA_REAL *hk, const LA_REAL *hv, double *sz, double *m) {
+                                 const LA_REAL *hk, const LA_REAL *hv, int64_t base, double *sz,
+                                 double *m) {
   const int len = (int)(b - a);
   range_keys(e, h, token0, a, b, k, v, hlo, hk, hv, w->phik, w->ak, w->vp);
   for (int i = 0; i < len; i++) w->segi[i] = 0;
   *m = -INFINITY;
   rescale_keys(e, w, len, 1, 1, sz, m);
-  window_decay_keys(e, w, h, 0, len);
+  window_decay_keys(e, w, h, a, base, 0, len);
   state_add(e, w, len, 1, sz, m);
 }
 
@@ -65,14 +94,20 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *sf = w->sf, *A = w->A, *o = w->o, *Af = w->Af;
   double *sz = w->wsz, qm;
-  /* decay (§1.2; the forward only: the backward refuses it): the queue's summaries are taken
-   * as of their last token, row i of a chunk reads the queue's sum times gamma^(c0+i-asof+1),
-   * the far edge and the chunk's own pairs gamma^(i-j) */
+  /* decay (§1.2; the forward only: the decayed backward is a composition of forwards): the
+   * queue's summaries are taken as of their last token, row i of a chunk reads the queue's sum
+   * times gamma^(c0+i-asof+1), the far edge and the chunk's own pairs gamma^(i-j); with gates
+   * the log-decay of the same tokens from w->wcum (win_cum) */
   const double lam = e->dlog ? e->dlog[h] : 0.0;
-  const double *P = e->dlog ? e->dpow + (size_t)h * (C + 1) : NULL;
-  int64_t asof = 0;
+  const double *P = e->dlog && !e->gated ? e->dpow + (size_t)h * (C + 1) : NULL;
+  const int decayed = e->dlog != NULL; /* with gates dlog is set (0 without --decay) */
+  int64_t asof = 0, base = 0; /* base: where w->wcum starts (gates) */
   la_wq_clear(Q);
   la_wq_set_decay(Q, lam);
+  if (e->gated) { /* the first chunk's reach, for the halo pushes below */
+    const int64_t e0 = (token0 / C + 1) * C;
+    base = win_cum(e, w, h, token0, e0 < token0 + n ? e0 : token0 + n);
+  }
   /* queue at the first chunk: halo pieces on the chunk grid, then the middle summary */
   if (!la_is_segment_start(e, token0) && hhi > hlo) {
     int64_t c1 = (token0 / C + 1) * C;
@@ -85,7 +120,7 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
       int64_t b = (a / C + 1) * C;
       if (b > hhi) b = hhi;
       double m;
-      range_summary(e, w, h, token0, a, b, k, v, hlo, hk, hv, sz, &m);
+      range_summary(e, w, h, token0, a, b, k, v, hlo, hk, hv, base, sz, &m);
       la_wq_push(Q, a, b, sz, m);
       a = b;
     }
@@ -98,6 +133,7 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
     int reset;
     const int nseg = la_seg_layout(e, c0, len, w->segi, &reset);
     const int *segi = w->segi;
+    if (e->gated) base = win_cum(e, w, h, c0, cend);
     if (reset) la_wq_clear(Q);
     const int64_t S0 = reset ? c0 : la_segment_start(e, c0);
     int64_t lf = la_ceil_to(c0 + len - W, C);
@@ -135,8 +171,8 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
       for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)(sz[i] * fq);
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, r, (LA_REAL)1, w->phiq, r,
               sf, dv1, (LA_REAL)0, o, dv1);
-      for (int i = 0; lam != 0.0 && i < n0; i++) {
-        const LA_REAL f = (LA_REAL)exp((double)(c0 + i - asof + 1) * lam);
+      for (int i = 0; decayed && i < n0; i++) {
+        const LA_REAL f = (LA_REAL)exp(win_logdecay(e, w, lam, base, asof, c0 + i + 1));
         for (int j = 0; j < dv1; j++) o[(size_t)i * dv1 + j] *= f;
       }
     }
@@ -146,8 +182,9 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
       for (int i = 0; i < n0; i++)
         for (int j = 0; j < nf; j++)
           if (fa + j < c0 + i - W + 1) Af[(size_t)i * nf + j] = 0;
-          else if (lam != 0.0)
-            Af[(size_t)i * nf + j] *= (LA_REAL)exp((double)(c0 + i - fa - j) * lam);
+          else if (decayed)
+            Af[(size_t)i * nf + j] *=
+                (LA_REAL)exp(win_logdecay(e, w, lam, base, fa + j + 1, c0 + i + 1));
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, nf, (LA_REAL)1, Af, nf, w->vf,
               dv1, (LA_REAL)1, o, dv1);
     }
@@ -158,6 +195,9 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
       for (int j = 0; j < len; j++)
         if (j > i || i - j >= W || segi[j] != segi[i]) A[(size_t)i * len + j] = 0;
         else if (P) A[(size_t)i * len + j] *= (LA_REAL)P[i - j];
+        else if (e->gated)
+          A[(size_t)i * len + j] *=
+              (LA_REAL)exp(win_logdecay(e, w, lam, base, c0 + j + 1, c0 + i + 1));
     LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, len, (LA_REAL)1, A, len, w->vp,
             dv1, (LA_REAL)1, o, dv1);
     if (g) {
@@ -201,7 +241,7 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
     while (segi[bl] != nseg - 1) bl++;
     double m;
     memset(sz, 0, sizeof(double) * rsz);
-    window_decay_keys(e, w, h, bl, len); /* with decay: the tail as of its last key */
+    window_decay_keys(e, w, h, c0, base, bl, len); /* with decay: the tail as of its last key */
     state_add(e, w, len, nseg, sz, &m);
     la_wq_push(Q, c0 + bl, cend, sz, m);
     c0 = cend;

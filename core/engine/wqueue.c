@@ -43,12 +43,23 @@ void la_wq_add(double *dst, double *dm, const double *src, double sm, size_t rsz
 }
 
 /* A log-scale m taken as of token `from` moved to token `to` >= from: lower by (to - from)
- * lam; untouched without decay (lam = 0) or for an empty summary. */
-static double decayed_to(double m, double lam, int64_t from, int64_t to) {
-  return lam != 0.0 && m != -INFINITY && to != from ? m + (double)(to - from) * lam : m;
+ * lam, or with gates by the log-decay of tokens [from, to); untouched without decay (lam = 0)
+ * or for an empty summary. */
+static double decayed_to(const la_wqueue *Q, double m, int64_t from, int64_t to) {
+  if (m == -INFINITY || to == from) return m;
+  if (Q->cum) return m + (Q->cum[to - Q->cbase] - Q->cum[from - Q->cbase]);
+  return Q->lam != 0.0 ? m + (double)(to - from) * Q->lam : m;
 }
 
-void la_wq_set_decay(la_wqueue *Q, double lam) { Q->lam = lam; }
+void la_wq_set_decay(la_wqueue *Q, double lam) {
+  Q->lam = lam;
+  Q->cum = NULL;
+}
+
+void la_wq_set_cum(la_wqueue *Q, const double *cum, int64_t cbase) {
+  Q->cum = cum;
+  Q->cbase = cbase;
+}
 
 void la_wq_clear(la_wqueue *Q) {
   Q->head = Q->count = Q->nfront = 0;
@@ -64,7 +75,7 @@ void la_wq_push(la_wqueue *Q, int64_t a, int64_t b, const double *sz, double m) 
   memcpy(Q->sz + (size_t)slot * Q->rsz, sz, sizeof(double) * Q->rsz);
   Q->m[slot] = m;
   Q->count++;
-  Q->backm = decayed_to(Q->backm, Q->lam, Q->backb, b); /* the back aggregate, now as of b */
+  Q->backm = decayed_to(Q, Q->backm, Q->backb, b); /* the back aggregate, now as of b */
   Q->backb = b;
   la_wq_add(Q->back, &Q->backm, sz, m, Q->rsz);
 }
@@ -77,7 +88,7 @@ void la_wq_pop(la_wqueue *Q) {
       int s = (Q->head + kk) % Q->cap, s1 = (Q->head + kk + 1) % Q->cap;
       double *ag = Q->agg + (size_t)s * Q->rsz;
       memcpy(ag, Q->sz + (size_t)s * Q->rsz, sizeof(double) * Q->rsz);
-      Q->aggm[s] = decayed_to(Q->m[s], Q->lam, Q->b[s], Q->frontb);
+      Q->aggm[s] = decayed_to(Q, Q->m[s], Q->b[s], Q->frontb);
       if (kk < Q->count - 1) la_wq_add(ag, Q->aggm + s, Q->agg + (size_t)s1 * Q->rsz, Q->aggm[s1], Q->rsz);
     }
     Q->nfront = Q->count;
@@ -96,7 +107,7 @@ void la_wq_sum_at(const la_wqueue *Q, double *sz, double *m, int64_t *asof) {
   *asof = Q->backb;
   if (Q->nfront > 0) {
     const int64_t to = Q->backm != -INFINITY ? Q->backb : Q->frontb;
-    const double fm = decayed_to(Q->aggm[Q->head], Q->lam, Q->frontb, to);
+    const double fm = decayed_to(Q, Q->aggm[Q->head], Q->frontb, to);
     la_wq_add(sz, m, Q->agg + (size_t)Q->head * Q->rsz, fm, Q->rsz);
     *asof = to;
   }

@@ -16,9 +16,12 @@ typedef struct {
   double *back, backm;
   /* decay (§1.2): ln gamma per token (0: none). A summary of [a, b) is then taken as of its
    * last token b - 1; the back aggregate is as of backb, the front's suffix aggregates as of
-   * frontb, and combining moves the earlier operand's log-scale by (later b - its b) lam. */
+   * frontb, and combining moves the earlier operand's log-scale by (later b - its b) lam.
+   * With gates (§1.2 "Gates"), by cum[later b - cbase] - cum[its b - cbase] instead, cum[t -
+   * cbase] = the sum of (lam + g_l) over tokens cbase <= l < t (la_wq_set_cum). */
   double lam;
-  int64_t backb, frontb;
+  const double *cum;
+  int64_t backb, frontb, cbase;
   void *mem; /* one allocation behind every array */
 } la_wqueue;
 
@@ -38,6 +41,9 @@ void la_wq_sum(const la_wqueue *Q, double *sz, double *m);
 void la_wq_sum_at(const la_wqueue *Q, double *sz, double *m, int64_t *asof);
 /* ln gamma of the summaries pushed from now on (0: no decay); la_wq_clear keeps it. */
 void la_wq_set_decay(la_wqueue *Q, double lam);
+/* Gates (§1.2): the cumulative log-decay from token cbase (see cum above; NULL: lam alone).
+ * Every position the queue then moves a summary from or to must lie in cum's range. */
+void la_wq_set_cum(la_wqueue *Q, const double *cum, int64_t cbase);
 /* (dst, dm) <- (dst, dm) (+) (src, sm), a plain log-scaled sum without flags. */
 void la_wq_add(double *dst, double *dm, const double *src, double sm, size_t rsz);
 #endif

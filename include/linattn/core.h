@@ -256,6 +256,9 @@ int la_engine_gated(const la_engine eng);
  * Inf, LA_ERR_ARG for g > 0, each naming (token, head). Calls on rows outside the range fail
  * with LA_ERR_ARG. Not Collective. */
 la_status la_engine_set_gates(la_engine eng, const double *g, int64_t token0, int64_t n);
+/* The log-gates la_engine_set_gates last gave (NULL and *n = 0 without gates): tokens
+ * [*token0, *token0 + *n). The distributed window sends them to the later ranks' halos. */
+const double *la_engine_gates(const la_engine eng, int64_t *token0, int64_t *n);
 double la_engine_decay(const la_engine eng, int h);
 /* ln gamma_h as the engine uses it (0 without decay): the cumulative log-decay of n tokens of
  * head h is n times it (la_state.a). */

@@ -231,12 +231,17 @@ def oracle_cases(P, quick):
                 f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
             cs.append(base(name, mp, "causal", **{"n": n, "chunk": 8, "decay": [0.9, 0.6], **kw}))
         # --gates (docs/design.md §1.2 "Gates"), dL/dg from --grad-gates: alone, with --decay
+        # and with a window (the halo's gates from the earlier ranks; N = 181 as above)
         for mp, kw in (("elu1", {}), ("taylor2", {"decay": [0.9, 0.6]}), ("relu", {}),
-                       ("elu1", {"dtype": "f32"}), ("elu1", {"seg": straddle})):
+                       ("elu1", {"dtype": "f32"}), ("elu1", {"seg": straddle}),
+                       ("elu1", {"window": 5, "n": 181}),
+                       ("taylor2", {"window": 37, "seg": straddle[:-1] + [181], "n": 181,
+                                    "decay": [0.9, 0.6]}),
+                       ("elu1", {"window": 20, "dtype": "f32", "n": 181})):
             name = f"{mp} causal --gates " + " ".join(
                 f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
-            c = base(name, mp, "causal", n=n, chunk=8, **kw)
-            c["gates"] = -0.3 * np.random.default_rng(c["seed"] + 38).random((n, c["h"]))
+            c = base(name, mp, "causal", **{"n": n, "chunk": 8, **kw})
+            c["gates"] = -0.3 * np.random.default_rng(c["seed"] + 38).random((c["n"], c["h"]))
             cs.append(c)
     return cs
 

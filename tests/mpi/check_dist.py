@@ -245,6 +245,18 @@ def main():
                           + (["--denominator", "zero-empty"] if zero else []),
                           "og.npy", policy="zero-empty" if zero else "error",
                           decay=gam if extra else None, offsets=offs if seg else None, gates=gg)
+    # gates with a causal window: the halo's gates come from the earlier ranks with its keys,
+    # and the queue, the far edge and the middle summary decay by the gates between
+    for mp, W, seg, extra in (("elu1", 37, True, []), ("favor+", 100, False, ["--decay", "0.9,0.995,0.5"]),
+                              ("relu", 5, True, [])):
+        zero = mp == "relu"
+        against_reference(f"--gates causal {mp} --window {W}{' segments' if seg else ''} {' '.join(extra)}",
+                          mp, n, ["--gates", "gates.npy", "--window", str(W), *extra]
+                          + (["--segments", "seg.npy"] if seg else [])
+                          + (["--denominator", "zero-empty"] if zero else []),
+                          "ogw.npy", policy="zero-empty" if zero else "error",
+                          decay=gam if extra else None, offsets=offs if seg else None, window=W,
+                          gates=gts)
     syn = ["--n", "999", "--heads", "2", "--dk", "8", "--dv", "8", "--gates", "synthetic",
            "--block-tokens", "64", "--dtype", "f64", "--force", "--no-progress", "--out"]
     rcp, _, ep = par(*syn, "osyn.npy")

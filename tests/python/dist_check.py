@@ -4,7 +4,8 @@ P ranks: every rank builds the same whole inputs from one seed, passes its shard
 (linattn.shard) with comm=, and its outputs and gradients (torch autograd through
 la_dist_forward / la_dist_backward) must equal the one-process call on the whole sequence,
 for every scan algorithm, both modes, segments, a window, float32 and float64; the softmax
-ring likewise; the decayed and gated causal forward and backward (decay=, gates=). Errors on one rank (a NaN, a violated denominator, a wrong shard) must be
+ring likewise; the decayed and gated causal forward and backward (decay=, gates=; with
+windows too). Errors on one rank (a NaN, a violated denominator, a wrong shard) must be
 raised on every rank, with no hang.
 
 Tolerances: the P-rank result differs from the one-process one only by the bracketing of the
@@ -159,6 +160,10 @@ for scan in ("exscan", "doubling"):
     compare_fwd("gates causal elu1 f64 scan=%s" % scan, 1e-12, gates="draw", scan_algorithm=scan)
 compare_fwd("gates + decay causal favor+ segments f64", 1e-12, gates="draw", decay=[0.9, 0.5],
             feature_map="favor+", features=16, segments=[0, 3, 50, 51, 120, 203])
+compare_fwd("gates window 7 elu1 segments f64", 1e-12, gates="draw", window=7,
+            segments=[0, 3, 50, 51, 120, 203])
+compare_fwd("gates + decay window 60 favor+ f64", 1e-12, gates="draw", decay=[0.9, 0.5],
+            window=60, feature_map="favor+", features=16)
 
 
 
@@ -216,6 +221,11 @@ compare_bwd("backward gates + decay elu1 segments f64", 1e-12, gates="draw",
 compare_bwd("backward decay window 7 elu1 segments f64", 1e-12, decay=[0.9, 0.5], window=7,
             segments=[0, 3, 50, 51, 120, 203])
 compare_bwd("backward decay window 60 taylor2 f64", 1e-12, decay=0.95, window=60)
+# gates with a window: the reversed gates' halo too
+compare_bwd("backward gates window 7 elu1 segments f64", 1e-12, gates="draw", window=7,
+            segments=[0, 3, 50, 51, 120, 203])
+compare_bwd("backward gates + decay window 60 taylor2 f64", 1e-12, gates="draw", decay=0.95,
+            window=60)
 
 def expect_raise(name, exc, fn):
     """fn must raise exc (with a reason) on every rank."""

@@ -205,8 +205,6 @@ CASES = [
                                                 gates=torch.zeros(B, L, H, requires_grad=True),
                                                 feature_map="favor+", features=8).sum().backward(),
      (UE, NotImplementedError), ["gates", "stabilizer"]),
-    ("gates with a window", lambda: A(Q, K, V, gates=torch.zeros(B, L, H), window=3),
-     (UE, NotImplementedError), ["gates", "window"]),
     ("gates bidirectional (numpy)", lambda: NA(QN, KN, VN, gates=np.zeros((B, L, H)),
                                                mode="bidirectional"), (IE, VE), ["gates", "causal"]),
     ("kernels = foo", lambda: A(Q, K, V, kernels="foo"), (IE, VE), ["kernels", "foo"]),

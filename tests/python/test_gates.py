@@ -4,16 +4,18 @@ against a float64 quadratic reference written here: weights exp(g_{j+1} + ... + 
 phi(q_i).phi(k_j) over the keys j <= i of each query's segment (each pair's gates summed
 directly, from i down to j + 1), with the maps of _common.phi. elu1, relu (zero-empty), favor+
 (explicit projection) and taylor2; mild and strong gates; alone and with decay= on top;
-segments; batches (each sequence its own gates); unbatched [L, H, d] calls. float64 within
+segments; causal windows (chunk 8, so that the window's queue pushes and pops); batches
+(each sequence its own gates); unbatched [L, H, d] calls. float64 within
 1e-12 of the row's largest value; float32 row by row within 5e-6 of the row's sum of |terms|
 (sum_j w_ij |v_j| / sum_j w_ij: signed values cancel in the numerator, so the error is measured
 against the size of its terms; the chunk products have at most C + r <= 85 terms here, and
 85 u32 = 5.1e-6; the worst seen is 2.4e-7), on the same float32 inputs. The backward, dL/dg included:
 torch autograd through the engine against autograd of a float64 quadratic form in torch
-(elu1, relu, identity unnormalized, dpfp, taylor2; segments; with decay; 1e-12 in float64,
+(elu1, relu, identity unnormalized, dpfp, taylor2; segments; with decay; windows of 7 and 21;
+1e-12 in float64,
 1e-4 of the largest entry in float32), gradcheck with the gates, numpy's attention_backward
 equal to torch's. Then the refusals: shapes, a positive or NaN log-gate (named by batch,
-token, head), bidirectional mode, a window, the backward of a stabilized map.
+token, head), bidirectional mode, the backward of a stabilized map.
 
 Run: PYTHONPATH=python LINATTN_LIBRARY=build/python/liblinattn_py.so \
      /usr/bin/python3 tests/python/test_gates.py      (exit 77: numpy or torch missing)
@@ -33,8 +35,9 @@ import linattn.numpy as ln  # noqa: E402
 import linattn.torch as lt  # noqa: E402
 
 
-def reference(name, q, k, v, g, decay, segments, omega, features):
-    """(out [B, L, H, dv], mag [B, L, H]) in float64; mag = max_c sum_j w_ij |v_jc| / den."""
+def reference(name, q, k, v, g, decay, segments, omega, features, window=None):
+    """(out [B, L, H, dv], mag [B, L, H]) in float64; mag = max_c sum_j w_ij |v_jc| / den.
+    window W: only the keys i - W < j <= i."""
     B, L, H, _ = q.shape
     pq = C.phi(name, torch.tensor(q), omega=omega, features=features).numpy()
     pk = C.phi(name, torch.tensor(k), omega=omega, features=features).numpy()
@@ -50,7 +53,7 @@ def reference(name, q, k, v, g, decay, segments, omega, features):
                 lw = np.full(i + 1, -np.inf)  # log-weights of keys 0..i
                 s = 0.0
                 for j in range(i, -1, -1):
-                    if seg[j] == seg[i]:
+                    if seg[j] == seg[i] and (window is None or i - j < window):
                         lw[j] = s
                     s += g[b, j, h] + lam[h]
                 dots = pk[b, :i + 1, h] @ pq[b, i, h]
@@ -101,6 +104,36 @@ def main():
                                                  gates=torch.tensor(g), decay=decay,
                                                  segments=segments, **kw)
                             chk.check(np.array_equal(t.numpy(), got), "torch != numpy")
+    # a causal window (§1.2 "Gates", §3.2): the queue's summaries and the far edge decay by
+    # the gates between them and the query; chunk 8 so that the queue pushes and pops
+    for name, kw in cases[:3]:
+        off = 1.0 if name == "relu" else 0.0
+        q, k = (off + rng.standard_normal((B, L, H, dk)) * (0.5 if off else 0.7) for _ in range(2))
+        v = rng.standard_normal((B, L, H, dv))
+        for strength, window, decay, segments in (("mild", 5, None, None),
+                                                  ("strong", 21, [0.9, 0.99, 1.0], None),
+                                                  ("mild", 30, None, [0, 20, 21, L]),
+                                                  ("strong", 9, [0.9, 0.99, 1.0], [0, 20, 21, L])):
+            g = -np.log1p(np.exp(-(3.0 + rng.standard_normal((B, L, H)))))
+            if strength == "strong":
+                g = g * 8.0
+                g[:, ::9, :] -= 25.0
+            chk.start("%s %s gates window %d%s%s" % (name, strength, window,
+                                                    " decay" if decay else "",
+                                                    " segments" if segments else ""))
+            for dt, tol in ((np.float64, 1e-12), (np.float32, 5e-6)):
+                x = [a.astype(dt) for a in (q, k, v)]
+                ref, mag = reference(name, *(a.astype(np.float64) for a in x), g, decay,
+                                     segments, omega, kw.get("features"), window)
+                got = ln.attention(*x, feature_map=name, gates=g, decay=decay, window=window,
+                                   segments=segments, chunk=8, **kw)
+                d = np.max(np.abs(got - ref), -1)
+                if dt == np.float64:
+                    err = d / np.maximum(np.max(np.abs(ref), -1), 1e-300)
+                else:
+                    err = np.where(mag > 0, d / np.where(mag > 0, mag, 1), d)
+                chk.check(got.dtype == dt and np.all(err <= tol),
+                          "%s: worst row error %.3g > %g" % (dt.__name__, err.max(), tol))
     chk.start("an unbatched call [L, H, d] with gates [L, H]")
     x = [rng.standard_normal((L, H, d)) for d in (dk, dk, dv)]
     g = -rng.random((L, H))
@@ -124,8 +157,6 @@ def main():
         ("a NaN log-gate", dict(gates=nan), linattn.InputError, "(batch 0, token 40, head 1)"),
         ("bidirectional", dict(gates=-rng.random((1, L, H)), mode="bidirectional"),
          linattn.InputError, "causal"),
-        ("a window", dict(gates=-rng.random((1, L, H)), window=5), linattn.UnsupportedError,
-         "window is not built yet"),
     ]
     for what, kw, exc, words in cases:
         chk.start("refused: " + what)
@@ -138,10 +169,10 @@ def main():
     # included, against autograd of a float64 quadratic form in torch on the same inputs
     gam = [0.9, 0.99, 1.0]
 
-    def tref(name, q, k, v, g, segments, normalize, features, decay):
+    def tref(name, q, k, v, g, segments, normalize, features, decay, window=None):
         pq, pk = C.phi(name, q, features=features), C.phi(name, k, features=features)
         i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
-        m = j <= i
+        m = (j <= i) & (i - j < (window or L))
         if segments:
             seg = torch.zeros(L, dtype=torch.long)
             for o in segments[1:-1]:
@@ -161,9 +192,13 @@ def main():
     for name in ("elu1", "relu", "identity", "dpfp", "taylor2"):
         norm, feats = name != "identity", (1 if name == "dpfp" else None)
         kw = {"features": feats} if feats else {}
-        for segments, decay in ((None, None), ([0, 20, 21, L], None), (None, gam)):
-            chk.start("backward %s gates%s%s" % (name, " segments" if segments else "",
-                                                 " decay=%s" % decay if decay else ""))
+        for segments, decay, window in ((None, None, None), ([0, 20, 21, L], None, None),
+                                        (None, gam, None), (None, None, 7),
+                                        ([0, 20, 21, L], gam, 21)):
+            chk.start("backward %s gates%s%s%s" % (name, " segments" if segments else "",
+                                                   " decay=%s" % decay if decay else "",
+                                                   " window %d" % window if window else ""))
+            wkw = {"window": window, "chunk": 8} if window else {}
             off = 1.0 if name in ("relu", "dpfp") else 0.0
             g64 = torch.Generator().manual_seed(11)
             q, k = (off + 0.5 * torch.randn(B, L, H, dk, generator=g64, dtype=torch.float64)
@@ -173,10 +208,10 @@ def main():
             for dt, tol in ((torch.float64, 1e-12), (torch.float32, 1e-4)):
                 x = [t.to(dt).detach().clone().requires_grad_() for t in (q, k, v, gg)]
                 o = lt.attention(*x[:3], gates=x[3], feature_map=name, segments=segments,
-                                 decay=decay, normalize=norm, **kw)
+                                 decay=decay, normalize=norm, **kw, **wkw)
                 (o * G.to(dt)).sum().backward()
                 xr = [t.to(dt).double().detach().clone().requires_grad_() for t in (q, k, v, gg)]
-                ref = tref(name, *xr, segments, norm, feats, decay)
+                ref = tref(name, *xr, segments, norm, feats, decay, window)
                 (ref * G).sum().backward()
                 for what, a_, b_ in zip(("out", "dq", "dk", "dv", "dg"), [o] + [t.grad for t in x],
                                         [ref] + [t.grad for t in xr]):
