@@ -241,8 +241,8 @@ static const la_opt rows[] = {
      .help = "per-head decay gamma in (0, 1]: one value, a comma list (one per head), or retnet "
              "(gamma_h = 1 - 2^(-5-h)); pair weights gamma^(i-j) (causal), gamma^abs(i-j) "
              "(bidirectional); any number of ranks, with --segments and --window; not with "
-             "--reproducible; grad takes it causal on any number of ranks (windows too), for maps "
-             "without a stabilizer"},
+             "--reproducible; grad takes it in both modes on any number of ranks (windows "
+             "too), for maps without a stabilizer"},
     {.name = "--gates", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
      F(gates_string), .set = gates_set,
      .help = "data-dependent log-gates g <= 0, one per token and head: an .npy [N,H] ([N] for "

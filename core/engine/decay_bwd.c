@@ -1,5 +1,5 @@
-/* The backward with decay (docs/design.md §1.2 "The backward"), causal, maps without a
- * log-scale stabilizer, on one process or on a rank's rows of a sharded sequence (la_decay_ranks:
+/* The backward with decay (docs/design.md §1.2 "The backward"), causal or bidirectional, maps
+ * without a log-scale stabilizer, on one process or on a rank's rows of a sharded sequence (la_decay_ranks:
  * the dist library's forward across ranks, dist/backward.c). With pair weights w_ij = gamma^(i-j) (j <= i, same segment),
  * out_i = num_i / D(den_i) and c_i = [G_i / D_i | -(G_i . out_i) D'(den_i) / D_i] (dv + 1):
  *   dphi(q_i) = sum_{j<=i} w_ij ([v_j|1] . c_i) phi(k_j)     causal
@@ -10,6 +10,9 @@
  * anti-causal ones on the sequence reversed in time (w_ij depends on i - j only, and the
  * reversed segments are the same pieces). num and den come from one more such call on
  * [V|1]; the map's chain rule (maps.c) takes dphi to dq and dk.
+ * Bidirectional (w_ij = gamma^|i-j|, same segment): the sums run over every j (or i), and
+ * since w_ij = w_ji all four products are decayed bidirectional forwards in the sequence's
+ * own order (no reversal; gates are causal, so none).
  * With --gates (§1.2 "Gates") w_ij = exp(g_{j+1} + ... + g_i): the inner engines take the
  * gates, the reversed ones g'_t = g_{n-t} (t >= 1; the pair (i, j) reversed sums the same
  * gates), and dL/dg_l = sum over the pairs j < l <= i of a_ij = w_ij ([v_j|1] . c_i), which is
@@ -47,13 +50,14 @@ typedef struct {
   la_engine eng;
 } inner;
 
-/* A decayed causal engine on given features (dk' -> dv'), unnormalized, the outer engine's
- * gammas, threads, chunk and kernels; segments off (forward) or reversed in time. */
+/* A decayed engine on given features (dk' -> dv'), unnormalized, in the outer engine's mode,
+ * with its gammas, threads, chunk and kernels; segments as given (the outer's, or reversed in
+ * time). */
 static la_status inner_make(const la_engine e, int dk, int dv, const double *gam,
                             const int64_t *off, int64_t noff, inner *in) {
   la_config c;
   la_config_default(&c);
-  c.mode = LA_CAUSAL;
+  c.mode = e->cfg.mode;
   c.map = LA_MAP_PRECOMPUTED;
   c.normalize = 0;
   c.allow_signed = 1;
@@ -189,9 +193,6 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   if (!rk) rk = &one;
   const int64_t row0 = rk->row0, Nt = rk->N;
   const char *what = e->gated ? "--gates" : "--decay";
-  LA_CHECK(e->cfg.mode == LA_CAUSAL, LA_ERR_UNSUPPORTED,
-           "la_backward: the backward with %s is causal only in this version "
-           "(docs/design.md §1.2)", what);
   LA_CHECK(!e->stabilized, LA_ERR_UNSUPPORTED,
            "la_backward: the backward with %s takes maps without a log-scale stabilizer "
            "in this version (%s has one; elu1, relu, identity, taylor2, dpfp and precomputed "
@@ -201,6 +202,7 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   const la_dtype dt = e->dt;
   const int H = e->H, r = e->r, DV = e->dv, dk0 = la_engine_input_dim(e), dv1 = DV + 1;
   const size_t es = la_dtype_size(dt), N = (size_t)n, N1 = n > 0 ? N : 1;
+  const int bidir = e->cfg.mode == LA_BIDIRECTIONAL; /* all four products in order */
   double *gam = la_malloc(sizeof(double) * (size_t)H);
   int64_t *roff = e->seg_off ? la_malloc(sizeof(int64_t) * (size_t)e->seg_count) : NULL;
   /* features, [V|1], the forward's rows and the coefficients, and the three products */
@@ -281,14 +283,16 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
     s = rk->next_gates(rk->ctx, s, n, s == LA_OK && n > 0 ? e->gates + (row0 - e->gate0) * H
                                                            : NULL, next);
   /* dphi(k): anti-causal, queries [V|1], keys c, values phi(q), in reversed time */
-  if (s == LA_OK) s = inner_make(e, dv1, r, gam, roff, e->seg_count, &e3);
+  if (s == LA_OK) s = inner_make(e, dv1, r, gam, bidir ? e->seg_off : roff, e->seg_count, &e3);
   if (s == LA_OK) s = inner_gates(e, rk, &e3, n, gr, next);
   /* t1: dphi(k) [n, H, r] */
-  s = anticausal(e, rk, s, &e3, n, v1, dv1, cc, dv1, pq, r, r, t1, t2, t3, t4, t1);
+  if (bidir) s = rk->forward(rk->ctx, s, 0, e3.eng, n, row0, v1, cc, pq, t1, NULL);
+  else s = anticausal(e, rk, s, &e3, n, v1, dv1, cc, dv1, pq, r, r, t1, t2, t3, t4, t1);
   /* dv: anti-causal, queries phi(k), keys phi(q), values c[:dv] */
-  if (s == LA_OK) s = inner_make(e, r, DV, gam, roff, e->seg_count, &e4);
+  if (s == LA_OK) s = inner_make(e, r, DV, gam, bidir ? e->seg_off : roff, e->seg_count, &e4);
   if (s == LA_OK) s = inner_gates(e, rk, &e4, n, gr, next);
-  s = anticausal(e, rk, s, &e4, n, pk, r, pq, r, cu, DV, DV, t2, t3, t4, nd, dv);
+  if (bidir) s = rk->forward(rk->ctx, s, 0, e4.eng, n, row0, pk, pq, cu, dv, NULL);
+  else s = anticausal(e, rk, s, &e4, n, pk, r, pq, r, cu, DV, DV, t2, t3, t4, nd, dv);
   if (e->gated) { /* dL/dg: this rank's sums, then the later ranks' share */
     int start = 0;
     if (s == LA_OK && e->gate_grad)

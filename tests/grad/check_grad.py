@@ -217,7 +217,7 @@ def oracle_cases(P, quick):
             f"{a}={b}" for a, b in kw.items() if a not in ("seg", "block", "zero_q", "zero_k")) + \
             (" segments" if "seg" in kw else "")
         cs.append(base(name, mp, mode, **kw))
-    # --decay (docs/design.md §1.2 "The backward"): causal, unstabilized maps, any ranks
+    # --decay (docs/design.md §1.2 "The backward"): both modes, unstabilized maps, any ranks
     if True:
         for mp, kw in (("elu1", {}), ("taylor2", {}), ("dpfp", {}), ("relu", {}),
                        ("identity", {"normalize": False}), ("elu1", {"dtype": "f32"}),
@@ -230,6 +230,13 @@ def oracle_cases(P, quick):
             name = f"{mp} causal --decay 0.9,0.6 " + " ".join(
                 f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
             cs.append(base(name, mp, "causal", **{"n": n, "chunk": 8, "decay": [0.9, 0.6], **kw}))
+        # bidirectional (weights gamma^|i-j|): four products in order, no reversal
+        for mp, kw in (("elu1", {}), ("taylor2", {"seg": straddle}), ("relu", {"dtype": "f32"}),
+                       ("identity", {"normalize": False, "n": 181})):
+            name = f"{mp} bidirectional --decay 0.9,0.6 " + " ".join(
+                f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
+            cs.append(base(name, mp, "bidirectional",
+                           **{"n": n, "chunk": 8, "decay": [0.9, 0.6], **kw}))
         # --gates (docs/design.md §1.2 "Gates"), dL/dg from --grad-gates: alone, with --decay
         # and with a window (the halo's gates from the earlier ranks; N = 181 as above)
         for mp, kw in (("elu1", {}), ("taylor2", {"decay": [0.9, 0.6]}), ("relu", {}),

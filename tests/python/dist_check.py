@@ -192,10 +192,11 @@ def compare_bwd(name, tol, **kw):
     ref = [t[:, sl] for t in grads([q, k, v, G], g)]
     mine = grads([t[:, sl].contiguous() for t in (q, k, v, G)],
                  g[:, sl].contiguous() if g is not None else None, comm=comm)
-    # dq of a segment's first token is 0 exactly (out = v there, whatever q is): both sides
+    # causal: dq of a segment's first token is 0 exactly (out = v there, whatever q is): both sides
     # hold rounding only, so those rows are held to 1e-13 of the median dq row in absolute
     # terms (a relative error of a zero measures nothing), the others as every row below
-    starts = [t - row0 for t in kw.get("segments", [])[:-1] if row0 <= t < row0 + n]
+    starts = [t - row0 for t in kw.get("segments", [])[:-1] if row0 <= t < row0 + n
+              and kw.get("mode", "causal") == "causal"]
     keep = [t for t in range(n) if t not in starts]
     med = comm.allreduce(ref[0].flatten(0, -2).norm(dim=-1).median().item(), op=MPI.MAX)
     for x in (mine[0], ref[0]):
@@ -221,6 +222,9 @@ compare_bwd("backward gates + decay elu1 segments f64", 1e-12, gates="draw",
 compare_bwd("backward decay window 7 elu1 segments f64", 1e-12, decay=[0.9, 0.5], window=7,
             segments=[0, 3, 50, 51, 120, 203])
 compare_bwd("backward decay window 60 taylor2 f64", 1e-12, decay=0.95, window=60)
+# bidirectional (weights gamma^|i-j|): the four products in order, across the ranks
+compare_bwd("backward decay bidirectional taylor2 segments f64", 1e-12, decay=[0.9, 0.5],
+            mode="bidirectional", feature_map="taylor2", segments=[0, 3, 50, 51, 120, 203])
 # gates with a window: the reversed gates' halo too
 compare_bwd("backward gates window 7 elu1 segments f64", 1e-12, gates="draw", window=7,
             segments=[0, 3, 50, 51, 120, 203])

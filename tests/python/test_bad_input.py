@@ -194,9 +194,10 @@ CASES = [
     ("decay with a gradient, favor+", lambda: A(Q.clone().requires_grad_(), K, V, decay=0.9,
                                                 feature_map="favor+", features=8).sum().backward(),
      (UE, NotImplementedError), ["decay", "stabilizer"]),
-    ("decay backward bidirectional (numpy)", lambda: linattn.numpy.attention_backward(
-        QN, KN, VN, np.ascontiguousarray(VN), decay=0.5, mode="bidirectional"),
-     (UE, NotImplementedError), ["decay", "causal"]),
+    ("decay backward bidirectional, favor+ (numpy)", lambda: linattn.numpy.attention_backward(
+        QN, KN, VN, np.ascontiguousarray(VN), decay=0.5, mode="bidirectional",
+        feature_map="favor+", features=8),
+     (UE, NotImplementedError), ["decay", "stabilizer"]),
     ("gates above 0", lambda: A(Q, K, V, gates=torch.full((B, L, H), 0.25)), (IE, VE),
      ["gates", "(batch 0, token 0, head 0)", "<= 0"]),
     ("gates of the wrong shape", lambda: A(Q, K, V, gates=torch.zeros(B, L, H + 1)), (IE, VE),

@@ -4,10 +4,10 @@ a float64 quadratic reference written here: weights gamma_h^|i-j| phi(q_i).phi(k
 keys each query reads (causal j <= i, or the whole segment), with the maps of _common.phi.
 Both modes, elu1, relu, favor+ (explicit projection) and identity (normalize=False), one gamma,
 one per head and "retnet", segments, causal windows 7 and 40, float64 (1e-12) and float32 (row by row, 1e-5, on the
-same float32 inputs). The backward with decay (causal, maps without a stabilizer): torch
+same float32 inputs). The backward with decay (both modes, maps without a stabilizer): torch
 autograd through the engine against autograd of a float64 quadratic form in torch (elu1, relu,
 identity, dpfp, taylor2, segments, a window of 7; 1e-12 in float64, 1e-4 of the largest entry in float32),
-and gradcheck; the rest of the backward is refused (test_bad_input).
+and gradcheck in both modes; the stabilized maps' backward is refused (test_bad_input).
 
 Run: PYTHONPATH=python LINATTN_LIBRARY=build/python/liblinattn_py.so \
      /usr/bin/python3 tests/python/test_decay.py      (exit 77: numpy or torch missing)
@@ -88,10 +88,10 @@ def main():
     # written here in torch (float64), on the same inputs; gradcheck on a small case
     gam = [0.9, 0.5, 0.99]
 
-    def tref(name, q, k, v, segments, normalize, features, window=None):
+    def tref(name, q, k, v, segments, normalize, features, window=None, mode="causal"):
         pq, pk = C.phi(name, q, features=features), C.phi(name, k, features=features)
         i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
-        m = j <= i
+        m = (j <= i) if mode == "causal" else torch.ones(L, L, dtype=torch.bool)
         if window:
             m = m & (i - j < window)
         if segments:
@@ -102,7 +102,7 @@ def main():
         outs = []
         for h in range(H):
             W = torch.einsum("bir,bjr->bij", pq[:, :, h], pk[:, :, h]) * \
-                (gam[h] ** (i - j).clamp(min=0).double()) * m
+                (gam[h] ** (i - j).abs().double()) * m
             num = W @ v[:, :, h]
             outs.append(num / W.sum(-1, keepdim=True) if normalize else num)
         return torch.stack(outs, 2)
@@ -110,9 +110,13 @@ def main():
     for name in ("elu1", "relu", "identity", "dpfp", "taylor2"):
         norm, feats = name != "identity", (1 if name == "dpfp" else None)
         kw = {"features": feats} if feats else {}
-        for segments, window in ((None, None), ([0, 30, 31, L], None), ([0, 30, 31, L], 7)):
-            chk.start("backward %s decay=%s%s%s" % (name, gam, " segments" if segments else "",
-                                                    " window %d" % window if window else ""))
+        for segments, window, mode in ((None, None, "causal"), ([0, 30, 31, L], None, "causal"),
+                                       ([0, 30, 31, L], 7, "causal"),
+                                       (None, None, "bidirectional"),
+                                       ([0, 30, 31, L], None, "bidirectional")):
+            chk.start("backward %s %s decay=%s%s%s" % (
+                name, mode, gam, " segments" if segments else "",
+                " window %d" % window if window else ""))
             off = 1.0 if name in ("relu", "dpfp") else 0.0
             g64 = torch.Generator().manual_seed(7)
             q, k = (off + 0.5 * torch.randn(B, L, H, dk, generator=g64, dtype=torch.float64)
@@ -121,22 +125,23 @@ def main():
             for dt, tol in ((torch.float64, 1e-12), (torch.float32, 1e-4)):
                 x = [t.to(dt).detach().clone().requires_grad_() for t in (q, k, v)]
                 o = lt.attention(*x, feature_map=name, decay=gam, segments=segments,
-                                 normalize=norm, window=window, **kw)
+                                 normalize=norm, window=window, mode=mode, **kw)
                 (o * G.to(dt)).sum().backward()
                 xr = [t.to(dt).double().detach().clone().requires_grad_() for t in (q, k, v)]
-                ref = tref(name, *xr, segments, norm, feats, window)
+                ref = tref(name, *xr, segments, norm, feats, window, mode)
                 (ref * G).sum().backward()
                 for what, a_, b_ in zip(("out", "dq", "dk", "dv"), [o] + [t.grad for t in x],
                                         [ref] + [t.grad for t in xr]):
                     e = float((a_.double() - b_).abs().max() / b_.abs().max())
                     chk.check(e <= tol, "%s %s: %.3g > %g" % (dt, what, e, tol))
-    chk.start("backward with decay: gradcheck (float64, elu1, segments)")
-    g64 = torch.Generator().manual_seed(9)
-    xs = [torch.randn(1, 12, 2, 3, generator=g64, dtype=torch.float64).requires_grad_()
-          for _ in range(3)]
-    chk.check(torch.autograd.gradcheck(
-        lambda a_, b_, c_: lt.attention(a_, b_, c_, decay=[0.8, 0.6], segments=[0, 5, 12]), xs,
-        eps=1e-6, atol=1e-8), "gradcheck")
+    for mode in ("causal", "bidirectional"):
+        chk.start("backward with decay: gradcheck (float64, elu1, segments, %s)" % mode)
+        g64 = torch.Generator().manual_seed(9)
+        xs = [torch.randn(1, 12, 2, 3, generator=g64, dtype=torch.float64).requires_grad_()
+              for _ in range(3)]
+        chk.check(torch.autograd.gradcheck(
+            lambda a_, b_, c_: lt.attention(a_, b_, c_, decay=[0.8, 0.6], segments=[0, 5, 12],
+                                            mode=mode), xs, eps=1e-6, atol=1e-8), "gradcheck")
     chk.start("decay=1.0 is the undecayed operator bitwise")
     x = [rng.standard_normal((B, L, H, d)) for d in (dk, dk, dv)]
     for mode in ("causal", "bidirectional"):
