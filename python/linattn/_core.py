@@ -88,6 +88,12 @@ def gates_array(gates, B, L, H, batched=True):
     except (TypeError, ValueError) as e:
         raise InputError("gates: not an array of numbers (%s)" % e) from None
     want = (B, L, H) if batched else (L, H)
+    if a.ndim == len(want) + 1 and a.shape[:-1] == want:
+        raise UnsupportedError("gates has shape %s: per-feature log-gates %s (GLA's diagonal "
+                               "form) are not built yet; give one log-gate per token and head, %s "
+                               "(docs/design.md §1.2 \"Gates\")"
+                               % (tuple(a.shape), "[%s, r]" % ", ".join(map(str, want)),
+                                  list(want)))
     if a.shape != want:
         raise InputError("gates has shape %s: it must be %s, one log-gate per token and head"
                          % (tuple(a.shape), list(want)))

@@ -75,6 +75,7 @@ def write_inputs(run):
     gn[N - 2, 0] = np.nan
     common.save(run.path("g_nan.npy"), gn, "f32")
     common.save(run.path("g_shape.npy"), -rng.random((N, H + 1)), "f64")
+    common.save(run.path("g_feat.npy"), -rng.random((N, H, 4)), "f64")  # GLA's [N, H, r]
     with open(run.path("meminfo_1m"), "w") as f:  # a node with 1 MiB available
         f.write("MemTotal:        2048 kB\nMemFree:         1024 kB\nMemAvailable:    1024 kB\n")
 
@@ -167,6 +168,8 @@ CASES = [
      ["--gates", "g_pos.npy", "(token 37, head 1)", "<= 0"]),
     ("--gates nan", FILES + ["--gates", "g_nan.npy"], 2, ["--gates", "g_nan.npy", "(token 38, head 0)"]),
     ("--gates shape", FILES + ["--gates", "g_shape.npy"], 2, ["--gates", "g_shape.npy", "[N=40, H=2]"]),
+    ("--gates per feature", FILES + ["--gates", "g_feat.npy"], 2,
+     ["--gates", "g_feat.npy", "per-feature", "not built yet", "[N=40, H=2]"]),
     ("--gates missing file", FILES + ["--gates", "nothere.npy"], 2, ["--gates", "nothere.npy"]),
     ("--gates file with the synthetic workload", ["--n", "40", "--gates", "g.npy"], 2,
      ["--gates g.npy", "--gates synthetic"]),
@@ -184,6 +187,12 @@ CASES = [
     ("--decay bidirectional with --checkpoint",
      FILES + ["--decay", "0.9", "--mode", "bidirectional", "--checkpoint", "ckd"], 2,
      ["--checkpoint", "--decay"]),
+    # linattn eval with --decay (docs/design.md §8.1 "With decay")
+    ("eval --decay with --recall", ["eval", "--out-dir", "evd", "--n", "16", "--decay", "0.9",
+                                    "--recall"], 2, ["--decay", "--recall"]),
+    ("eval --decay above --softmax-max-n", ["eval", "--out-dir", "evd", "--n", "64", "--decay",
+                                            "0.9", "--softmax-max-n", "32"], 2,
+     ["--decay", "n = 64", "--softmax-max-n 32"]),
 ]
 
 
@@ -194,8 +203,8 @@ def check_case(run, tally, name, args, want_rc, must, env=None):
     saved = {k: os.environ.get(k) for k in env or {}}
     os.environ.update({k: run.path(v) for k, v in (env or {}).items()})
     sub = "run"
-    if args and args[0] == "grad":  # a case of `linattn grad`
-        sub, args = "grad", args[1:]
+    if args and args[0] in ("grad", "eval"):  # a case of `linattn grad` or `linattn eval`
+        sub, args = args[0], args[1:]
     try:
         rc, _, err = run(*args, sub=sub)
     finally:

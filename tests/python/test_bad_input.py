@@ -202,6 +202,8 @@ CASES = [
      ["gates", "(batch 0, token 0, head 0)", "<= 0"]),
     ("gates of the wrong shape", lambda: A(Q, K, V, gates=torch.zeros(B, L, H + 1)), (IE, VE),
      ["gates", "[%d, %d, %d]" % (B, L, H)]),
+    ("gates per feature (GLA's [B, L, H, r])", lambda: A(Q, K, V, gates=torch.zeros(B, L, H, DK)),
+     (UE, NotImplementedError), ["gates", "per-feature", "not built yet", "[%d, %d, %d]" % (B, L, H)]),
     ("gates with a gradient, favor+", lambda: A(Q.clone().requires_grad_(), K, V,
                                                 gates=torch.zeros(B, L, H, requires_grad=True),
                                                 feature_map="favor+", features=8).sum().backward(),
