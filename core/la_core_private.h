@@ -31,6 +31,8 @@ typedef struct la_decay_ranks {
   /* later[h] = the sum of the later ranks' head[h] up to and including the first one with
    * start = 1 (a segment start among its rows) */
   la_status (*later)(void *ctx, la_status s, const double *head, int start, double *later);
+  /* x[0..n) <- the largest over the ranks (the stabilized maps' common scales) */
+  la_status (*allmax)(void *ctx, la_status s, double *x, int n);
 } la_decay_ranks;
 
 /* la_backward of a decayed engine on this rank's n rows [rk->row0, + n) of a sequence sharded

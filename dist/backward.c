@@ -260,6 +260,15 @@ static la_status decay_later(void *ctx, la_status s, const double *head, int sta
   return la_dist_agree(d, s);
 }
 
+static la_status decay_allmax(void *ctx, la_status s, double *x, int n) {
+  decay_ctx *c = ctx;
+  const la_dist d = c->d;
+  LA_TRY(la_dist_agree(d, s));
+  s = MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, d->comm) == MPI_SUCCESS
+          ? LA_OK : la_error(LA_ERR_MPI, "backward: MPI_Allreduce of the scales failed");
+  return la_dist_agree(d, s);
+}
+
 static la_status decay_backward(la_dist d, la_engine eng, int64_t N, int64_t n, int64_t row0,
                                 const void *q, const void *k, const void *v, const void *g,
                                 void *dq, void *dk, void *dv, la_den_stats *stats) {
@@ -276,7 +285,8 @@ static la_status decay_backward(la_dist d, la_engine eng, int64_t N, int64_t n, 
   if (s == LA_OK && MPI_Allgather(&n, 1, MPI_INT64_T, c.rows, 1, MPI_INT64_T, d->comm) != MPI_SUCCESS)
     s = la_error(LA_ERR_MPI, "backward: MPI_Allgather of the row counts failed");
   if (s == LA_OK) c.rows[d->size] = H;
-  const la_decay_ranks rk = {&c, row0, N, decay_forward, decay_next_gates, decay_later};
+  const la_decay_ranks rk = {&c, row0, N, decay_forward, decay_next_gates, decay_later,
+                             decay_allmax};
   s = la_dist_agree(d, s);
   if (s == LA_OK) s = la_decay_backward_ranks(eng, n, q, k, v, g, dq, dk, dv, stats, &rk);
   d->comm_seconds += c.rev.comm_seconds - secs0; /* the reversed products' share */
@@ -311,10 +321,6 @@ la_status la_dist_backward(la_dist d, la_engine eng, int64_t n, int64_t row0, co
   if (s == LA_OK) s = la_state_init(&rev, H, r, dvw);
   /* decay (docs/design.md §1.2 "The backward"): la_backward's composition, its products
    * across the ranks (decay_backward) */
-  const char *dname = la_engine_gated(eng) ? "--gates" : "--decay";
-  if (s == LA_OK && la_engine_decayed(eng) && la_engine_stabilized(eng))
-    s = la_error(LA_ERR_UNSUPPORTED, "the backward with %s takes maps without a log-scale "
-                 "stabilizer in this version (docs/design.md §1.2)", dname);
   s = la_dist_agree(d, s);
   if (s == LA_OK && la_engine_decayed(eng)) { /* its statistics are merged by its forward */
     s = decay_backward(d, eng, N, n, row0, q, k, v, g, dq, dk, dv, stats);

@@ -1,6 +1,6 @@
-/* The backward with decay (docs/design.md §1.2 "The backward"), causal or bidirectional, maps
- * without a log-scale stabilizer, on one process or on a rank's rows of a sharded sequence (la_decay_ranks:
- * the dist library's forward across ranks, dist/backward.c). With pair weights w_ij = gamma^(i-j) (j <= i, same segment),
+/* The backward with decay (docs/design.md §1.2 "The backward"), causal or bidirectional, every
+ * map, on one process or on a rank's rows of a sharded sequence (la_decay_ranks: the dist
+ * library's forward across ranks, dist/backward.c). With pair weights w_ij = gamma^(i-j) (j <= i, same segment),
  * out_i = num_i / D(den_i) and c_i = [G_i / D_i | -(G_i . out_i) D'(den_i) / D_i] (dv + 1):
  *   dphi(q_i) = sum_{j<=i} w_ij ([v_j|1] . c_i) phi(k_j)     causal
  *   dphi(k_j) = sum_{i>=j} w_ij ([v_j|1] . c_i) phi(q_i)     anti-causal
@@ -21,7 +21,12 @@
  * On ranks: every product is la_dist_forward's (the reversed ones on the ranks in reverse
  * order, rows [N - row0 - n, N - row0) of the reversed sequence); a rank's reversed gates read
  * the gate of row row0 + n, the next rank's first; dL/dg adds the later ranks' sums up to the
- * first segment start. */
+ * first segment start.
+ * Stabilized maps (the favor family, phi = phi_s e^a): the products run on phi_s(q), the keys
+ * as phi~(k) = phi_s(k) e^{a_k - M} (M the head's largest a_k over the ranks) and c~ = c e^{a_q
+ * + M} (stab_coeffs: a shape and its log-scale lc per row); dq, dk and dv are scaled back per
+ * row after the linear chain rules. Refused when a head's keys or c span more than the
+ * precision holds (600 nats float64, 60 float32). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +134,10 @@ static la_status one_later(void *ctx, la_status s, const double *head, int start
   (void)ctx, (void)head, (void)start, (void)later; /* no later rows */
   return s;
 }
+static la_status one_allmax(void *ctx, la_status s, double *x, int n) {
+  (void)ctx, (void)x, (void)n; /* one rank: its own maxima */
+  return s;
+}
 
 la_status la_engine_set_gates_grad(la_engine e, double *dg) {
   LA_CHECK(e && (e->gated || !dg), LA_ERR_ARG,
@@ -143,8 +152,8 @@ la_status la_engine_set_gates_grad(la_engine e, double *dg) {
  * head[h]: the sum over the rows before the rank's first segment start (all rows if none);
  * returns whether the rank has a segment start. pq, dpq, pk, dpk: [n, H, r]. */
 static int gates_grad(const la_engine e, int64_t row0, int64_t n, const void *pq,
-                      const void *dpq, const void *pk, const void *dpk, double *dg,
-                      double *head) {
+                      const void *dpq, const void *pk, const void *dpk, const double *lq,
+                      const double *lk, double *dg, double *head) {
   const la_dtype dt = e->dt;
   const int H = e->H, r = e->r;
   int any = 0;
@@ -157,6 +166,8 @@ static int gates_grad(const la_engine e, int64_t row0, int64_t n, const void *pq
         R += rd(dt, pq, o + c) * rd(dt, dpq, o + c);
         K += rd(dt, pk, o + c) * rd(dt, dpk, o + c);
       }
+      if (lq) R = R == 0.0 ? 0.0 : R * exp(lq[t * H + h]); /* stabilized: the rows' scales */
+      if (lk) K = K == 0.0 ? 0.0 : K * exp(lk[t * H + h]);
       const int start = la_is_segment_start(e, row0 + t) || row0 + t == 0;
       any |= start;
       s += R - K;
@@ -179,6 +190,49 @@ static void gates_grad_later(const la_engine e, int64_t row0, int64_t n, const d
   }
 }
 
+/* A stabilized map's c (see the top) for row t, whose true denominator is den~ e^x (x = a_q +
+ * M): c~ = c e^x, written as its shape into cc and cu (largest |entry| 1) and returned as its
+ * log-scale lc (-inf for a row of zeros). Every policy in the log domain: add:E divides by
+ * den~ + E e^{-x}, clamp:E compares ln den~ + x with ln E; unnormalized, c~ = [G e^x | 0]. */
+static double stab_coeffs(const la_engine e, size_t t, double x, const void *nd, const void *g,
+                          const void *out, void *cc, void *cu) {
+  const la_dtype dt = e->dt;
+  const int DV = e->dv, dv1 = DV + 1;
+  const double den = rd(dt, nd, t * dv1 + DV);
+  double go = 0.0, gmax = 0.0, c[2];
+  for (int j = 0; j < DV; j++) {
+    const double gj = rd(dt, g, t * DV + j);
+    go += gj * rd(dt, out, t * DV + j);
+    gmax = fabs(gj) > gmax ? fabs(gj) : gmax;
+  }
+  /* c~ = [G u | w]: u = 1 / D~, w = -(G . out) D' / D~; or with a scale taken out, lg */
+  double u = 0.0, wv = 0.0, lg = 0.0;
+  const la_den_policy pol = e->cfg.den_policy;
+  const double E = e->cfg.den_eps;
+  if (!e->cfg.normalize) u = 1.0, lg = x;
+  else if (pol == LA_DEN_CLAMP && log(den) + x < log(E)) u = 1.0, lg = x - log(E);
+  else if (pol == LA_DEN_ZERO_EMPTY && den == 0.0) u = 0.0;
+  else {
+    const double D = pol == LA_DEN_ADD ? den + exp(log(E) - x) : den;
+    u = D > 0.0 && isfinite(D) ? 1.0 / D : 0.0;
+    wv = -go * u;
+  }
+  c[0] = gmax * fabs(u), c[1] = fabs(wv);
+  const double cm = c[0] > c[1] ? c[0] : c[1];
+  if (!(cm > 0.0) || !isfinite(cm)) {
+    for (int j = 0; j < dv1; j++) wr(dt, cc, t * dv1 + j, 0.0);
+    for (int j = 0; j < DV; j++) wr(dt, cu, t * DV + j, 0.0);
+    return -INFINITY;
+  }
+  for (int j = 0; j < DV; j++) {
+    const double cj = rd(dt, g, t * DV + j) * u / cm;
+    wr(dt, cc, t * dv1 + j, cj);
+    wr(dt, cu, t * DV + j, cj);
+  }
+  wr(dt, cc, t * dv1 + DV, wv / cm);
+  return log(cm) + lg;
+}
+
 la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                             const void *g, void *dq, void *dk, void *dv, la_den_stats *stats) {
   return la_decay_backward_ranks(e, n, q, k, v, g, dq, dk, dv, stats, NULL);
@@ -189,14 +243,10 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
 la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const void *k,
                                   const void *v, const void *g, void *dq, void *dk, void *dv,
                                   la_den_stats *stats, const la_decay_ranks *rk) {
-  const la_decay_ranks one = {NULL, 0, n, one_forward, one_next, one_later};
+  const la_decay_ranks one = {NULL, 0, n, one_forward, one_next, one_later, one_allmax};
   if (!rk) rk = &one;
   const int64_t row0 = rk->row0, Nt = rk->N;
   const char *what = e->gated ? "--gates" : "--decay";
-  LA_CHECK(!e->stabilized, LA_ERR_UNSUPPORTED,
-           "la_backward: the backward with %s takes maps without a log-scale stabilizer "
-           "in this version (%s has one; elu1, relu, identity, taylor2, dpfp and precomputed "
-           "do not; docs/design.md §1.2)", what, la_map_name(e->cfg.map));
   if (rk == &one && n == 0) return LA_OK;
   la_status s = la_engine_gates_cover(e, row0, n, "la_backward");
   const la_dtype dt = e->dt;
@@ -218,10 +268,18 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   /* reversed gates, and per head: the gates after the last row, dL/dg's head and later sums */
   double *gr = e->gated ? la_malloc(sizeof(double) * N1 * H) : NULL;
   double *hx = la_calloc((size_t)(3 * H + 1), sizeof(double));
+  /* stabilized maps (see the top): the rows' log-scales of q, k and c, phi~(k) on the head's
+   * common key scale, and per head [M, -min a_k, C, -min lc] */
+  const int stab = e->stabilized;
+  double *aq = stab ? la_malloc(sizeof(double) * N1 * H) : NULL;
+  double *ak = stab ? la_malloc(sizeof(double) * N1 * H) : NULL;
+  double *lc = stab ? la_malloc(sizeof(double) * N1 * H) : NULL;
+  double *hs = stab ? la_malloc(sizeof(double) * 4 * (size_t)H) : NULL;
+  void *pkt = stab ? la_malloc(es * N1 * H * r) : NULL;
   inner e1 = {0}, e2 = {0}, e3 = {0}, e4 = {0};
   if (s == LA_OK && (!gam || (e->seg_off && !roff) || !pq || !pk || !v1 || !nd || !out || !cc ||
                      !cu || !dpq || !t1 || !t2 || !t3 || !t4 || !ph || !dph || !a || !sums ||
-                     (e->gated && !gr) || !hx))
+                     (e->gated && !gr) || !hx || (stab && (!aq || !ak || !lc || !hs || !pkt))))
     s = la_error(LA_ERR_NOMEM, "la_backward: out of memory for the decayed backward's rows "
                  "(%lld tokens x %d heads)", (long long)n, H);
   double *next = hx, *head = hx + H, *later = hx + 2 * H;
@@ -240,15 +298,41 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   }
   if (s == LA_OK && e->rout && e->rout_row0 == row0 && e->rout_n == n)
     memcpy(e->rout, out, es * N * H * DV);
-  /* features [n, H, r] (no log-scale: a = 0) and [V|1] */
+  /* features [n, H, r] and [V|1]; a stabilized map's rows come with log-scales a (phi =
+   * phi_s e^a), which unstabilized maps leave at 0 */
   for (int h = 0; s == LA_OK && n > 0 && h < H; h++)
     for (int w = 0; w < 2 && s == LA_OK; w++) {
       s = la_featmap_eval(e->fm, dt, h, n, (const char *)(w ? k : q) + es * (size_t)h * dk0,
                           (int64_t)H * dk0, ph, a);
-      for (size_t t = 0; s == LA_OK && t < N; t++)
+      for (size_t t = 0; s == LA_OK && t < N; t++) {
         memcpy((char *)(w ? pk : pq) + es * ((t * H + h) * r), (char *)ph + es * t * r,
                es * r);
+        if (stab) (w ? ak : aq)[t * H + h] = a[t];
+      }
     }
+  /* stabilized: M_h = the largest key log-scale over every rank, phi~(k) = phi_s(k) e^{a_k - M}
+   * (products 1 and 2); refused when the keys span more than the precision holds */
+  const double span_max = dt == LA_F32 ? 60.0 : 600.0;
+  if (stab) {
+    for (int h = 0; h < 2 * H; h++) hs[h] = -INFINITY;
+    for (size_t t = 0; s == LA_OK && t < N * H; t++) {
+      const size_t h = t % H;
+      hs[h] = ak[t] > hs[h] ? ak[t] : hs[h];
+      hs[H + h] = -ak[t] > hs[H + h] ? -ak[t] : hs[H + h];
+    }
+    s = rk->allmax(rk->ctx, s, hs, 2 * H);
+    for (int h = 0; s == LA_OK && h < H; h++)
+      if (hs[h] + hs[H + h] > span_max)
+        s = la_error(LA_ERR_UNSUPPORTED, "la_backward: the backward with %s of %s holds each "
+                     "head's keys on one scale (docs/design.md §1.2 \"The backward\"): the "
+                     "keys' log-scales of head %d span %.1f nats, more than %s resolves there "
+                     "(%.0f)", what, la_map_name(e->cfg.map), h, hs[h] + hs[H + h],
+                     la_dtype_name(dt), span_max);
+    for (size_t t = 0; s == LA_OK && t < N * H; t++) {
+      const double f = exp(ak[t] - hs[t % H]);
+      for (int c = 0; c < r; c++) wr(dt, pkt, t * r + c, rd(dt, pk, t * r + c) * f);
+    }
+  }
   for (size_t t = 0; s == LA_OK && t < N * H; t++) {
     memcpy((char *)v1 + es * t * dv1, (const char *)v + es * t * DV, es * DV);
     wr(dt, v1, t * dv1 + DV, 1.0);
@@ -256,9 +340,11 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   /* (num | den) of every row */
   if (s == LA_OK) s = inner_make(e, r, dv1, gam, e->seg_off, e->seg_count, &e1);
   if (s == LA_OK) s = inner_gates(e, rk, &e1, n, NULL, NULL);
-  s = rk->forward(rk->ctx, s, 0, e1.eng, n, row0, pq, pk, v1, nd, NULL);
+  s = rk->forward(rk->ctx, s, 0, e1.eng, n, row0, pq, stab ? pkt : pk, v1, nd, NULL);
   /* c = [G / D | -(G . out) D' / D] by the denominator policy (§1.1) */
-  for (size_t t = 0; s == LA_OK && t < N * H; t++) {
+  for (size_t t = 0; s == LA_OK && stab && t < N * H; t++)
+    lc[t] = stab_coeffs(e, t, aq[t] + hs[t % H], nd, g, out, cc, cu);
+  for (size_t t = 0; s == LA_OK && !stab && t < N * H; t++) {
     const double den = rd(dt, nd, t * dv1 + DV);
     double D = den, dD = 1.0, go = 0.0;
     int zero = 0;
@@ -277,7 +363,31 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   /* dphi(q): causal, queries c, keys [V|1], values phi(k) */
   if (s == LA_OK) s = inner_make(e, dv1, r, gam, e->seg_off, e->seg_count, &e2);
   if (s == LA_OK) s = inner_gates(e, rk, &e2, n, NULL, NULL);
-  s = rk->forward(rk->ctx, s, 0, e2.eng, n, row0, cc, v1, pk, dpq, NULL);
+  s = rk->forward(rk->ctx, s, 0, e2.eng, n, row0, cc, v1, stab ? pkt : pk, dpq, NULL);
+  /* stabilized: c on the head's common scale C = the largest lc over the ranks, for the two
+   * products that sum over the queries */
+  if (stab) {
+    for (int h = 0; h < 2 * H; h++) hs[2 * H + h] = -INFINITY;
+    for (size_t t = 0; s == LA_OK && t < N * H; t++) {
+      const size_t h = t % H;
+      if (lc[t] == -INFINITY) continue;
+      hs[2 * H + h] = lc[t] > hs[2 * H + h] ? lc[t] : hs[2 * H + h];
+      hs[3 * H + h] = -lc[t] > hs[3 * H + h] ? -lc[t] : hs[3 * H + h];
+    }
+    s = rk->allmax(rk->ctx, s, hs + 2 * H, 2 * H);
+    for (int h = 0; s == LA_OK && h < H; h++)
+      if (hs[2 * H + h] + hs[3 * H + h] > span_max)
+        s = la_error(LA_ERR_UNSUPPORTED, "la_backward: the backward with %s of %s holds each "
+                     "head's output gradients on one scale (docs/design.md §1.2 \"The "
+                     "backward\"): they span %.1f nats in head %d, more than %s resolves there "
+                     "(%.0f)", what, la_map_name(e->cfg.map), hs[2 * H + h] + hs[3 * H + h], h,
+                     la_dtype_name(dt), span_max);
+    for (size_t t = 0; s == LA_OK && t < N * H; t++) {
+      const double f = lc[t] == -INFINITY ? 0.0 : exp(lc[t] - hs[2 * H + t % H]);
+      for (int c = 0; c < dv1; c++) wr(dt, cc, t * dv1 + c, rd(dt, cc, t * dv1 + c) * f);
+      for (int c = 0; c < DV; c++) wr(dt, cu, t * DV + c, rd(dt, cu, t * DV + c) * f);
+    }
+  }
   /* the reversed gates' first row: the gates of row row0 + n */
   if (e->gated)
     s = rk->next_gates(rk->ctx, s, n, s == LA_OK && n > 0 ? e->gates + (row0 - e->gate0) * H
@@ -293,10 +403,22 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   if (s == LA_OK) s = inner_gates(e, rk, &e4, n, gr, next);
   if (bidir) s = rk->forward(rk->ctx, s, 0, e4.eng, n, row0, pk, pq, cu, dv, NULL);
   else s = anticausal(e, rk, s, &e4, n, pk, r, pq, r, cu, DV, DV, t2, t3, t4, nd, dv);
+  /* stabilized: the log-scales the products left out, per (token, head) row: lc for dq,
+   * C + a_k - M for dk and dv (kept in lc and aq, no longer needed as they were) */
+  for (size_t t = 0; s == LA_OK && stab && t < N * H; t++) {
+    const size_t h = t % H;
+    aq[t] = hs[2 * H + h] + ak[t] - hs[h];
+    if (hs[2 * H + h] == -INFINITY) aq[t] = -INFINITY; /* every c of the head is 0 */
+  }
+  for (size_t t = 0; s == LA_OK && stab && t < N * H; t++) {
+    const double f = aq[t] == -INFINITY ? 0.0 : exp(aq[t]);
+    for (int c = 0; c < DV; c++) wr(dt, dv, t * DV + c, rd(dt, dv, t * DV + c) * f);
+  }
   if (e->gated) { /* dL/dg: this rank's sums, then the later ranks' share */
     int start = 0;
     if (s == LA_OK && e->gate_grad)
-      start = gates_grad(e, row0, n, pq, dpq, pk, t1, e->gate_grad, head);
+      start = gates_grad(e, row0, n, pq, dpq, pk, t1, stab ? lc : NULL, stab ? aq : NULL,
+                         e->gate_grad, head);
     s = rk->later(rk->ctx, s, head, start, later);
     if (s == LA_OK && e->gate_grad) gates_grad_later(e, row0, n, later, e->gate_grad);
   }
@@ -316,10 +438,17 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
       else
         la_featmap_chain_f64(e->fm, h, n, (const double *)x + (size_t)h * dk0, ld, dph, ph,
                              (double *)dx + (size_t)h * dk0, ld, sums);
+      for (size_t t = 0; stab && t < N; t++) { /* the row's scale (chain rules are linear) */
+        const double l = (w ? aq : lc)[t * H + h], f = l == -INFINITY ? 0.0 : exp(l);
+        for (int c = 0; c < dk0; c++) {
+          const size_t i = (t * H + h) * dk0 + c;
+          wr(dt, dx, i, rd(dt, dx, i) * f);
+        }
+      }
     }
   inner_free(&e1), inner_free(&e2), inner_free(&e3), inner_free(&e4);
   free(gam), free(roff), free(pq), free(pk), free(v1), free(nd), free(out), free(cc), free(cu);
   free(dpq), free(t1), free(t2), free(t3), free(t4), free(ph), free(dph), free(a), free(sums);
-  free(gr), free(hx);
+  free(gr), free(hx), free(aq), free(ak), free(lc), free(hs), free(pkt);
   return s;
 }

@@ -230,9 +230,15 @@ def oracle_cases(P, quick):
             name = f"{mp} causal --decay 0.9,0.6 " + " ".join(
                 f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
             cs.append(base(name, mp, "causal", **{"n": n, "chunk": 8, "decay": [0.9, 0.6], **kw}))
+        # the stabilized maps: each head's keys on one common scale over the ranks
+        for mp, kw in (("favor+", {}), ("favor-hyp", {"seg": straddle}), ("favor+", {"dtype": "f32"}),
+                       ("favor+", {"window": 7, "n": 181})):
+            name = f"{mp} causal --decay 0.9,0.6 " + " ".join(
+                f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
+            cs.append(base(name, mp, "causal", **{"n": n, "chunk": 8, "decay": [0.9, 0.6], **kw}))
         # bidirectional (weights gamma^|i-j|): four products in order, no reversal
         for mp, kw in (("elu1", {}), ("taylor2", {"seg": straddle}), ("relu", {"dtype": "f32"}),
-                       ("identity", {"normalize": False, "n": 181})):
+                       ("identity", {"normalize": False, "n": 181}), ("favor+", {"seg": straddle})):
             name = f"{mp} bidirectional --decay 0.9,0.6 " + " ".join(
                 f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
             cs.append(base(name, mp, "bidirectional",
@@ -244,7 +250,8 @@ def oracle_cases(P, quick):
                        ("elu1", {"window": 5, "n": 181}),
                        ("taylor2", {"window": 37, "seg": straddle[:-1] + [181], "n": 181,
                                     "decay": [0.9, 0.6]}),
-                       ("elu1", {"window": 20, "dtype": "f32", "n": 181})):
+                       ("elu1", {"window": 20, "dtype": "f32", "n": 181}),
+                       ("favor+", {"decay": [0.9, 0.6]}), ("favor-hyp", {"window": 9, "n": 181})):
             name = f"{mp} causal --gates " + " ".join(
                 f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
             c = base(name, mp, "causal", **{"n": n, "chunk": 8, **kw})

@@ -41,6 +41,9 @@ def write_inputs(run):
     common.save(run.path("k_inf32.npy"), kf, "f32")
     common.save(run.path("q32.npy"), q, "f32")
     common.save(run.path("v32.npy"), v, "f32")
+    kfar = k.copy()
+    kfar[N - 2] *= 60.0                  # a key some thousands of nats below the others
+    common.save(run.path("k_far.npy"), kfar, "f64")
     common.save(run.path("k_dk9.npy"), rng.standard_normal((N, H, DK + 1)), "f64")
     common.save(run.path("k_n39.npy"), rng.standard_normal((N - 1, H, DK)), "f64")
     common.save(run.path("k_h3.npy"), rng.standard_normal((N, H + 1, DK)), "f64")
@@ -161,9 +164,10 @@ CASES = [
      ["--decay", "3 values for 2 heads"]),
     ("--decay with --reproducible", FILES + ["--decay", "0.9", "--reproducible"], 2,
      ["--decay", "--reproducible"]),
-    ("--decay with grad, favor+", ["grad"] + FILES + ["--grad-out", "v.npy", "--decay", "0.9",
-                                      "--feature-map", "favor+"], 2,
-     ["--decay", "stabilizer"]),
+    ("--decay with grad, favor+, keys far apart", ["grad", "--q", "q.npy", "--k", "k_far.npy", "--v",
+                                                   "v.npy", "--grad-out", "v.npy", "--decay", "0.9",
+                                                   "--feature-map", "favor+"], 2,
+     ["--decay", "favor+", "span", "nats"]),
     ("--gates above 0", FILES + ["--gates", "g_pos.npy"], 2,
      ["--gates", "g_pos.npy", "(token 37, head 1)", "<= 0"]),
     ("--gates nan", FILES + ["--gates", "g_nan.npy"], 2, ["--gates", "g_nan.npy", "(token 38, head 0)"]),
@@ -179,9 +183,10 @@ CASES = [
      ["--gates", "causal"]),
     ("--gates with --reproducible", FILES + ["--gates", "g.npy", "--reproducible"], 2,
      ["--gates", "--reproducible"]),
-    ("--gates with grad, favor+", ["grad"] + FILES + ["--grad-out", "v.npy", "--gates", "g.npy",
-                                                       "--feature-map", "favor+"], 2,
-     ["--gates", "stabilizer"]),
+    ("--gates with grad, favor+, keys far apart", ["grad", "--q", "q.npy", "--k", "k_far.npy",
+                                                   "--v", "v.npy", "--grad-out", "v.npy", "--gates",
+                                                   "g.npy", "--feature-map", "favor+"], 2,
+     ["--gates", "favor+", "span", "nats"]),
     ("--grad-gates without --gates", ["grad"] + FILES + ["--grad-out", "v.npy", "--grad-gates",
                                                           "gg.npy"], 2, ["--grad-gates", "--gates"]),
     ("--decay bidirectional with --checkpoint",

@@ -225,6 +225,11 @@ compare_bwd("backward decay window 60 taylor2 f64", 1e-12, decay=0.95, window=60
 # bidirectional (weights gamma^|i-j|): the four products in order, across the ranks
 compare_bwd("backward decay bidirectional taylor2 segments f64", 1e-12, decay=[0.9, 0.5],
             mode="bidirectional", feature_map="taylor2", segments=[0, 3, 50, 51, 120, 203])
+# the stabilized maps: each head's keys and coefficients on common scales over the ranks
+compare_bwd("backward decay favor+ causal segments f64", 1e-12, decay=[0.9, 0.5],
+            feature_map="favor+", features=16, segments=[0, 3, 50, 51, 120, 203])
+compare_bwd("backward gates favor-hyp window 9 f64", 1e-12, gates="draw", window=9,
+            feature_map="favor-hyp", features=16)
 # gates with a window: the reversed gates' halo too
 compare_bwd("backward gates window 7 elu1 segments f64", 1e-12, gates="draw", window=7,
             segments=[0, 3, 50, 51, 120, 203])

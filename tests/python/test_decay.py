@@ -88,8 +88,10 @@ def main():
     # written here in torch (float64), on the same inputs; gradcheck on a small case
     gam = [0.9, 0.5, 0.99]
 
-    def tref(name, q, k, v, segments, normalize, features, window=None, mode="causal"):
-        pq, pk = C.phi(name, q, features=features), C.phi(name, k, features=features)
+    def tref(name, q, k, v, segments, normalize, features, window=None, mode="causal",
+             omega=None, policy="error"):
+        pq = C.phi(name, q, features=features, omega=omega)
+        pk = C.phi(name, k, features=features, omega=omega)
         i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
         m = (j <= i) if mode == "causal" else torch.ones(L, L, dtype=torch.bool)
         if window:
@@ -103,13 +105,21 @@ def main():
         for h in range(H):
             W = torch.einsum("bir,bjr->bij", pq[:, :, h], pk[:, :, h]) * \
                 (gam[h] ** (i - j).abs().double()) * m
-            num = W @ v[:, :, h]
-            outs.append(num / W.sum(-1, keepdim=True) if normalize else num)
+            num, den = W @ v[:, :, h], W.sum(-1, keepdim=True)
+            if policy.startswith("add:"):
+                den = den + float(policy[4:])
+            elif policy.startswith("clamp:"):
+                den = den.clamp(min=float(policy[6:]))
+            outs.append(num / den if normalize else num)
         return torch.stack(outs, 2)
 
-    for name in ("elu1", "relu", "identity", "dpfp", "taylor2"):
+    omb = np.random.default_rng(17).standard_normal((H, 16, dk))
+    for name in ("elu1", "relu", "identity", "dpfp", "taylor2", "favor+", "favor-hyp"):
         norm, feats = name != "identity", (1 if name == "dpfp" else None)
         kw = {"features": feats} if feats else {}
+        om = omb if name.startswith("favor") else None
+        if om is not None:  # the stabilized maps: an explicit projection for the reference
+            feats, kw = 16, {"features": 16, "projection": om}
         for segments, window, mode in ((None, None, "causal"), ([0, 30, 31, L], None, "causal"),
                                        ([0, 30, 31, L], 7, "causal"),
                                        (None, None, "bidirectional"),
@@ -128,12 +138,52 @@ def main():
                                  normalize=norm, window=window, mode=mode, **kw)
                 (o * G.to(dt)).sum().backward()
                 xr = [t.to(dt).double().detach().clone().requires_grad_() for t in (q, k, v)]
-                ref = tref(name, *xr, segments, norm, feats, window, mode)
+                ref = tref(name, *xr, segments, norm, feats, window, mode, om)
                 (ref * G).sum().backward()
                 for what, a_, b_ in zip(("out", "dq", "dk", "dv"), [o] + [t.grad for t in x],
                                         [ref] + [t.grad for t in xr]):
                     e = float((a_.double() - b_).abs().max() / b_.abs().max())
                     chk.check(e <= tol, "%s %s: %.3g > %g" % (dt, what, e, tol))
+    # the stabilized maps with rows on log-scales tens of nats apart (row norms 0.3 to 8 times
+    # N(0, 1)): the backward's common scales per head (design.md §1.2 "The backward") must
+    # hold every row; checked row by row, against the row's own largest entry
+    for name in ("favor+", "favor-hyp"):
+        for mode, policy, norm in (("causal", "error", True), ("bidirectional", "error", True),
+                                   ("causal", "add:0.001", True), ("causal", "clamp:0.05", True),
+                                   ("bidirectional", "error", False)):
+            chk.start("backward %s %s decay, rows on spread scales, %s%s" % (
+                name, mode, policy, "" if norm else " unnormalized"))
+            g64 = torch.Generator().manual_seed(23)
+            u = [torch.rand(B, L, H, 1, generator=g64, dtype=torch.float64) for _ in range(2)]
+            z = [torch.randn(B, L, H, dk, generator=g64, dtype=torch.float64) for _ in range(2)]
+            v, G = (torch.randn(B, L, H, dv, generator=g64, dtype=torch.float64) for _ in range(2))
+            kw = {"features": 16, "projection": omb}
+            # float64 up to 8 (keys ~110 nats apart), float32 up to 3.5 (~40 of its 60)
+            for dt, tol, hi in ((torch.float64, 1e-10, 8.0), (torch.float32, 1e-3, 3.5)):
+                q, k = (zz * 10 ** (uu * (np.log10(hi) - np.log10(0.3)) + np.log10(0.3))
+                        for zz, uu in zip(z, u))
+                x = [t.to(dt).detach().clone().requires_grad_() for t in (q, k, v)]
+                o = lt.attention(*x, feature_map=name, decay=gam, normalize=norm, mode=mode,
+                                 denominator=policy if norm else "error", **kw)
+                (o * G.to(dt)).sum().backward()
+                xr = [t.to(dt).double().detach().clone().requires_grad_() for t in (q, k, v)]
+                ref = tref(name, *xr, None, norm, 16, None, mode, omb, policy)
+                (ref * G).sum().backward()
+                # out and dv row by row against the row's largest entry (rows down to 1e-48
+                # of the largest); dq and dk against max(the row's, 1e-3 of the tensor's): a
+                # row of q or k whose keys all give out_i ~ v_j has dq ~ G.(v_j - out_i), a
+                # cancellation that neither side resolves below rounding of its terms (seen:
+                # reference 3e-33, engine 2.7e-16 of a largest entry 2.5). A wrong scale
+                # factor on a row is an error of the row's own size, caught either way above
+                # 1e-3 tol of the tensor's largest entry.
+                for what, a_, b_ in zip(("out", "dq", "dk", "dv"), [o] + [t.grad for t in x],
+                                        [ref] + [t.grad for t in xr]):
+                    d, bm = (a_.double() - b_).abs().amax(-1), b_.abs().amax(-1)
+                    if what in ("dq", "dk"):
+                        bm = bm.clamp(min=1e-3 * float(b_.abs().max()))
+                    e = float((d / bm.clamp(min=1e-300)).max())
+                    chk.check(a_.dtype == dt and e <= tol, "%s %s: worst row %.3g > %g"
+                              % (dt, what, e, tol))
     for mode in ("causal", "bidirectional"):
         chk.start("backward with decay: gradcheck (float64, elu1, segments, %s)" % mode)
         g64 = torch.Generator().manual_seed(9)

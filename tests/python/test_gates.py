@@ -169,8 +169,9 @@ def main():
     # included, against autograd of a float64 quadratic form in torch on the same inputs
     gam = [0.9, 0.99, 1.0]
 
-    def tref(name, q, k, v, g, segments, normalize, features, decay, window=None):
-        pq, pk = C.phi(name, q, features=features), C.phi(name, k, features=features)
+    def tref(name, q, k, v, g, segments, normalize, features, decay, window=None, omega=None):
+        pq = C.phi(name, q, features=features, omega=omega)
+        pk = C.phi(name, k, features=features, omega=omega)
         i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
         m = (j <= i) & (i - j < (window or L))
         if segments:
@@ -189,9 +190,13 @@ def main():
             outs.append(num / W.sum(-1, keepdim=True) if normalize else num)
         return torch.stack(outs, 2)
 
-    for name in ("elu1", "relu", "identity", "dpfp", "taylor2"):
+    omb = np.random.default_rng(19).standard_normal((H, 16, dk))
+    for name in ("elu1", "relu", "identity", "dpfp", "taylor2", "favor+", "favor-hyp"):
         norm, feats = name != "identity", (1 if name == "dpfp" else None)
         kw = {"features": feats} if feats else {}
+        om = omb if name.startswith("favor") else None
+        if om is not None:  # the stabilized maps (common scales per head, decay_bwd.c)
+            feats, kw = 16, {"features": 16, "projection": om}
         for segments, decay, window in ((None, None, None), ([0, 20, 21, L], None, None),
                                         (None, gam, None), (None, None, 7),
                                         ([0, 20, 21, L], gam, 21)):
@@ -211,7 +216,7 @@ def main():
                                  decay=decay, normalize=norm, **kw, **wkw)
                 (o * G.to(dt)).sum().backward()
                 xr = [t.to(dt).double().detach().clone().requires_grad_() for t in (q, k, v, gg)]
-                ref = tref(name, *xr, segments, norm, feats, decay, window)
+                ref = tref(name, *xr, segments, norm, feats, decay, window, om)
                 (ref * G).sum().backward()
                 for what, a_, b_ in zip(("out", "dq", "dk", "dv", "dg"), [o] + [t.grad for t in x],
                                         [ref] + [t.grad for t in xr]):
@@ -233,14 +238,17 @@ def main():
     (lt.attention(*(t[None] for t in xt), gates=torch.tensor(gn)[None], decay=gam)
      * torch.tensor(Gn)[None]).sum().backward()
     chk.check(all(np.array_equal(a, t.grad.numpy()) for a, t in zip(dn, xt)), "numpy != torch")
-    chk.start("refused: the backward of a stabilized map with gates")
+    chk.start("refused: a stabilized map's backward whose keys span more than float32 holds")
     try:
-        xq = torch.tensor(x4[0]).requires_grad_()
-        lt.attention(xq, *(torch.tensor(a) for a in x4[1:]), gates=torch.zeros(1, L, H),
-                     feature_map="favor+", features=8).sum().backward()
+        xq = torch.tensor(x4[0], dtype=torch.float32).requires_grad_()
+        kk = torch.tensor(x4[1], dtype=torch.float32)
+        kk[0, 5] *= 40.0  # one key row far off: its log-scale some hundreds of nats below
+        lt.attention(xq, kk, torch.tensor(x4[2], dtype=torch.float32),
+                     gates=-torch.rand(1, L, H), feature_map="favor+",
+                     features=8).sum().backward()
         chk.check(False, "no exception")
     except linattn.UnsupportedError as e:
-        chk.check("--gates" in str(e) or "gates" in str(e), str(e))
+        chk.check("span" in str(e) and "nats" in str(e), str(e))
     return chk.finish()
 
 
