@@ -1,6 +1,8 @@
 /* The softmax ring (declared in linattn/dist.h; docs/design.md §4.6 "Exact references"). Step s: rank p
  * holds the key/value block of rank o = p - s (mod P), computes on it if its rows read it,
- * and passes it right while the next one comes from the left. */
+ * and passes it right while the next one comes from the left. The holder folds a block at its
+ * global positions (pl->r0), so the mask's decay bias |i - j| ln gamma_h (docs/design.md §8.1
+ * "With decay") is the same on every rank count. */
 #include <stdlib.h>
 #include <string.h>
 #include "la_alloc.h"
@@ -209,7 +211,7 @@ la_status la_softmax_ring_mask(la_dist d, la_dtype dt, int64_t n, int H, int dk,
 la_status la_softmax_ring(la_dist d, la_dtype dt, int64_t n, int H, int dk, int dv,
                           double scale, la_mode mode, int64_t nloc, int64_t row0,
                           const void *q, const void *k, const void *v, void *out, int threads) {
-  const la_softmax_mask mask = {mode, NULL, 0, 0};
+  const la_softmax_mask mask = {mode, NULL, 0, 0, NULL};
   return la_softmax_ring_mask(d, dt, n, H, dk, dv, scale, &mask, nloc, row0, q, k, v, out,
                               threads);
 }

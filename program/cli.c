@@ -236,21 +236,23 @@ static const la_opt rows[] = {
     {.name = "--window", .meta = "W", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_INT,
      F(cfg.window), .lo = 1, .hi = INT64_MAX,
      .help = "causal sliding window: query i reads keys i-W < j <= i"},
-    {.name = "--decay", .meta = "G", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
+    {.name = "--decay", .meta = "G", .subs = RGE, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
      F(decay_string), .set = decay_set,
      .help = "per-head decay gamma in (0, 1]: one value, a comma list (one per head), or retnet "
              "(gamma_h = 1 - 2^(-5-h)); pair weights gamma^(i-j) (causal), gamma^abs(i-j) "
              "(bidirectional); any number of ranks, with --segments and --window; not with "
              "--reproducible; grad takes it in both modes on any number of ranks (windows "
-             "too), for maps without a stabilizer"},
+             "too), every map (the favor family's keys within 600 nats, 60 in f32); eval "
+             "measures every map with it against softmax with the same decay (not with "
+             "--recall; n up to --softmax-max-n)"},
     {.name = "--gates", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
      F(gates_string), .set = gates_set,
      .help = "data-dependent log-gates g <= 0, one per token and head: an .npy [N,H] ([N] for "
              "one head) with --q/--k/--v, or synthetic with the synthetic workload "
              "(log sigmoid(3 + N(0,1)) from --seed); S_t = e^g_t S_{t-1} + phi(k_t) v_t^T, with "
              "--decay on top; causal; any number of ranks, with --segments, --window and "
-             "--checkpoint; not with --reproducible (not built yet); grad takes it on any number of ranks, for "
-             "maps without a stabilizer (--grad-gates writes dL/dg)"},
+             "--checkpoint; not with --reproducible (not built yet); grad takes it on any "
+             "number of ranks, every map as --decay (--grad-gates writes dL/dg)"},
     {.name = "--segments", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      F(segments), .help = "packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N, "
                           "where the state resets"},
@@ -473,6 +475,17 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
     LA_CHECK(!o->grad_out || nin, LA_ERR_ARG,
              "--grad-out needs --q/--k/--v (with the synthetic workload G is drawn from "
              "--data-seed, for every n)");
+    /* --decay (docs/design.md §8.1 "With decay"): recall's task has no decayed form, and the
+     * sampled rows above --softmax-max-n are against undecayed softmax (files: eval_data.c) */
+    const int decayed = o->cfg.decay_retnet || o->cfg.decay_n > 0;
+    LA_CHECK(!decayed || !o->recall, LA_ERR_ARG, "--decay: --recall has no decayed form (its "
+             "stored pairs are read by position-free attention); run --recall in an eval without "
+             "--decay");
+    for (int j = 0; decayed && !nin && j < o->n_list.n; j++)
+      LA_CHECK(o->n_list.i[j] <= o->softmax_max_n, LA_ERR_ARG, "--decay: n = %lld is above "
+               "--softmax-max-n %lld, where the output error is over sampled rows against an "
+               "undecayed softmax; eval takes --decay up to --softmax-max-n (raise it, or lower "
+               "--n)", (long long)o->n_list.i[j], (long long)o->softmax_max_n);
   }
   LA_CHECK(!(sub == LA_SUB_GRAD && o->checkpoint), LA_ERR_ARG, "--checkpoint: %s", GRAD_NO_CKPT);
   LA_CHECK(!(sub == LA_SUB_GRAD && o->grad_gates && !o->cfg.gates), LA_ERR_ARG,

@@ -145,6 +145,16 @@ static la_status kernel_entries(const la_eval_data *x, const la_featmap fm, doub
   return st;
 }
 
+/* The decay column (results.csv, bias.csv): --decay as given, quoted when it is a list; empty
+ * without it. */
+static const char *decay_cell(const la_cli *o) {
+  static char cell[4200];
+  const char *g = o->cfg.decay_retnet ? "retnet" : o->decay_string;
+  if (!g || (!o->cfg.decay_retnet && o->cfg.decay_n == 0)) return "";
+  snprintf(cell, sizeof cell, strchr(g, ',') ? "\"%s\"" : "%s", g);
+  return cell;
+}
+
 static la_status run_width(la_dist d, const la_cli *o, la_eval_data *x, la_map_kind map, int m_feat,
                            double a, la_csv *res, la_csv *bias, la_csv *rowsc,
                            ev_progress *pg) {
@@ -182,6 +192,8 @@ static la_status run_width(la_dist d, const la_cli *o, la_eval_data *x, la_map_k
     cfg.map = map, cfg.features = m_feat, cfg.seed = (uint64_t)s, cfg.scale = x->s;
     cfg.den_policy = LA_DEN_ADD, cfg.den_eps = 0; /* the raw ratio: eval measures, it does not fix */
     cfg.threads = o->cfg.threads, cfg.chunk = o->cfg.chunk;
+    /* --decay: the map decayed, against softmax with the same decay (§8.1 "With decay") */
+    cfg.decay = o->cfg.decay, cfg.decay_n = o->cfg.decay_n, cfg.decay_retnet = o->cfg.decay_retnet;
     la_featmap fm = NULL;
     la_shard_sums ss;
     memset(&ss, 0, sizeof ss);
@@ -194,6 +206,18 @@ static la_status run_width(la_dist d, const la_cli *o, la_eval_data *x, la_map_k
     if (st == LA_OK)
       st = la_eval_kernel_pass(d, fm, x->s, x->row0, x->nloc, x->k, x->v, x->kernel_rows,
                                x->kall_rows, x->kq_all, x->nm, x->modes, (int)dv, cfg.threads, &ss);
+    /* with --decay, reassoc_rel_err's reference and rows.csv's denominators are the decayed
+     * quadratic form's; the kernel pass' undecayed one is not used */
+    double *dq_all = NULL, *dl_all = NULL;
+    if (st == LA_OK && x->lg) {
+      dq_all = la_eval_dalloc(x->nm * x->kernel_rows * H * dv), dl_all = la_eval_dalloc(x->nm * x->kernel_rows * H);
+      st = dq_all && dl_all ? LA_OK : la_error(LA_ERR_NOMEM, "eval: out of memory for the decayed "
+                                                "quadratic form");
+      st = la_dist_agree(d, st);
+      if (st == LA_OK)
+        st = la_eval_decay_quad(d, fm, x->lg, x->row0, x->nloc, x->k, x->v, x->kernel_rows,
+                                x->kall_rows, x->kq_all, x->nm, x->modes, (int)dv, dq_all, dl_all);
+    }
     ev_clock.kernel += MPI_Wtime() - tk;
     const double kerr = st == LA_OK ? sqrt(ss.ks.err2 / ss.ks.ref2) : NAN;
     double tv[2] = {NAN, NAN};
@@ -213,13 +237,15 @@ static la_status run_width(la_dist d, const la_cli *o, la_eval_data *x, la_map_k
           const int64_t y = (mi * x->kernel_rows + x->kr_off + i) * H + h, z = (mi * x->nkr + i) * H + h;
           const double den = ss.map_den[y];
           for (int64_t c = 0; c < dv; c++) {
-            quad[z * dv + c] = ss.map_out[y * dv + c] / den;
+            quad[z * dv + c] = dq_all ? dq_all[y * dv + c] : ss.map_out[y * dv + c] / den;
             smo[z * dv + c] = ss.sm_out[y * dv + c] / ss.sm_sum[y];
           }
-          lden[z] = den > 0 ? log(den) + ss.aq[(x->kr_off + i) * H + h] + ss.c[h]
-                            : (den == 0 ? -INFINITY : NAN);
+          lden[z] = dl_all ? dl_all[y]
+                           : den > 0 ? log(den) + ss.aq[(x->kr_off + i) * H + h] + ss.c[h]
+                                     : (den == 0 ? -INFINITY : NAN);
         }
     }
+    free(dq_all), free(dl_all);
     la_shard_sums_free(&ss);
     if (st == LA_OK && x->tvf && r < x->n && r <= x->rvec) {
       const double tf = MPI_Wtime();
@@ -230,16 +256,32 @@ static la_status run_width(la_dist d, const la_cli *o, la_eval_data *x, la_map_k
       la_engine eng = NULL;
       la_den_stats ds = {0};
       cfg.mode = x->modes[mi];
+      int nograd = sam; /* sampled rows (§8.7): no gradient columns */
       st = la_den_stats_init(&ds);
       if (st == LA_OK) st = la_engine_create(&cfg, fm, LA_F64, (int)dv, &eng);
       /* the outputs come from the backward's replay: one pass fewer than forward + backward */
-      if (st == LA_OK && !sam) st = la_engine_set_replay_output(eng, out, x->row0, x->nloc);
+      if (st == LA_OK && !nograd) st = la_engine_set_replay_output(eng, out, x->row0, x->nloc);
       st = la_dist_agree(d, st);
       double t0 = MPI_Wtime();
-      if (st == LA_OK && sam) /* no gradient columns: the forward alone */
-        st = la_dist_forward(d, eng, x->nloc, x->row0, x->q, x->k, x->v, out, &ds);
-      else if (st == LA_OK)
+      if (st == LA_OK && !nograd) {
         st = la_dist_backward(d, eng, x->nloc, x->row0, x->q, x->k, x->v, x->g, gq, gk, gv, &ds);
+        /* a decayed backward the engine refuses (§1.2: LA_ERR_UNSUPPORTED with the reason, e.g.
+         * for a stabilized map): the forward alone on a fresh engine, the gradient cells empty
+         * (§8.1 "With decay"); the status is agreed, so every rank takes this branch */
+        if (st == LA_ERR_UNSUPPORTED && la_engine_decayed(eng)) {
+          nograd = 1;
+          la_engine_destroy(&eng);
+          la_den_stats_free(&ds);
+          la_error_clear();
+          st = la_den_stats_init(&ds);
+          if (st == LA_OK) st = la_engine_create(&cfg, fm, LA_F64, (int)dv, &eng);
+          st = la_dist_agree(d, st);
+        }
+        if (nograd && st == LA_OK)
+          st = la_dist_forward(d, eng, x->nloc, x->row0, x->q, x->k, x->v, out, &ds);
+      } else if (st == LA_OK) { /* the forward alone */
+        st = la_dist_forward(d, eng, x->nloc, x->row0, x->q, x->k, x->v, out, &ds);
+      }
       double secs = MPI_Wtime() - t0;
       ev_clock.engine += secs;
       la_engine_destroy(&eng);
@@ -255,7 +297,7 @@ static la_status run_width(la_dist d, const la_cli *o, la_eval_data *x, la_map_k
       const double *got[4] = {out, gq, gk, gv};
       const int64_t w[4] = {dv, dk, dk, dv};
       const double *sd = smo + (size_t)mi * x->nkr * H * dv;
-      for (int t = 0; t < 4 && !sam; t++)
+      for (int t = 0; t < (nograd ? 1 : 4) && !sam; t++)
         for (int64_t i = 0; i < rq * w[t]; i++) {
           const double df = got[t][i] - ref[t][i];
           e[t] += df * df;
@@ -287,7 +329,9 @@ static la_status run_width(la_dist d, const la_cli *o, la_eval_data *x, la_map_k
         for (int64_t h = 0; h < H; h++) {
           while (x->krows[ki] < x->srows[i]) ki++; /* the sample is a subset of the kernel rows */
           const double *oi = out + ((x->srows[i] - x->row0) * H + h) * dv;
-          const double *si = sd + (ki * H + h) * dv; /* softmax from the kernel pass */
+          /* softmax from the kernel pass; with --decay the decayed reference's row */
+          const double *si = x->lg ? x->sm[mi][0] + ((x->srows[i] - x->row0) * H + h) * dv
+                                   : sd + (ki * H + h) * dv;
           double num = 0, den = 0;
           for (int64_t c = 0; c < dv; c++) num += (oi[c] - si[c]) * (oi[c] - si[c]), den += si[c] * si[c];
           double *p = pack + 4 * (i * H + h);
@@ -303,19 +347,19 @@ static la_status run_width(la_dist d, const la_cli *o, la_eval_data *x, la_map_k
         const double fl = x->n <= o->floor_max_n ? la_floor_rel_err(x->sv, (int)H, x->n, r) : NAN;
         char flr[32] = "", grads[96] = ",,", tvf[32] = "";
         if (!isnan(fl)) snprintf(flr, sizeof flr, "%.6g", fl);
-        if (!sam)
+        if (!nograd)
           snprintf(grads, sizeof grads, "%.6g,%.6g,%.6g", sqrt(e[1] / x->sm_norm2[mi][1]),
                    sqrt(e[2] / x->sm_norm2[mi][2]), sqrt(e[3] / x->sm_norm2[mi][3]));
         if (x->tvf && r < x->n && !isnan(la_eval_tv_floor_of(x, r, mi)))
           snprintf(tvf, sizeof tvf, "%.6g", la_eval_tv_floor_of(x, r, mi));
         fprintf(res->f, "%s,%d,%d,%d,%lld,%lld,%lld,%lld,%.6g,%s,%.6g,%s,%.6g,%.6g,"
-                        "%lld,%s,%.6g,%.6g,%.4g,%lld,%.6g,%s\n",
+                        "%lld,%s,%.6g,%.6g,%.4g,%lld,%.6g,%s,%s\n",
                 la_map_name(map), sized ? m_feat : r, r, s, (long long)x->n, (long long)H,
                 (long long)dk, (long long)dv, a, mode_name(cfg.mode),
                 sqrt(e[0] / (sam ? smn2[mi] : x->sm_norm2[mi][0])), grads,
                 sqrt(e[4] / e[5]), kerr, (long long)x->kernel_rows, flr, ds.min,
                 ds.rows ? (double)la_den_stats_count_small(&ds) / (double)ds.rows : NAN, e[6],
-                (long long)(sam ? x->kernel_rows : x->n), tv[mi], tvf);
+                (long long)(sam ? x->kernel_rows : x->n), tv[mi], tvf, decay_cell(o));
         /* den_over_median: against the median log-denominator of this sample */
         const int ns = (int)(cnt ? (dsp[la_dist_size(d) - 1] + cnt[la_dist_size(d) - 1]) / 4 : 0);
         double *ld = la_eval_dalloc(ns);
@@ -371,11 +415,12 @@ static la_status run_width(la_dist d, const la_cli *o, la_eval_data *x, la_map_k
       const double rn = sqrt(sam ? smn2[mi] : x->sm_norm2[mi][0]), kr = sqrt(x->eref2);
       if (rank == 0 && st == LA_OK)
         fprintf(bias->f, "%s,%d,%d,%lld,%.6g,%s,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%lld,"
-                         "sign-flip U-statistic,%.2g,%s,%s,%.4g\n",
+                         "sign-flip U-statistic,%.2g,%s,%s,%.4g,%s\n",
                 la_map_name(map), m_feat, r, (long long)x->n, a, mode_name(x->modes[mi]), S,
                 om / rn, on / rn, op, km / kr, kn / kr, kp,
                 (long long)((x->n < BIAS_SIDE ? x->n : BIAS_SIDE) * x->nek * H),
-                level, op <= level ? "yes" : "no", kp <= level ? "yes" : "no", under[0] / under[1]);
+                level, op <= level ? "yes" : "no", kp <= level ? "yes" : "no", under[0] / under[1],
+                decay_cell(o));
     }
     free(A), free(B);
   }
@@ -389,11 +434,12 @@ static la_status run_width(la_dist d, const la_cli *o, la_eval_data *x, la_map_k
 static const char *const RESULTS_HEADER =
     "feature_map,features,r,seed,n,heads,dk,dv,input_scale,mode,out_rel_err,grad_q_rel_err,"
     "grad_k_rel_err,grad_v_rel_err,reassoc_rel_err,kernel_rel_err,kernel_rows,"
-    "rank_r_floor_rel_err,den_min,den_frac_small,seconds,out_rows,weights_tv,weights_tv_floor\n";
+    "rank_r_floor_rel_err,den_min,den_frac_small,seconds,out_rows,weights_tv,weights_tv_floor,"
+    "decay\n";
 static const char *const BIAS_HEADER =
     "feature_map,features,r,n,input_scale,mode,seeds,out_mean_rel_err,out_noise_rel,"
     "out_p_value,kernel_mean_rel_err,kernel_noise_rel,kernel_p_value,kernel_entries,test,level,"
-    "out_bias_detected,kernel_bias_detected,kernel_under_share\n";
+    "out_bias_detected,kernel_bias_detected,kernel_under_share,decay\n";
 static const char *const ROWS_HEADER =
     "feature_map,features,seed,n,input_scale,mode,token,head,den,den_over_median,row_rel_err\n";
 static const char *const REFS_HEADER =
@@ -478,7 +524,7 @@ int la_cmd_eval(la_dist d, la_cli *o) {
       }
       ev_clock.refs += y.t_refs, ev_clock.floor += y.t_floor;
       /* free what la_eval_data_prepare allocated; q, k, v, g stay for the next scale */
-      y.q = y.k = y.v = y.g = NULL;
+      y.q = y.k = y.v = y.g = y.lg = NULL;
       la_eval_data_free(&y);
     }
     free(base[0]), free(base[1]);

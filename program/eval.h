@@ -46,6 +46,8 @@ typedef struct {
   int64_t ner, *erows, nek, *ekeys; /* kernel-bias entries: owned query rows x every key */
   double *eq, *ek, eshift, eref2;
   double t_refs, t_floor;    /* rank 0's seconds in the references and the floor */
+  double *lg;                /* --decay: ln gamma_h [H] (the softmax references and the decayed
+                              * quadratic form weigh pairs by gamma_h^|i-j|, §8.1), or NULL */
 } la_eval_data;
 
 /* Not Collective: frees every buffer of x and zeroes it. */
@@ -87,5 +89,20 @@ la_status la_eval_kernel_sums_allreduce(la_dist d, la_kernel_sums *ks);
 /* Not Collective: weights_tv of mode mi from combined sums: the mean over (row, head) of
  * 0.5 sum_j |p_ij - w_ij|; a row whose map weights do not sum to a positive number counts 1. */
 double la_eval_weights_tv(const la_shard_sums *ss, int mi);
+
+/* --decay (docs/design.md §8.1 "With decay"): the decayed quadratic form of the map on the kernel
+ * rows (every rank passes all nq of them, q [nq, H, dk], rows ascending, and its own keys from
+ * global position j0), lg [H] = ln gamma_h:
+ *   quad_i = sum_{j in A(i)} gamma_h^|i-j| khat_ij v_j / sum_{j in A(i)} gamma_h^|i-j| khat_ij,
+ * combined over ranks (a max of the row's log-scale, a rescale, a sum). quad [nmodes][nq][H][dv]
+ * and lden [nmodes][nq][H] (the log of the denominator sum) on every rank. */
+la_status la_eval_decay_quad(la_dist d, const la_featmap fm, const double *lg, int64_t j0, int64_t nk,
+                             const double *k, const double *v, int64_t nq, const int64_t *rows,
+                             const double *q, int nmodes, const la_mode *modes, int dv,
+                             double *quad, double *lden);
+/* Not Collective: *lg = ln gamma_h [H] of --decay (one value, H values, or retnet's
+ * 1 - 2^(-5-h)), allocated; NULL without --decay. LA_ERR_ARG naming --decay when the list has
+ * neither 1 nor H values. */
+la_status la_eval_decay_log(const la_cli *o, int H, double **lg);
 
 #endif

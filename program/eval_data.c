@@ -21,8 +21,21 @@ void la_eval_data_free(la_eval_data *x) {
   for (int m = 0; m < 2; m++)
     for (int t = 0; t < 4; t++) free(x->sm[m][t]);
   free(x->krows), free(x->kq), free(x->srows), free(x->sq), free(x->sv);
-  free(x->erows), free(x->ekeys), free(x->eq), free(x->ek);
+  free(x->erows), free(x->ekeys), free(x->eq), free(x->ek), free(x->lg);
   memset(x, 0, sizeof *x);
+}
+
+la_status la_eval_decay_log(const la_cli *o, int H, double **lg) {
+  *lg = NULL;
+  if (!o->cfg.decay_retnet && o->cfg.decay_n == 0) return LA_OK;
+  LA_CHECK(o->cfg.decay_retnet || o->cfg.decay_n == 1 || o->cfg.decay_n == H, LA_ERR_ARG,
+           "--decay: %d values for %d heads (give one, or one per head)", o->cfg.decay_n, H);
+  *lg = la_eval_dalloc(H);
+  LA_CHECK(*lg, LA_ERR_NOMEM, "eval: out of memory");
+  for (int h = 0; h < H; h++) /* RetNet: gamma_h = 1 - 2^(-5-h) (docs/design.md §1.2) */
+    (*lg)[h] = o->cfg.decay_retnet ? log1p(-ldexp(1.0, -5 - h))
+                                   : log(o->cfg.decay[o->cfg.decay_n == 1 ? 0 : h]);
+  return LA_OK;
 }
 
 int la_eval_threads(int T) {
@@ -109,7 +122,15 @@ la_status la_eval_data_read(la_dist d, const la_cli *o, int64_t n, la_eval_data 
     st = la_dist_agree(d, st);
   }
   la_job_close(&job);
-  return st;
+  /* --decay: its gammas per head, for the references (§8.1 "With decay"); the sampled rows'
+   * softmax of §8.7 has no decay, so that combination is refused */
+  if (st == LA_OK) st = la_eval_decay_log(o, x->H, &x->lg);
+  if (st == LA_OK && x->lg && x->n > o->softmax_max_n)
+    st = la_error(LA_ERR_ARG, "--decay: n = %lld is above --softmax-max-n %lld, where the output "
+                  "error is over sampled rows against an undecayed softmax; eval takes --decay up "
+                  "to --softmax-max-n (raise it, or lower --n)", (long long)x->n,
+                  (long long)o->softmax_max_n);
+  return la_dist_agree(d, st);
 }
 
 /* Everything that depends on (data, n, input scale) and not on the map: the references. */
@@ -178,7 +199,7 @@ la_status la_eval_data_prepare(la_dist d, const la_cli *o, la_eval_data *x, doub
                       "(%lld rows per rank)", (long long)n, (long long)x->nloc);
     st = la_dist_agree(d, st);
     if (st != LA_OK) break;
-    la_softmax_mask mask = {x->modes[m], NULL, 0, 0};
+    la_softmax_mask mask = {x->modes[m], NULL, 0, 0, x->lg}; /* with --decay, decayed (§8.1) */
     double t0 = MPI_Wtime();
     st = la_softmax_ring_grad(d, n, (int)H, (int)dk, (int)dv, x->s, &mask, x->nloc, x->row0,
                               x->q, x->k, x->v, x->g, x->sm[m][0], x->sm[m][1], x->sm[m][2],

@@ -4,8 +4,10 @@
  * 1e-12) and f32 (1e-5), sizes that are not multiples of the blocks. Masks (segments of
  * length 1 and across tiles, windows of 1, 5 and 300, both together) in the forward and the
  * float64 backward (1e-12), with keys that no query reads set to NaN so that touching them
- * shows; the naive backward itself against central differences. Error = max |x - ref| /
- * max |ref|. */
+ * shows; the naive backward itself against central differences. With decay (docs/design.md
+ * §8.1 "With decay"): the same cases against dn_forward below, which weighs each pair by
+ * gamma_h^|i-j| (several gammas per head, 1.0 and 0.5 among them); gamma = 1 bitwise the
+ * undecayed reference. Error = max |x - ref| / max |ref|. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,13 +145,78 @@ static double err64(const double *x, const double *ref, size_t cnt) {
   return den > 0 ? num / den : num;
 }
 
+/* The decayed reference, written here (no engine code): the pair (i, j) of head h, allowed by
+ * the mask, weighs exp(s q_i.k_j) gamma_h^|i-j|, normalized over the allowed keys; formed as
+ * the score s q_i.k_j + |i - j| lg[h] (lg = ln gamma), a two-pass softmax per row. P [H, n, n]
+ * (or NULL) as sn_forward's, so sn_backward (the chain rule of out = P V, the bias being a
+ * constant) gives its gradients. */
+static void dn_forward(int64_t n, int H, int dk, int dv, double scale, const sn_mask *m,
+                       const double *lg, const double *q, const double *k, const double *v,
+                       double *P, double *out) {
+  double *row = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  for (int h = 0; h < H; h++)
+    for (int64_t i = 0; i < n; i++) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < n; j++) {
+        row[j] = -INFINITY;
+        if (!sn_allowed(m, i, j)) continue;
+        double d = 0;
+        for (int c = 0; c < dk; c++) d += q[(i * H + h) * dk + c] * k[(j * H + h) * dk + c];
+        row[j] = scale * d + (double)(i > j ? i - j : j - i) * lg[h];
+        mx = fmax(mx, row[j]);
+      }
+      for (int64_t j = 0; j < n; j++) {
+        row[j] = row[j] == -INFINITY ? 0.0 : exp(row[j] - mx);
+        sum += row[j];
+      }
+      double *o = out + (i * H + h) * dv;
+      memset(o, 0, sizeof(double) * dv);
+      for (int64_t j = 0; j < n; j++) {
+        const double p = sum > 0 ? row[j] / sum : 0.0;
+        if (P) P[((size_t)h * n + i) * n + j] = p;
+        for (int c = 0; c < dv; c++) o[c] += p * v[(j * H + h) * dv + c];
+      }
+    }
+  free(row);
+}
+
+/* dn_forward's gradients (sn_backward on its P) against central differences of its loss. */
+static double dn_fd_check(int64_t n, int H, int dk, int dv, double scale, const sn_mask *m,
+                          const double *lg, double *q, double *k, double *v, const double *g) {
+  const size_t nk = (size_t)n * H * dk, nvv = (size_t)n * H * dv;
+  double *P = malloc(sizeof(double) * H * n * n), *gq = malloc(8 * nk), *gk = malloc(8 * nk),
+         *gv = malloc(8 * nvv), *out = malloc(8 * nvv);
+  dn_forward(n, H, dk, dv, scale, m, lg, q, k, v, P, out);
+  sn_backward(n, H, dk, dv, scale, P, q, k, v, g, gq, gk, gv);
+  double *xs[3] = {q, k, v}, *gs[3] = {gq, gk, gv}, num = 0, den = 0;
+  const size_t cnt[3] = {nk, nk, nvv};
+  const double eps = 1e-5;
+  for (int a = 0; a < 3; a++)
+    for (size_t x = 0; x < cnt[a]; x++) {
+      const double keep = xs[a][x];
+      double L[2];
+      for (int sg = 0; sg < 2; sg++) {
+        xs[a][x] = keep + (sg ? -eps : eps);
+        dn_forward(n, H, dk, dv, scale, m, lg, q, k, v, NULL, out);
+        L[sg] = 0;
+        for (size_t y = 0; y < nvv; y++) L[sg] += out[y] * g[y];
+      }
+      xs[a][x] = keep;
+      num = fmax(num, fabs((L[0] - L[1]) / (2 * eps) - gs[a][x]));
+      den = fmax(den, fabs(gs[a][x]));
+    }
+  free(P); free(gq); free(gk); free(gv); free(out);
+  return den > 0 ? num / den : num;
+}
+
 /* Query rows [qa, qb) of a sequence of n under the mask, split in two states at a point
  * that is no tile multiple; keys folded in five irregular blocks (forward and backward in
  * different orders). Keys no query of [qa, qb) may read are NaN in the engine's copy. The
  * reference: the naive forward over all rows, and the naive backward with g = 0 outside
  * [qa, qb), so that dk, dv hold those rows' contributions only. */
-static void mask_case(const char *name, int64_t n, int H, int dk, int dv, double a,
-                      const sn_mask *nm, int64_t qa, int64_t qb, int threads, int f32) {
+static void mask_case_d(const char *name, int64_t n, int H, int dk, int dv, double a,
+                        const sn_mask *nm, int64_t qa, int64_t qb, int threads, int f32,
+                        const double *lg) {
   const double scale = 1.0 / sqrt((double)dk);
   const size_t nqk = (size_t)n * H * dk, nvv = (size_t)n * H * dv;
   double *q = malloc(8 * nqk), *k = malloc(8 * nqk), *v = malloc(8 * nvv), *g = calloc(nvv, 8);
@@ -159,7 +226,10 @@ static void mask_case(const char *name, int64_t n, int H, int dk, int dv, double
   sn_fill(k, nqk, a, 12 + n);
   sn_fill(v, nvv, 1.0, 13 + n);
   sn_fill(g + (size_t)qa * H * dv, (size_t)(qb - qa) * H * dv, 1.0, 14 + n);
-  sn_forward(n, H, dk, dv, scale, nm, q, k, v, P, ref);
+  if (lg)
+    dn_forward(n, H, dk, dv, scale, nm, lg, q, k, v, P, ref);
+  else
+    sn_forward(n, H, dk, dv, scale, nm, q, k, v, P, ref);
   sn_backward(n, H, dk, dv, scale, P, q, k, v, g, rq, rk, rv);
   /* the engine's keys: NaN where no query of [qa, qb) may read */
   double *ke = malloc(8 * nqk), *ve = malloc(8 * nvv);
@@ -175,10 +245,14 @@ static void mask_case(const char *name, int64_t n, int H, int dk, int dv, double
     for (int c = 0; c < H * dv; c++) ve[j * H * dv + c] = NAN;
   }
   const la_softmax_mask lm = {nm->causal ? LA_CAUSAL : LA_BIDIRECTIONAL, nm->seg, nm->nseg,
-                              nm->window};
-  char what[200];
-  snprintf(what, sizeof what, "%s n=%lld rows [%lld, %lld) H=%d dk=%d dv=%d T=%d (%lld keys NaN)",
-           name, (long long)n, (long long)qa, (long long)qb, H, dk, dv, threads,
+                              nm->window, lg};
+  char what[260], gs[64] = "";
+  for (int h = 0; lg && h < H && h < 4; h++) {
+    const size_t l = strlen(gs);
+    snprintf(gs + l, sizeof gs - l, "%s%.4g", h ? "," : " gamma ", exp(lg[h]));
+  }
+  snprintf(what, sizeof what, "%s%s n=%lld rows [%lld, %lld) H=%d dk=%d dv=%d T=%d (%lld keys NaN)",
+           name, gs, (long long)n, (long long)qa, (long long)qb, H, dk, dv, threads,
            (long long)poisoned);
   int64_t cut[6] = {0, n / 4, n / 4 + 1, n / 2, (3 * n) / 4, n};
   for (int b = 1; b < 6; b++) cut[b] = cut[b] < cut[b - 1] ? cut[b - 1] : cut[b] > n ? n : cut[b];
@@ -253,7 +327,10 @@ static void mask_case(const char *name, int64_t n, int H, int dk, int dv, double
       vf[x] = (float)ve[x];
       v[x] = (float)v[x];
     }
-    sn_forward(n, H, dk, dv, scale, nm, q, k, v, NULL, ref);
+    if (lg)
+      dn_forward(n, H, dk, dv, scale, nm, lg, q, k, v, NULL, ref);
+    else
+      sn_forward(n, H, dk, dv, scale, nm, q, k, v, NULL, ref);
     la_softmax_state S32;
     la_status e32 = la_softmax_state_init(&S32, qb - qa, H, dv);
     for (int b = 0; b < 5 && e32 == LA_OK; b++) {
@@ -271,6 +348,114 @@ static void mask_case(const char *name, int64_t n, int H, int dk, int dv, double
   }
   free(q); free(k); free(v); free(g); free(P); free(ref); free(rq); free(rk); free(rv);
   free(ke); free(ve); free(out); free(D); free(dq); free(gk); free(gv);
+}
+
+static void mask_case(const char *name, int64_t n, int H, int dk, int dv, double a,
+                      const sn_mask *nm, int64_t qa, int64_t qb, int threads, int f32) {
+  mask_case_d(name, n, H, dk, dv, a, nm, qa, qb, threads, f32, NULL);
+}
+
+/* gamma = 1 (ln gamma = 0 for every head) gives the undecayed reference's bytes: forward
+ * state and backward, against log_decay = NULL, with the same blocks and threads. */
+static void decay_one_bitwise(const sn_mask *nm, int64_t n, int H, int dk, int dv, int threads) {
+  const double scale = 1.0 / sqrt((double)dk), zero[4] = {0, 0, 0, 0};
+  const size_t nqk = (size_t)n * H * dk, nvv = (size_t)n * H * dv;
+  double *q = malloc(8 * nqk), *k = malloc(8 * nqk), *v = malloc(8 * nvv), *g = malloc(8 * nvv);
+  sn_fill(q, nqk, 1.5, 41);
+  sn_fill(k, nqk, 1.5, 42);
+  sn_fill(v, nvv, 1.0, 43);
+  sn_fill(g, nvv, 1.0, 44);
+  double *res[2][4];
+  int same = 1;
+  la_status st = LA_OK;
+  for (int c = 0; c < 2; c++) {
+    const la_softmax_mask lm = {nm->causal ? LA_CAUSAL : LA_BIDIRECTIONAL, nm->seg, nm->nseg,
+                                nm->window, c ? zero : NULL};
+    double *out = calloc(nvv, 8), *D = calloc((size_t)n * H, 8), *dq = calloc(nqk, 8),
+           *gk = calloc(nqk, 8), *gv = calloc(nvv, 8);
+    la_softmax_state S;
+    la_status e = la_softmax_state_init(&S, n, H, dv);
+    const int64_t cut[3] = {0, n / 3, n};
+    for (int b = 1; b >= 0 && e == LA_OK; b--)
+      e = la_softmax_partial_mask(&S, LA_F64, dk, scale, &lm, 0, q, cut[b], cut[b + 1] - cut[b],
+                                  k + (size_t)cut[b] * H * dk, v + (size_t)cut[b] * H * dv, threads);
+    if (e == LA_OK) e = la_softmax_finish(&S, LA_F64, out);
+    if (e == LA_OK) e = la_softmax_delta(n, H, dv, out, g, D);
+    for (int b = 0; b < 2 && e == LA_OK; b++)
+      e = la_softmax_backward_partial(&S, D, dk, scale, &lm, 0, q, g, cut[b], cut[b + 1] - cut[b],
+                                      k + (size_t)cut[b] * H * dk, v + (size_t)cut[b] * H * dv, dq,
+                                      gk + (size_t)cut[b] * H * dk, gv + (size_t)cut[b] * H * dv,
+                                      threads);
+    st = st == LA_OK ? e : st;
+    res[c][0] = out, res[c][1] = dq, res[c][2] = gk, res[c][3] = gv;
+    la_softmax_state_free(&S);
+    free(D);
+  }
+  same = st == LA_OK && !memcmp(res[0][0], res[1][0], 8 * nvv) &&
+         !memcmp(res[0][1], res[1][1], 8 * nqk) && !memcmp(res[0][2], res[1][2], 8 * nqk) &&
+         !memcmp(res[0][3], res[1][3], 8 * nvv);
+  check(same, "decay gamma = 1 (%s) gives the bytes of log_decay = NULL: out, dq, dk, dv%g",
+        nm->causal ? "causal" : "bidirectional", 0.0);
+  for (int c = 0; c < 2; c++)
+    for (int t = 0; t < 4; t++) free(res[c][t]);
+  free(q); free(k); free(v); free(g);
+}
+
+/* Decay (docs/design.md §8.1 "With decay"): every mask_case shape against dn_forward. */
+static void decay_cases(void) {
+  const double gam[][3] = {{1.0, 1.0, 1.0}, {0.5, 0.5, 0.5}, {0.5, 0.97, 1.0}, {0.999, 0.9, 0.5}};
+  const int64_t seg[] = {0, 1, 2, 130, 131, 300, 600, 601, 900, 999, 1000};
+  const int64_t nseg = sizeof seg / sizeof *seg;
+  for (int gi = 0; gi < 4; gi++) {
+    double lg[3];
+    for (int h = 0; h < 3; h++) lg[h] = log(gam[gi][h]);
+    for (int c = 0; c < 2; c++) {
+      sn_mask m = {c, NULL, 0, 0};
+      const char *mode = c ? "decay causal" : "decay bidirectional";
+      mask_case_d(mode, 1000, 3, 16, 12, 1.0, &m, 0, 1000, 3, 1, lg);
+      mask_case_d(mode, 777, 2, 8, 5, 2.0, &m, 300, 777, 2, 0, lg); /* rows from 300 */
+      m.seg = seg, m.nseg = nseg;
+      mask_case_d(c ? "decay causal segments" : "decay bidirectional segments", 1000, 3, 16, 12,
+                  1.0, &m, 0, 1000, 2, 1, lg);
+    }
+    sn_mask w = {1, seg, nseg, 37};
+    mask_case_d("decay segments + window 37", 1000, 3, 16, 12, 1.0, &w, 0, 1000, 3, 1, lg);
+    w.seg = NULL, w.nseg = 0, w.window = 300;
+    mask_case_d("decay window 300", 1000, 2, 8, 8, 1.0, &w, 650, 1000, 2, 0, lg);
+  }
+  sn_mask cm = {1, NULL, 0, 0}, bm = {0, NULL, 0, 0};
+  decay_one_bitwise(&cm, 700, 2, 16, 8, 3);
+  decay_one_bitwise(&bm, 700, 2, 16, 8, 3);
+  /* dn_forward's gradients (through sn_backward) against central differences */
+  const int64_t fseg[] = {0, 3, 4, 7};
+  const double lg[2] = {log(0.5), log(0.8)};
+  sn_mask fm[3] = {{1, fseg, 4, 2}, {0, fseg, 4, 0}, {0, NULL, 0, 0}};
+  for (int c = 0; c < 3; c++) {
+    double q[42], k[42], v[28], g[28];
+    sn_fill(q, 42, 1.0, 31);
+    sn_fill(k, 42, 1.0, 32);
+    sn_fill(v, 28, 1.0, 33);
+    sn_fill(g, 28, 1.0, 34);
+    const double e = dn_fd_check(7, 2, 3, 2, 0.7, &fm[c], lg, q, k, v, g);
+    worst_fd = worse(worst_fd, e);
+    check(e <= 1e-8, "decayed naive backward vs central differences, case %s: rel err %.3g",
+          c == 0 ? "causal segments + window 2" : c == 1 ? "bidirectional segments" : "bidirectional", e);
+  }
+  /* refused: gamma > 1 (ln gamma > 0), NaN */
+  {
+    double x[8] = {0};
+    const double up[1] = {0.1}, nan1[1] = {NAN};
+    la_softmax_state S;
+    la_softmax_state_init(&S, 2, 1, 1);
+    const la_softmax_mask m1 = {LA_CAUSAL, NULL, 0, 0, up}, m2 = {LA_BIDIRECTIONAL, NULL, 0, 0, nan1};
+    check(la_softmax_partial_mask(&S, LA_F64, 2, 1.0, &m1, 0, x, 0, 2, x, x, 1) == LA_ERR_ARG,
+          "%s %g", "ln gamma > 0 refused", 0.0);
+    check(la_softmax_partial_mask(&S, LA_F64, 2, 1.0, &m2, 0, x, 0, 2, x, x, 1) == LA_ERR_ARG,
+          "%s %g", "ln gamma NaN refused", 0.0);
+    check(la_softmax_backward_partial(&S, x, 2, 1.0, &m1, 0, x, x, 0, 2, x, x, x, x, x, 1) ==
+              LA_ERR_ARG, "%s %g", "backward: ln gamma > 0 refused", 0.0);
+    la_softmax_state_free(&S);
+  }
 }
 
 static void mask_cases(void) {
@@ -336,8 +521,8 @@ static void mask_cases(void) {
     la_softmax_state S;
     la_softmax_state_init(&S, 2, 1, 1);
     const int64_t bad[] = {0, 2, 2, 4}, ok[] = {0, 2, 4};
-    la_softmax_mask m1 = {LA_BIDIRECTIONAL, NULL, 0, 3}, m2 = {LA_CAUSAL, bad, 4, 0},
-                    m3 = {LA_CAUSAL, ok, 3, 0}, m4 = {LA_CAUSAL, NULL, 0, -1};
+    la_softmax_mask m1 = {LA_BIDIRECTIONAL, NULL, 0, 3, NULL}, m2 = {LA_CAUSAL, bad, 4, 0, NULL},
+                    m3 = {LA_CAUSAL, ok, 3, 0, NULL}, m4 = {LA_CAUSAL, NULL, 0, -1, NULL};
     check(la_softmax_partial_mask(&S, LA_F64, 2, 1.0, &m1, 0, x, 0, 2, x, x, 1) == LA_ERR_ARG,
           "%s %g", "bidirectional window refused", 0.0);
     check(la_softmax_partial_mask(&S, LA_F64, 2, 1.0, &m2, 0, x, 0, 2, x, x, 1) == LA_ERR_ARG,
@@ -369,6 +554,11 @@ int main(void) {
   mask_cases();
   printf("masked forward: worst f64 %.3g (tol 1e-12), f32 %.3g (tol 1e-5); backward f64 %.3g "
          "(tol 1e-12); naive backward vs finite differences %.3g (tol 1e-8)\n",
+         worst_fwd64, worst_fwd32, worst_bwd, worst_fd);
+  worst_fwd64 = worst_fwd32 = worst_bwd = worst_fd = 0;
+  decay_cases();
+  printf("decayed: worst forward f64 %.3g (tol 1e-12), f32 %.3g (tol 1e-5); backward f64 %.3g "
+         "(tol 1e-12); decayed naive backward vs finite differences %.3g (tol 1e-8)\n",
          worst_fwd64, worst_fwd32, worst_bwd, worst_fd);
 
   /* A causal query row that read no key: zeros and LA_ERR_DENOMINATOR. */

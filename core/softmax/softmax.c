@@ -3,7 +3,9 @@
  * softmax between them (running row max m, sum l, accumulator rescaled by e^{m_old - m_new};
  * Milakov & Gimelshein 2018, as in FlashAttention). No n x n matrix is ever stored. The mask
  * (softmax_mask.c) gives each query row one key interval; a query tile reads only the key
- * tiles inside the union of its rows' intervals. */
+ * tiles inside the union of its rows' intervals. With the mask's log_decay each score gets
+ * |i - j| ln gamma_h by global positions before the online softmax (docs/design.md §8.1 "With
+ * decay"); without it nothing is added (the undecayed path's bytes). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,13 +121,15 @@ static sm_work *works_alloc(int T, size_t es, int dv, int local_state) {
 LA_SM_LANES(float, f32, la_vexpf)
 LA_SM_LANES(double, f64, la_vexp)
 
-/* Fold keys [0, nk) (global positions k0..) into query rows [0, bq) of one head, row r
- * reading the keys [lo[r], hi[r]) (la_sm_rows); q, k, v point at the head's first row, with
- * row strides H*dk and H*dv. Only [lo[0], hi[bq-1]) is visited: the rows' intervals grow
- * with r and their union has no gap, so every key tile visited is read by some row. */
+/* Fold keys [0, nk) (global positions k0..) into query rows [0, bq) of one head (global
+ * positions qpos..), row r reading the keys [lo[r], hi[r]) (la_sm_rows); q, k, v point at the
+ * head's first row, with row strides H*dk and H*dv. Only [lo[0], hi[bq-1]) is visited: the
+ * rows' intervals grow with r and their union has no gap, so every key tile visited is read
+ * by some row. ld = ln gamma of the head (0: no decay) adds |i - j| ld to each score. */
 static void block_update(la_dtype dt, int H, int dk, int dv, double scale, const int64_t *lo,
-                         const int64_t *hi, int bq, const void *q, int64_t k0, int64_t nk,
-                         const void *k, const void *v, sm_rows st, sm_work *w) {
+                         const int64_t *hi, int bq, int64_t qpos, double ld, const void *q,
+                         int64_t k0, int64_t nk, const void *k, const void *v, sm_rows st,
+                         sm_work *w) {
   const int ldk = H * dk, ldv = H * dv;
   const int64_t a = lo[0] > k0 ? lo[0] : k0, b = hi[bq - 1] < k0 + nk ? hi[bq - 1] : k0 + nk;
   int vlo[BQ], vhi[BQ];
@@ -141,6 +145,7 @@ static void block_update(la_dtype dt, int H, int dk, int dv, double scale, const
       const float *kj = (const float *)k + j0 * ldk, *vj = (const float *)v + j0 * ldv;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, ncol, dk, (float)scale, q, ldk,
                   kj, ldk, 0.0f, w->S, ncol);
+      la_sm_decay_bias_f32(w->S, bq, ncol, ncol, qpos, gk, ld);
       rows_f32(w->S, bq, ncol, vlo, vhi, st, w->alpha);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, dv, ncol, 1.0f, w->S, ncol,
                   vj, ldv, 0.0f, w->PV, dv);
@@ -149,6 +154,7 @@ static void block_update(la_dtype dt, int H, int dk, int dv, double scale, const
       const double *kj = (const double *)k + j0 * ldk, *vj = (const double *)v + j0 * ldv;
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, ncol, dk, scale, q, ldk, kj,
                   ldk, 0.0, w->S, ncol);
+      la_sm_decay_bias_f64(w->S, bq, ncol, ncol, qpos, gk, ld);
       rows_f64(w->S, bq, ncol, vlo, vhi, st, w->alpha);
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, dv, ncol, 1.0, w->S, ncol, vj,
                   ldv, 0.0, w->PV, dv);
@@ -180,7 +186,7 @@ la_status la_softmax_attention(la_dtype dt, int64_t n, int heads, int dk, int dv
            (long long)n, heads, dk, dv, scale);
   const size_t es = la_dtype_size(dt);
   const int64_t nqb = (n + BQ - 1) / BQ, items = nqb * heads;
-  const la_softmax_mask mask = {mode, NULL, 0, 0};
+  const la_softmax_mask mask = {mode, NULL, 0, 0, NULL};
   LA_TRY(la_sm_mask_check(&mask, n, "la_softmax_attention"));
   const int T = la_sm_threads(threads);
   sm_work *ws = works_alloc(T, es, dv, 1);
@@ -202,7 +208,7 @@ la_status la_softmax_attention(la_dtype dt, int64_t n, int heads, int dk, int dv
       sm_rows st = {w.m, w.l, w.acc, 1, dv};
       int64_t lo[BQ], hi[BQ];
       la_sm_rows(&mask, i0, bq, lo, hi);
-      block_update(dt, heads, dk, dv, scale, lo, hi, bq,
+      block_update(dt, heads, dk, dv, scale, lo, hi, bq, i0, 0.0,
                    (const char *)q + ((size_t)i0 * heads + h) * dk * es, 0, n,
                    (const char *)k + (size_t)h * dk * es, (const char *)v + (size_t)h * dv * es,
                    st, &w);
@@ -253,6 +259,7 @@ la_status la_softmax_partial_mask(la_softmax_state *s, la_dtype dt, int dk, doub
            "nk %lld)", dk, scale, (long long)q0, (long long)k0, (long long)nk);
   const int64_t end = q0 + s->nq > k0 + nk ? q0 + s->nq : k0 + nk;
   LA_TRY(la_sm_mask_check(mask, end, "la_softmax_partial_mask"));
+  LA_TRY(la_sm_decay_check(mask, s->heads, "la_softmax_partial_mask"));
   const int H = s->heads, dv = s->dv;
   if (s->nq == 0 || nk == 0) return LA_OK;
   int64_t klo, khi;
@@ -276,7 +283,8 @@ la_status la_softmax_partial_mask(la_softmax_state *s, la_dtype dt, int dk, doub
       sm_rows st = {s->m + r0, s->l + r0, s->acc + r0 * dv, H, (int64_t)H * dv};
       int64_t lo[BQ], hi[BQ];
       la_sm_rows(mask, q0 + i0, bq, lo, hi);
-      block_update(dt, H, dk, dv, scale, lo, hi, bq, (const char *)q + r0 * dk * es, k0, nk,
+      block_update(dt, H, dk, dv, scale, lo, hi, bq, q0 + i0,
+                   mask->log_decay ? mask->log_decay[h] : 0.0, (const char *)q + r0 * dk * es, k0, nk,
                    (const char *)k + (size_t)h * dk * es, (const char *)v + (size_t)h * dv * es,
                    st, &w);
     }
@@ -288,7 +296,7 @@ la_status la_softmax_partial_mask(la_softmax_state *s, la_dtype dt, int dk, doub
 la_status la_softmax_partial(la_softmax_state *s, la_dtype dt, int dk, double scale,
                              la_mode mode, int64_t q0, const void *q, int64_t k0, int64_t nk,
                              const void *k, const void *v, int threads) {
-  const la_softmax_mask mask = {mode, NULL, 0, 0};
+  const la_softmax_mask mask = {mode, NULL, 0, 0, NULL};
   return la_softmax_partial_mask(s, dt, dk, scale, &mask, q0, q, k0, nk, k, v, threads);
 }
 

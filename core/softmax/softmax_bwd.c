@@ -5,7 +5,8 @@
  *   dV += P^T G,  dK += s dS^T Q,  dQ += s dS K          (FlashAttention-2, Dao 2023)
  * Items own their rows of dK and dV; dQ goes to thread 0's caller array or to the private
  * copy of thread t > 0, summed in thread order at the end (deterministic for a fixed
- * thread count). Nothing nq x nk is stored. */
+ * thread count). Nothing nq x nk is stored. With the mask's log_decay, S gets the forward's
+ * bias |i - j| ln gamma_h (a constant: dS and the products are unchanged; §8.1 "With decay"). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,8 @@ typedef struct {
   const int64_t *lo, *hi; /* keys of each query row (la_sm_rows) */
   double *dk, *dv, scale;
   int H, dkd, dvd;
-  int64_t k0;
+  int64_t k0, q0;        /* global positions of the key block and of query row 0 */
+  const double *ld;      /* [H] ln gamma_h, or NULL: no decay */
 } bw_args;
 
 /* Rows r0..r0+bq-1 against keys gk..gk+bc-1 (global) of head h; dq is this thread's. */
@@ -41,6 +43,8 @@ static void tile(const bw_args *a, int h, int64_t r0, int bq, int64_t gk, int bc
   const double *Q = a->q + qo * dk, *G = a->g + qo * dv, *K = a->k + ko * dk, *V = a->v + ko * dv;
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, nc, dk, a->scale, Q, ldk, K, ldk, 0.0,
               S, nc);
+  if (a->ld) /* the forward's decay bias, a constant: dS is unchanged (§8.1 "With decay") */
+    la_sm_decay_bias_f64(S, bq, nc, nc, a->q0 + r0, gk, a->ld[h]);
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, nc, dv, 1.0, G, ldv, V, ldv, 0.0, dP,
               nc);
   for (int i = 0; i < bq; i++) {
@@ -102,6 +106,7 @@ la_status la_softmax_backward_partial(const la_softmax_state *fwd, const double 
            LA_ERR_ARG, "la_softmax_backward_partial: bad arguments");
   const int64_t nq = fwd->nq, end = q0 + nq > k0 + nk ? q0 + nq : k0 + nk;
   LA_TRY(la_sm_mask_check(mask, end, "la_softmax_backward_partial"));
+  LA_TRY(la_sm_decay_check(mask, fwd->heads, "la_softmax_backward_partial"));
   if (nq == 0 || nk == 0) return LA_OK;
   int64_t ka, kb;
   la_softmax_mask_keys(mask, q0, nq, &ka, &kb);
@@ -130,7 +135,8 @@ la_status la_softmax_backward_partial(const la_softmax_state *fwd, const double 
     goto done;
   }
   la_sm_rows(mask, q0, nq, lo, hi);
-  const bw_args a = {fwd, D, q, g, k, v, lo, hi, dk_blk, dv_blk, scale, H, dk, dv, k0};
+  const bw_args a = {fwd, D, q, g, k, v, lo, hi, dk_blk, dv_blk, scale, H, dk, dv, k0, q0,
+                     mask->log_decay};
   la_blas_single_thread();
 #pragma omp parallel num_threads(T)
   {

@@ -1,6 +1,7 @@
 /* The softmax reference's mask (include/linattn/baseline.h, docs/design.md §3 and §4.6):
  * query i reads the keys j with  seg(j) = seg(i),  j <= i (causal)  and  i - W < j (window),
  * an interval [lo_i, hi_i) whose ends never decrease with i. */
+#include <math.h>
 #include <stdint.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -25,6 +26,30 @@ la_status la_sm_mask_check(const la_softmax_mask *m, int64_t end, const char *wh
            "segment offset %lld", who, (long long)end - 1, (long long)m->seg[m->nseg - 1]);
   return LA_OK;
 }
+
+la_status la_sm_decay_check(const la_softmax_mask *m, int heads, const char *who) {
+  for (int h = 0; m->log_decay && h < heads; h++)
+    LA_CHECK(m->log_decay[h] <= 0 && isfinite(m->log_decay[h]), LA_ERR_ARG, "%s: ln gamma of "
+             "head %d is %g, not a finite value <= 0 (gamma in (0, 1])", who, h, m->log_decay[h]);
+  return LA_OK;
+}
+
+/* |i - j| ln gamma by global positions; the distance is exact in a double (< 2^53). */
+#define LA_SM_BIAS(T, SFX)                                                                    \
+  void la_sm_decay_bias_##SFX(T *S, int nr, int nc, int lds, int64_t i0, int64_t j0,         \
+                              double ld) {                                                    \
+    if (ld == 0) return;                                                                      \
+    for (int i = 0; i < nr; i++) {                                                            \
+      T *s = S + (size_t)i * lds;                                                             \
+      const int64_t gi = i0 + i;                                                              \
+      for (int c = 0; c < nc; c++) {                                                          \
+        const int64_t dist = gi > j0 + c ? gi - (j0 + c) : (j0 + c) - gi;                     \
+        s[c] = (T)((double)s[c] + (double)dist * ld);                                         \
+      }                                                                                       \
+    }                                                                                         \
+  }
+LA_SM_BIAS(double, f64)
+LA_SM_BIAS(float, f32)
 
 void la_sm_rows(const la_softmax_mask *m, int64_t i0, int64_t n, int64_t *lo, int64_t *hi) {
   int64_t s = 0; /* segment of row i: seg[s] <= i < seg[s + 1] */

@@ -34,12 +34,16 @@ typedef struct {
 } la_softmax_state;
 
 /* Which keys query i reads (docs/design.md §3): mode (causal: j <= i), packed segments
- * (only j in the segment of i) and a causal sliding window (i - W < j <= i). */
+ * (only j in the segment of i) and a causal sliding window (i - W < j <= i). With log_decay,
+ * the pair (i, j) of head h weighs exp(s q_i.k_j) gamma_h^|i-j| (docs/design.md §8.1 "With
+ * decay"): the score gets the bias |i - j| ln gamma_h by global positions, normalized over the
+ * keys A(i) as before. NULL is the undecayed reference, bitwise. */
 typedef struct {
   la_mode mode;
   const int64_t *seg;  /* segment offsets 0 = o_0 < ... < o_S = N (count S+1), or NULL: one segment */
   int64_t nseg;        /* count of offsets (S+1) */
   int64_t window;      /* causal only: W >= 1, or 0 = no window */
+  const double *log_decay; /* [heads]: ln gamma_h <= 0 and finite, or NULL: no decay */
 } la_softmax_mask;
 
 /* The keys that queries q0..q0+nq-1 read under mask lie in [*lo, *hi): each query's keys
@@ -78,8 +82,9 @@ la_status la_softmax_finish(const la_softmax_state *s, la_dtype dt, void *out);
  * forward state (m, l) of each query row and P_ij = exp(s q_i.k_j - m_i) / l_i on the mask:
  *   D_i = sum_c G_ic out_ic,   dP_ij = G_i.v_j,   dS_ij = P_ij (dP_ij - D_i),
  *   dV_j += sum_i P_ij G_i,   dQ_i += s sum_j dS_ij k_j,   dK_j += s sum_i dS_ij q_i
- * (FlashAttention-2's backward). Domain: finite inputs, l_i > 0 (a row with l_i = 0 read no
- * key and contributes nothing). */
+ * (FlashAttention-2's backward). With the mask's log_decay, s q_i.k_j gets the forward's bias
+ * |i - j| ln gamma_h in P (a constant, so the formulas hold as written). Domain: finite inputs,
+ * l_i > 0 (a row with l_i = 0 read no key and contributes nothing). */
 
 /* D [nq, H] from out [nq, H, dv] and G [nq, H, dv]. */
 la_status la_softmax_delta(int64_t nq, int heads, int dv, const double *out, const double *g,

@@ -112,6 +112,23 @@ static la_status md_header(FILE *f, const ctx *c, const la_eval_meta *meta) {
           c->refs.present ? "read" : "absent", c->recall.present ? "read (--recall)" : "absent (no --recall)");
   fprintf(f, "Errors are relative Frobenius errors ||X - X_softmax||_F / ||X_softmax||_F against exact softmax "
              "attention with the same scale, computed in float64; \"median\" is over seeds.\n\n");
+  /* --decay (docs/design.md §8.1 "With decay"): the decay column of results.csv */
+  const csvfile *rc = &c->res.csv;
+  for (int j = 0; c->res.present && rc->nrow > 0 && rc->cell && j < rc->ncol; j++) {
+    const char *g = rc->cell[(size_t)rc->ncol + (size_t)j];
+    if (strcmp(rc->cell[j], "decay") || !g || !*g) continue;
+    fprintf(f, "**With decay** (`--decay ");
+    md_escape_code(f, g);
+    fprintf(f, "`; docs/design.md §8.1 \"With decay\"). Each map ran decayed (pair weights gamma_h^|i-j|) and "
+               "is measured against softmax with the same decay: out_rel_err, the gradient errors, "
+               "reassoc_rel_err (against the decayed quadratic form of the same map), den_min, den_frac_small, "
+               "the bias of the output and rows.csv are of the decayed operator. kernel_rel_err, the rank-r floor, "
+               "weights_tv, weights_tv_floor and the kernel's bias are properties of the undecayed kernel "
+               "phi(q).phi(k) against exp(s q.k), the same as without --decay. A gradient cell is empty where the "
+               "engine refused the decayed backward (docs/design.md §1.2 \"The backward\"; the row then has the "
+               "forward's columns only).\n\n");
+    break;
+  }
   return LA_OK;
 }
 

@@ -13,7 +13,13 @@ Checks: every error column of results.csv and bias.csv against the oracle; Eckar
 every row (kernel_rel_err >= floor); favor+'s output error falls as m grows (mean over
 seeds); the kernel estimate's bias is within seed noise (theory: unbiased); the same numbers
 on 1 and 3 ranks; the CSV headers of docs/cli.md; bad input (an existing non-empty folder,
-a refused map) gives exit 2 and one error line.
+a refused map) gives exit 2 and one error line. With --decay (docs/design.md §8.1 "With
+decay"), on 1 and 2 ranks: out_rel_err, the gradient errors, den_min and rows.csv against the
+oracle's decayed softmax and decayed quadratic form (pair weights gamma_h^|i-j|), gradient
+cells empty exactly where `linattn grad` refuses the decayed backward (a favor+ key row 40x
+larger), reassoc < 1e-12, the kernel columns equal to the undecayed run's, the decay column,
+--decay 1 equal to the undecayed run; --decay with --recall, above --softmax-max-n, or with a
+list not of H: exit 2.
 
 Usage: check_eval.py --linattn build/linattn --workdir DIR --launcher-template 'mpirun -np {P}'
 """
@@ -49,10 +55,10 @@ FLOOR_MAX_N = 4096
 RESULTS_HEADER = ("feature_map,features,r,seed,n,heads,dk,dv,input_scale,mode,out_rel_err,"
                   "grad_q_rel_err,grad_k_rel_err,grad_v_rel_err,reassoc_rel_err,kernel_rel_err,"
                   "kernel_rows,rank_r_floor_rel_err,den_min,den_frac_small,seconds,out_rows,"
-                  "weights_tv,weights_tv_floor")
+                  "weights_tv,weights_tv_floor,decay")
 BIAS_HEADER = ("feature_map,features,r,n,input_scale,mode,seeds,out_mean_rel_err,out_noise_rel,"
                "out_p_value,kernel_mean_rel_err,kernel_noise_rel,kernel_p_value,kernel_entries,"
-               "test,level,out_bias_detected,kernel_bias_detected,kernel_under_share")
+               "test,level,out_bias_detected,kernel_bias_detected,kernel_under_share,decay")
 
 failures, passed = [], [0]
 
@@ -78,9 +84,19 @@ def even_rows(n, m):
     return list(range(n)) if m >= n else [((2 * a + 1) * n) // (2 * m) for a in range(m)]
 
 
-def softmax_ref(q, k, v, g, s, mode):
+def decay_matrix(n, gammas):
+    """Gamma [H, n, n]: gamma_h^|i-j| (docs/design.md §1.2), formed directly."""
+    d = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :]).astype(np.float64)
+    return np.stack([np.power(g, d) for g in gammas])
+
+
+def softmax_ref(q, k, v, g, s, mode, gammas=None):
+    """Exact softmax attention; with gammas, the pair weight exp(s q.k) gamma_h^|i-j| normalized
+    over the keys the query reads (the decayed reference of docs/design.md §8.1)."""
     q, k, v = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
     sc = s * torch.einsum("ihd,jhd->hij", q, k)
+    if gammas is not None:
+        sc = sc + torch.log(torch.tensor(decay_matrix(sc.shape[-1], gammas)))
     if mode == "causal":
         n = sc.shape[-1]
         sc = sc.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), -math.inf)
@@ -89,10 +105,12 @@ def softmax_ref(q, k, v, g, s, mode):
     return [t.detach().numpy() for t in (out, q.grad, k.grad, v.grad)]
 
 
-def linear_ref(q, k, v, g, s, mode, name, omega):
+def linear_ref(q, k, v, g, s, mode, name, omega, gammas=None):
     q, k, v = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
     pq, pk = phi(name, q, omega, s), phi(name, k, omega, s)
     A = torch.einsum("ihr,jhr->hij", pq, pk)
+    if gammas is not None:
+        A = A * torch.tensor(decay_matrix(A.shape[-1], gammas))
     if mode == "causal":
         A = A * torch.tril(torch.ones(A.shape[-1], A.shape[-1]))
     out = torch.einsum("hij,jhd->ihd", A, v) / A.sum(-1).T[:, :, None]
@@ -510,6 +528,138 @@ def main():
                 if abs(float(row[col]) - wh / (pp * RT)) > (wt + 1e-5 * wh) / (pp * RT):
                     bad.append((name, m, pp, col, row[col], wh / (pp * RT)))
         check(not bad, "recall.csv: every accuracy equals the oracle's count over the trials", f"{bad[:4]}")
+
+    # --decay (docs/design.md §8.1 "With decay"): each map decayed against softmax with the same
+    # decay, on 1 and 2 ranks; the oracle forms both quadratically with gamma_h^|i-j|. Gradient
+    # cells are empty where the engine refuses the decayed backward (linattn grad exits 2);
+    # kernel_rel_err, the floor and weights_tv are the undecayed kernel's (the main run's values).
+    GAM = (0.9, 0.6)
+    dec = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--grad-out", "g.npy", "--feature-maps",
+           "elu1,taylor2,favor+", "--features", 16, "--seeds", 2, "--input-scales", "1.0", "--modes",
+           "causal,bidirectional", "--kernel-max-n", KERNEL_MAX_N, "--kernel-rows", KERNEL_ROWS,
+           "--floor-max-n", FLOOR_MAX_N, "--decay", ",".join(map(str, GAM)), "--no-progress"]
+    drows = {}
+    for P in (1, 2):
+        p = run(["eval", "--out-dir", f"decay{P}"] + dec, P=P)
+        check(p.returncode == 0, f"eval --decay {GAM} on {P} rank(s) exits 0", p.stderr.strip()[-300:])
+        if p.returncode == 0:
+            hd, drows[P] = read_csv(W(f"decay{P}/results.csv"))
+            hb, db = read_csv(W(f"decay{P}/bias.csv"))
+            check(hd == RESULTS_HEADER and hb == BIAS_HEADER, f"--decay ({P} ranks): the headers")
+            check(len(drows[P]) == 2 * (2 + 2) and len(db) == 2 and
+                  all(r_["decay"] == "0.9,0.6" for r_ in drows[P] + db),
+                  f"--decay ({P} ranks): 8 rows, 2 bias rows, decay column '0.9,0.6'")
+    check(all(r_["decay"] == "" for r_ in res + bias), "without --decay the decay column is empty")
+    gprobe = {}
+    if 1 in drows:
+        bad, worst_d = [], {}
+        for row in drows[1]:
+            name, m, seed, mode = row["feature_map"], int(row["features"]), int(row["seed"]), row["mode"]
+            omega = proj[(m, seed)] if name == "favor+" else None
+            sm = softmax_ref(q, k, v, g, s, mode, GAM)
+            lin, A = linear_ref(q, k, v, g, s, mode, name, omega, GAM)
+            gcols = ("grad_q_rel_err", "grad_k_rel_err", "grad_v_rel_err")
+            # gradient cells: against the oracle, or empty exactly where the engine's decayed
+            # backward refuses the map (linattn grad with the same input exits 2)
+            empty = all(row[c] == "" for c in gcols)
+            if name == "favor+" and (name, m, seed, mode) not in gprobe:
+                gp = run(["grad", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--grad-out", "g.npy",
+                          "--feature-map", name, "--features", m, "--seed", seed, "--decay",
+                          ",".join(map(str, GAM)), "--mode", mode, "--dtype", "f64"])
+                gprobe[(name, m, seed, mode)] = gp.returncode
+            refused = name == "favor+" and gprobe[(name, m, seed, mode)] == 2
+            if empty != refused or (empty and any(row[c] != "" for c in gcols)):
+                bad.append((name, seed, mode, "gradient cells empty" if empty else "gradient cells "
+                            "filled", "grad refuses" if refused else "grad runs"))
+            cols = ["out_rel_err"] + ([] if empty else list(gcols))
+            for i, c in enumerate(cols):
+                want = rel(lin[i], sm[i])
+                worst_d[c] = max(worst_d.get(c, 0), abs(float(row[c]) - want) / want)
+                if not close(float(row[c]), want, 2e-5):
+                    bad.append((name, m, seed, mode, c, row[c], want))
+            if not float(row["reassoc_rel_err"]) < 1e-12:
+                bad.append((name, seed, mode, "reassoc_rel_err", row["reassoc_rel_err"]))
+            worst_d["reassoc_rel_err"] = max(worst_d.get("reassoc_rel_err", 0), float(row["reassoc_rel_err"]))
+            if not close(float(row["den_min"]), float(A.sum(-1).min()), 2e-5):
+                bad.append((name, seed, mode, "den_min", row["den_min"], float(A.sum(-1).min())))
+            und = main_rows[(name, row["features"], row["seed"], mode)]
+            for c in ("kernel_rel_err", "rank_r_floor_rel_err", "weights_tv", "weights_tv_floor"):
+                if row[c] != und[c]:
+                    bad.append((name, seed, mode, c + " (undecayed kernel)", row[c], und[c]))
+            # the undecayed map against undecayed softmax differs: decay changed the row
+            if row["out_rel_err"] == und["out_rel_err"]:
+                bad.append((name, seed, mode, "out_rel_err equals the undecayed row's"))
+            rowref[("decay", name, m, seed, mode)] = (lin[0], sm[0], A.sum(-1))
+        check(not bad, "--decay: out_rel_err and grad errors against the decayed float64 oracle "
+              "(favor+'s gradient cells empty where linattn grad refuses its decayed backward: "
+              f"{sorted(set(gprobe.values()))}), reassoc < 1e-12, den_min, the kernel columns undecayed",
+              f"{bad[:3]}")
+    # a favor+ backward the engine refuses (one key row 40x: its keys' log-scales span thousands
+    # of nats): eval gives the forward's row with the gradient cells empty, not 0, not NaN
+    kb = k.copy()
+    kb[50] *= 40
+    npy(W("kbig.npy"), kb)
+    gp = run(["grad", "--q", "q.npy", "--k", "kbig.npy", "--v", "v.npy", "--grad-out", "g.npy",
+              "--feature-map", "favor+", "--features", 16, "--decay", "0.9,0.6", "--dtype", "f64"],
+             expect=2)
+    p = run(["eval", "--out-dir", "decay_big", "--q", "q.npy", "--k", "kbig.npy", "--v", "v.npy",
+             "--grad-out", "g.npy", "--feature-maps", "favor+", "--features", 16, "--seeds", 1,
+             "--modes", "causal", "--floor-max-n", 0, "--decay", "0.9,0.6", "--no-progress"], P=2)
+    if check(p.returncode == 0, "eval --decay, favor+ with a 40x key row, 2 ranks: exits 0", p.stderr.strip()[-300:]):
+        _, rb = read_csv(W("decay_big/results.csv"))
+        cells = [rb[0][c] for c in ("grad_q_rel_err", "grad_k_rel_err", "grad_v_rel_err")]
+        check(gp.returncode == 2 and len(rb) == 1 and cells == ["", "", ""] and
+              math.isfinite(float(rb[0]["out_rel_err"])) and float(rb[0]["reassoc_rel_err"]) < 1e-12,
+              "eval --decay: where linattn grad refuses favor+'s decayed backward (exit 2), the row "
+              "has out_rel_err and reassoc_rel_err and empty gradient cells",
+              f"grad exit {gp.returncode}: {gp.stderr.strip()[-160:]}; cells {cells}")
+        for c, w in sorted(worst_d.items()):
+            check(True, f"--decay: " + (f"largest {c}: {w:.2g}" if c == "reassoc_rel_err" else
+                                          f"worst relative difference of {c} against the oracle: {w:.2g}"))
+        _, drc = read_csv(W("decay1/rows.csv"))
+        bad = []
+        for r_ in drc:
+            lo, so, den = rowref[("decay", r_["feature_map"], int(r_["features"]), int(r_["seed"]), r_["mode"])]
+            t, h = int(r_["token"]), int(r_["head"])
+            e = np.linalg.norm(lo[t, h] - so[t, h]) / np.linalg.norm(so[t, h])
+            if not (close(float(r_["den"]), den[h, t], 2e-5) and close(float(r_["row_rel_err"]), e, 2e-5)):
+                bad.append((t, h, r_["den"], den[h, t], r_["row_rel_err"], e))
+        check(drc and not bad, "--decay: rows.csv den and row_rel_err against the decayed oracle", f"{bad[:3]}")
+    if 1 in drows and 2 in drows:
+        diff = [(c, r1[c], r2[c]) for r1, r2 in zip(drows[1], drows[2]) for c in r1 if c != "seconds"
+                and r1[c] != r2[c] and not (c == "reassoc_rel_err" and abs(float(r1[c]) - float(r2[c])) < 1e-13)
+                and not (r1[c] and close(float(r2[c]), float(r1[c]), 1e-5))]
+        check(len(drows[2]) == len(drows[1]) and not diff, "--decay: 1 and 2 ranks give the same numbers",
+              f"{diff[:4]}")
+    # --decay 1: every gamma is 1, the engine's undecayed operator and softmax's undecayed
+    # reference: the main run's numbers, gradients included (favor+ too)
+    one = ["--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--grad-out", "g.npy", "--feature-maps",
+           "elu1,taylor2,favor+", "--features", 16, "--seeds", 1, "--input-scales", "1.0", "--modes",
+           "causal,bidirectional", "--kernel-max-n", KERNEL_MAX_N, "--kernel-rows", KERNEL_ROWS,
+           "--floor-max-n", FLOOR_MAX_N, "--decay", 1, "--no-progress"]
+    p = run(["eval", "--out-dir", "decay_one"] + one)
+    if check(p.returncode == 0, "eval --decay 1 exits 0", p.stderr.strip()[-300:]):
+        _, d1 = read_csv(W("decay_one/results.csv"))
+        bad = [(r_["feature_map"], r_["mode"], c, r_[c], main_rows[(r_["feature_map"], r_["features"],
+                                                                    r_["seed"], r_["mode"])][c])
+               for r_ in d1 for c in ("out_rel_err", "grad_q_rel_err", "grad_k_rel_err", "grad_v_rel_err",
+                                      "kernel_rel_err", "weights_tv", "den_min")
+               if not close(float(r_[c] or "nan"), float(main_rows[(r_["feature_map"], r_["features"],
+                                                                    r_["seed"], r_["mode"])][c]), 1e-5)]
+        check(len(d1) == 6 and all(r_["decay"] == "1" for r_ in d1) and not bad,
+              "eval --decay 1 gives the undecayed run's numbers (gradients included)", f"{bad[:3]}")
+
+    # --decay refusals: exit 2, one line naming --decay, nothing created
+    for tag, extra in (("with --recall", ["--n", 16, "--decay", 0.9, "--recall"]),
+                       ("above --softmax-max-n", ["--n", 64, "--decay", 0.9, "--softmax-max-n", 32]),
+                       ("3 values for 2 heads", ["--n", 16, "--heads", 2, "--decay", "0.9,0.8,0.7"])):
+        args = ["eval", "--out-dir", "outd", "--feature-maps", "elu1", "--no-progress"] + extra
+        p = run(args, expect=2)
+        created = os.path.exists(W("outd")) and os.listdir(W("outd"))
+        check(p.returncode == 2 and p.stderr.count("linattn: error:") == 1 and "--decay" in p.stderr
+              and not created, f"eval --decay {tag}: exit 2, one line naming --decay",
+              p.stderr.strip())
+        shutil.rmtree(W("outd"), ignore_errors=True)
 
     # bad input: an existing non-empty folder, a refused map
     p = run(["eval", "--out-dir", "out1"] + common)

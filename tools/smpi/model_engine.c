@@ -93,6 +93,11 @@ int la_engine_reproducible(const la_engine eng) { (void)eng; return 0; }
 int64_t la_engine_repro_block(const la_engine eng) { (void)eng; return 1; }
 int la_engine_decayed(const la_engine eng) { (void)eng; return 0; }
 int la_engine_gated(const la_engine eng) { (void)eng; return 0; }
+const double *la_engine_gates(const la_engine eng, int64_t *token0, int64_t *n) {
+  (void)eng;
+  *token0 = *n = 0; /* no gates */
+  return NULL;
+}
 double la_engine_log_decay(const la_engine eng, int h) { (void)eng, (void)h; return 0; }
 int la_engine_stabilized(const la_engine eng) { (void)eng; return 0; }
 int la_engine_has_segments(const la_engine eng) { (void)eng; return 0; }
@@ -121,6 +126,10 @@ la_status la_engine_apply_segmented(la_engine eng, int64_t token0, int64_t n, co
   (void)eng, (void)token0, (void)n, (void)q, (void)k, (void)v, (void)left, (void)right;
   (void)out, (void)stats;
   return LA_MODEL_UNSUPPORTED("la_engine_apply_segmented");
+}
+la_status la_engine_set_gates(la_engine eng, const double *g, int64_t token0, int64_t n) {
+  (void)eng, (void)g, (void)token0, (void)n;
+  return LA_MODEL_UNSUPPORTED("la_engine_set_gates");
 }
 la_status la_engine_apply_window(la_engine eng, int64_t token0, int64_t n, const void *q,
                                  const void *k, const void *v, int64_t halo_lo,
