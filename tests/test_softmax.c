@@ -5,7 +5,7 @@
  * length 1 and across tiles, windows of 1, 5 and 300, both together) in the forward and the
  * float64 backward (1e-12), with keys that no query reads set to NaN so that touching them
  * shows; the naive backward itself against central differences. With decay (docs/design.md
- * §8.1 "With decay"): the same cases against dn_forward below, which weighs each pair by
+ * §8.1 "With decay"): the same cases against sn_forward_decay (test_softmax_naive.h), which weighs each pair by
  * gamma_h^|i-j| (several gammas per head, 1.0 and 0.5 among them); gamma = 1 bitwise the
  * undecayed reference. Error = max |x - ref| / max |ref|. */
 #include <math.h>
@@ -145,48 +145,13 @@ static double err64(const double *x, const double *ref, size_t cnt) {
   return den > 0 ? num / den : num;
 }
 
-/* The decayed reference, written here (no engine code): the pair (i, j) of head h, allowed by
- * the mask, weighs exp(s q_i.k_j) gamma_h^|i-j|, normalized over the allowed keys; formed as
- * the score s q_i.k_j + |i - j| lg[h] (lg = ln gamma), a two-pass softmax per row. P [H, n, n]
- * (or NULL) as sn_forward's, so sn_backward (the chain rule of out = P V, the bias being a
- * constant) gives its gradients. */
-static void dn_forward(int64_t n, int H, int dk, int dv, double scale, const sn_mask *m,
-                       const double *lg, const double *q, const double *k, const double *v,
-                       double *P, double *out) {
-  double *row = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  for (int h = 0; h < H; h++)
-    for (int64_t i = 0; i < n; i++) {
-      double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < n; j++) {
-        row[j] = -INFINITY;
-        if (!sn_allowed(m, i, j)) continue;
-        double d = 0;
-        for (int c = 0; c < dk; c++) d += q[(i * H + h) * dk + c] * k[(j * H + h) * dk + c];
-        row[j] = scale * d + (double)(i > j ? i - j : j - i) * lg[h];
-        mx = fmax(mx, row[j]);
-      }
-      for (int64_t j = 0; j < n; j++) {
-        row[j] = row[j] == -INFINITY ? 0.0 : exp(row[j] - mx);
-        sum += row[j];
-      }
-      double *o = out + (i * H + h) * dv;
-      memset(o, 0, sizeof(double) * dv);
-      for (int64_t j = 0; j < n; j++) {
-        const double p = sum > 0 ? row[j] / sum : 0.0;
-        if (P) P[((size_t)h * n + i) * n + j] = p;
-        for (int c = 0; c < dv; c++) o[c] += p * v[(j * H + h) * dv + c];
-      }
-    }
-  free(row);
-}
-
-/* dn_forward's gradients (sn_backward on its P) against central differences of its loss. */
+/* sn_forward_decay's gradients (sn_backward on its P) against central differences of its loss. */
 static double dn_fd_check(int64_t n, int H, int dk, int dv, double scale, const sn_mask *m,
                           const double *lg, double *q, double *k, double *v, const double *g) {
   const size_t nk = (size_t)n * H * dk, nvv = (size_t)n * H * dv;
   double *P = malloc(sizeof(double) * H * n * n), *gq = malloc(8 * nk), *gk = malloc(8 * nk),
          *gv = malloc(8 * nvv), *out = malloc(8 * nvv);
-  dn_forward(n, H, dk, dv, scale, m, lg, q, k, v, P, out);
+  sn_forward_decay(n, H, dk, dv, scale, m, lg, q, k, v, P, out);
   sn_backward(n, H, dk, dv, scale, P, q, k, v, g, gq, gk, gv);
   double *xs[3] = {q, k, v}, *gs[3] = {gq, gk, gv}, num = 0, den = 0;
   const size_t cnt[3] = {nk, nk, nvv};
@@ -197,7 +162,7 @@ static double dn_fd_check(int64_t n, int H, int dk, int dv, double scale, const 
       double L[2];
       for (int sg = 0; sg < 2; sg++) {
         xs[a][x] = keep + (sg ? -eps : eps);
-        dn_forward(n, H, dk, dv, scale, m, lg, q, k, v, NULL, out);
+        sn_forward_decay(n, H, dk, dv, scale, m, lg, q, k, v, NULL, out);
         L[sg] = 0;
         for (size_t y = 0; y < nvv; y++) L[sg] += out[y] * g[y];
       }
@@ -226,10 +191,7 @@ static void mask_case_d(const char *name, int64_t n, int H, int dk, int dv, doub
   sn_fill(k, nqk, a, 12 + n);
   sn_fill(v, nvv, 1.0, 13 + n);
   sn_fill(g + (size_t)qa * H * dv, (size_t)(qb - qa) * H * dv, 1.0, 14 + n);
-  if (lg)
-    dn_forward(n, H, dk, dv, scale, nm, lg, q, k, v, P, ref);
-  else
-    sn_forward(n, H, dk, dv, scale, nm, q, k, v, P, ref);
+  sn_forward_decay(n, H, dk, dv, scale, nm, lg, q, k, v, P, ref);
   sn_backward(n, H, dk, dv, scale, P, q, k, v, g, rq, rk, rv);
   /* the engine's keys: NaN where no query of [qa, qb) may read */
   double *ke = malloc(8 * nqk), *ve = malloc(8 * nvv);
@@ -327,10 +289,7 @@ static void mask_case_d(const char *name, int64_t n, int H, int dk, int dv, doub
       vf[x] = (float)ve[x];
       v[x] = (float)v[x];
     }
-    if (lg)
-      dn_forward(n, H, dk, dv, scale, nm, lg, q, k, v, NULL, ref);
-    else
-      sn_forward(n, H, dk, dv, scale, nm, q, k, v, NULL, ref);
+    sn_forward_decay(n, H, dk, dv, scale, nm, lg, q, k, v, NULL, ref);
     la_softmax_state S32;
     la_status e32 = la_softmax_state_init(&S32, qb - qa, H, dv);
     for (int b = 0; b < 5 && e32 == LA_OK; b++) {
@@ -401,7 +360,7 @@ static void decay_one_bitwise(const sn_mask *nm, int64_t n, int H, int dk, int d
   free(q); free(k); free(v); free(g);
 }
 
-/* Decay (docs/design.md §8.1 "With decay"): every mask_case shape against dn_forward. */
+/* Decay (docs/design.md §8.1 "With decay"): every mask_case shape against sn_forward_decay. */
 static void decay_cases(void) {
   /* gamma = 1 against the undecayed reference bitwise is decay_one_bitwise's */
   const double gam[][3] = {{0.5, 0.5, 0.5}, {0.5, 0.97, 1.0}, {0.999, 0.9, 0.5}};
@@ -429,7 +388,7 @@ static void decay_cases(void) {
   sn_mask cm = {1, NULL, 0, 0}, bm = {0, NULL, 0, 0};
   decay_one_bitwise(&cm, 700, 2, 16, 8, 3);
   decay_one_bitwise(&bm, 700, 2, 16, 8, 3);
-  /* dn_forward's gradients (through sn_backward) against central differences */
+  /* sn_forward_decay's gradients (through sn_backward) against central differences */
   const int64_t fseg[] = {0, 3, 4, 7};
   const double lg[2] = {log(0.5), log(0.8)};
   sn_mask fm[3] = {{1, fseg, 4, 2}, {0, fseg, 4, 0}, {0, NULL, 0, 0}};

@@ -45,9 +45,12 @@ static inline void sn_fill(double *x, size_t cnt, double a, uint64_t seed) {
 }
 
 /* P [H, n, n] (head, row i, column j; may be NULL) and out [n, H, dv]. A row that reads no
- * key gets P = 0 and out = 0. */
-static inline void sn_forward(int64_t n, int H, int dk, int dv, double scale, const sn_mask *m,
-                       const double *q, const double *k, const double *v, double *P, double *out) {
+ * key gets P = 0 and out = 0. lg [H] (or NULL): ln gamma_h, the score of (i, j) gains
+ * |i - j| lg[h], so the pair weighs exp(s q_i.k_j) gamma_h^|i-j| (eval --decay's reference,
+ * docs/design.md §8.1 "With decay"); sn_backward's chain rule holds as the bias is a constant. */
+static inline void sn_forward_decay(int64_t n, int H, int dk, int dv, double scale,
+                                    const sn_mask *m, const double *lg, const double *q,
+                                    const double *k, const double *v, double *P, double *out) {
   double *row = malloc(sizeof(double) * (size_t)(n ? n : 1));
   char *ok = malloc((size_t)(n ? n : 1));
   for (int h = 0; h < H; h++)
@@ -58,7 +61,7 @@ static inline void sn_forward(int64_t n, int H, int dk, int dv, double scale, co
         if (!ok[j]) continue;
         double d = 0;
         for (int c = 0; c < dk; c++) d += q[(i * H + h) * dk + c] * k[(j * H + h) * dk + c];
-        row[j] = scale * d;
+        row[j] = scale * d + (lg ? (double)(i > j ? i - j : j - i) * lg[h] : 0.0);
         mx = fmax(mx, row[j]);
       }
       for (int64_t j = 0; j < n; j++) {
@@ -75,6 +78,10 @@ static inline void sn_forward(int64_t n, int H, int dk, int dv, double scale, co
     }
   free(row);
   free(ok);
+}
+static inline void sn_forward(int64_t n, int H, int dk, int dv, double scale, const sn_mask *m,
+                       const double *q, const double *k, const double *v, double *P, double *out) {
+  sn_forward_decay(n, H, dk, dv, scale, m, NULL, q, k, v, P, out);
 }
 
 /* Gradients of L = sum(out * g), given P from sn_forward: dq, dk [n, H, dk], dv [n, H, dv]. */
