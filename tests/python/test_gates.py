@@ -65,6 +65,15 @@ def reference(name, q, k, v, g, decay, segments, omega, features, window=None):
     return out, mag
 
 
+def row_errors(got, ref, mag, dt):
+    """Per-row error: float64 against the row's largest value, float32 against its sum of
+    |terms| mag (see the top)."""
+    d = np.max(np.abs(got - ref), -1)
+    if dt == np.float64:
+        return d / np.maximum(np.max(np.abs(ref), -1), 1e-300)
+    return np.where(mag > 0, d / np.where(mag > 0, mag, 1), d)
+
+
 def main():
     chk = C.Checks("test_gates")
     rng = np.random.default_rng(3808)
@@ -91,11 +100,7 @@ def main():
                                              segments, omega, kw.get("features"))
                         got = ln.attention(*x, feature_map=name, gates=g, decay=decay,
                                            segments=segments, **kw)
-                        d = np.max(np.abs(got - ref), -1)
-                        if dt == np.float64:
-                            err = d / np.maximum(np.max(np.abs(ref), -1), 1e-300)
-                        else:
-                            err = np.where(mag > 0, d / np.where(mag > 0, mag, 1), d)
+                        err = row_errors(got, ref, mag, dt)
                         chk.check(got.dtype == dt and np.all(err <= tol),
                                   "%s: worst row error %.3g > %g" % (dt.__name__, err.max(), tol))
                         if dt == np.float64:  # the torch entry point gives the same bits
@@ -127,11 +132,7 @@ def main():
                                      segments, omega, kw.get("features"), window)
                 got = ln.attention(*x, feature_map=name, gates=g, decay=decay, window=window,
                                    segments=segments, chunk=8, **kw)
-                d = np.max(np.abs(got - ref), -1)
-                if dt == np.float64:
-                    err = d / np.maximum(np.max(np.abs(ref), -1), 1e-300)
-                else:
-                    err = np.where(mag > 0, d / np.where(mag > 0, mag, 1), d)
+                err = row_errors(got, ref, mag, dt)
                 chk.check(got.dtype == dt and np.all(err <= tol),
                           "%s: worst row error %.3g > %g" % (dt.__name__, err.max(), tol))
     chk.start("an unbatched call [L, H, d] with gates [L, H]")
