@@ -126,7 +126,7 @@ static void replay_piece(la_engine e, la_work *w, int h, int64_t token0, int64_t
     }
     features_at(e, h, p0, len, p0 + len, n, k, w->phik, w->ak, v, dv);
     for (int i = 0; i < len; i++) w->segi[i] = 0;
-    rescale_keys(e, w, len, 1, 0, sz, m);
+    rescale_keys(e, w, len, 1, 0, sz, m, 0);
     M = w->mseg[0];
 #ifdef LA_SIMD_F32
     if (kc) e->simd->to_f32(rsz, sz, sf);

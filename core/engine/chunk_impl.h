@@ -36,14 +36,31 @@ static void chunk_values(la_engine e, int h, int64_t c0, int len, const LA_REAL 
   }
 }
 
+/* How far a decayed chunk on the undecayed products may scale its rows (decay_fold): the
+ * decay folded into them, -G_{len-1} (decay_split, decay_impl.h), and the keys' scale above
+ * the state's kept (rescale_keys) are each at most this many nats: keys grow by e^16 at most
+ * in float32 (of its +-87 nats), e^128 in float64 (of +-708), and queries shrink by as much
+ * (decay_fold), so features of normal size stay far from overflow and from subnormals. RetNet's
+ * gammas (>= 0.969, 2 nats per 64 rows) and gates of up to 1/8 nat per token stay on the
+ * undecayed products at C = 64. */
+#ifdef LA_REAL_IS_F64
+#define LA_DECAY_SPLIT 64.0
+#else
+#define LA_DECAY_SPLIT 8.0
+#endif
+
 /* Per-segment log-scales for a chunk (§2, §3): keys of the chunk's segment s are brought to
  * M_s = max a_k over the segment's keys in the chunk, and for s = 0 (the segment continuing
  * from the state) also the state's m. Pairs only meet within a segment, so each segment keeps
  * its own exact scale. reset: the chunk starts a segment, the state is dropped. Keys get
  * e^{a_k - M_s}, the state e^{m - M_0}. Unstabilized maps: M_s = 0. Returns 1 when it
- * cleared or rescaled sz (a working-precision copy of it is then stale), else 0. */
+ * cleared or rescaled sz (a working-precision copy of it is then stale), else 0.
+ * decayed (decay_fold): every map takes part (unstabilized ones with a_k = 0), since the
+ * decay moves m; the state keeps its scale, M_0 = m, while the keys are at most
+ * LA_DECAY_SPLIT nats above it (the state then needs no pass per chunk), and the keys are
+ * left to decay_fold, which scales them once. */
 static int rescale_keys(la_engine e, la_work *w, int len, int nseg, int reset,
-                                double *sz, double *m) {
+                                double *sz, double *m, int decayed) {
   const int r = e->r;
   const size_t rsz = (size_t)r * (e->dv + 1);
   const int *segi = w->segi;
@@ -55,20 +72,21 @@ static int rescale_keys(la_engine e, la_work *w, int len, int nseg, int reset,
     *m = -INFINITY;
     changed = 1;
   }
-  if (!e->stabilized) {
+  if (!e->stabilized && !decayed) {
     for (int s = 0; s < nseg; s++) M[s] = 0.0;
     return changed;
   }
   for (int s = 0; s < nseg; s++) M[s] = -INFINITY;
   M[0] = *m;
   for (int i = 0; i < len; i++) M[segi[i]] = w->ak[i] > M[segi[i]] ? w->ak[i] : M[segi[i]];
+  if (decayed && *m != -INFINITY && M[0] - *m <= LA_DECAY_SPLIT) M[0] = *m;
   if (*m != M[0] && *m != -INFINITY) {
     double f = exp(*m - M[0]);
     for (size_t i = 0; i < rsz; i++) sz[i] *= f;
     changed = 1;
   }
   *m = M[0];
-  for (int i = 0; i < len; i++) {
+  for (int i = 0; i < len && !decayed; i++) {
     LA_REAL f = (LA_REAL)exp(w->ak[i] - M[segi[i]]);
     if (f == (LA_REAL)1) continue;
 #ifdef LA_SIMD_F32
@@ -80,6 +98,33 @@ static int rescale_keys(la_engine e, la_work *w, int len, int nseg, int reset,
     for (int j = 0; j < r; j++) phik[(size_t)i * r + j] *= f;
   }
   return changed;
+}
+
+/* Decay folded into the chunk's rows (docs/design.md §1.2 "The chunkwise form"): with G_i the
+ * chunk's cumulative log-decay ((i+1) ln gamma, or the cumulative log-gates), queries get
+ * e^{G_i} and keys e^{a_k - M_s - G_j} (rescale_keys' scale with the decay), so the undecayed
+ * products give e^{G_i - G_j} phi_q,i . phi_k,j in the chunk, e^{G_i} phi_q,i (S|z) from
+ * the state, and the update (S|z) + Phi_k^T [V|1] is the new state on the log-scale
+ * M_0 + G_{len-1}. The caller bounds -G_{len-1} by LA_DECAY_SPLIT (decay_split).
+ * Unstabilized maps (a = 0, -LA_DECAY_SPLIT <= M_s <= 0) also fold the keys' scale into the
+ * queries, e^{G_i + M_s}, so that their rows come out on log-scale 0, which finalize_rows'
+ * common case needs; returns 1 then (the rows' log-scales stay 0), else 0. */
+static int decay_fold(la_engine e, la_work *w, int len, const double *G) {
+  const int r = e->r, fold = !e->stabilized;
+  LA_REAL *pq = w->phiq, *pk = w->phik;
+  for (int i = 0; i < len; i++) {
+    const LA_REAL fq = (LA_REAL)exp(G[i] + (fold ? w->mseg[w->segi[i]] : 0.0));
+    const LA_REAL fk = (LA_REAL)exp(w->ak[i] - w->mseg[w->segi[i]] - G[i]);
+#ifdef LA_SIMD_F32
+    if (e->simd) {
+      e->simd->mul_f32((size_t)r, pq + (size_t)i * r, fq);
+      e->simd->mul_f32((size_t)r, pk + (size_t)i * r, fk);
+      continue;
+    }
+#endif
+    for (int j = 0; j < r; j++) pq[(size_t)i * r + j] *= fq, pk[(size_t)i * r + j] *= fk;
+  }
+  return fold;
 }
 
 /* (S|z) += Phi_k[b:]^T [V|1][b:] in float64; with nseg > 1 the state restarts at the last
@@ -199,7 +244,7 @@ static void accum_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
   if (reset || nseg > 1) *f = 1;
   features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
-  rescale_keys(e, w, len, nseg, reset, sz, m);
+  rescale_keys(e, w, len, nseg, reset, sz, m, 0);
 #ifdef LA_SIMD_F32
   if (e->simd && nseg == 1) {
     const int64_t ldv = (int64_t)e->H * e->dv;
@@ -372,7 +417,7 @@ static void tape_rows(la_engine e, la_work *w, int h, int64_t c0, int len) {
 static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0, int len,
                         int64_t hi, const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
                         double *sz, double *m, int *f, LA_REAL *out, LA_REAL *raw, double *lsc,
-                        const double **basep, LA_REAL *sf, int sfok) {
+                        const double **basep, LA_REAL *sf, int sfok, const double *G) {
   const int r = e->r, dv1 = e->dv + 1, C = e->C;
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *A = w->A, *o = w->o;
@@ -383,8 +428,9 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   if (reset || nseg > 1) *f = 1;
   const int *segi = w->segi;
   features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
-  if (rescale_keys(e, w, len, nseg, reset, sz, m)) sfok = 0;
+  if (rescale_keys(e, w, len, nseg, reset, sz, m, G != NULL)) sfok = 0;
   features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
+  const int folded = G && decay_fold(e, w, len, G);
 #ifdef LA_SIMD_F32
   if (e->simd && nseg == 1) { /* the same products on the table's kernels */
     const int64_t ldv = (int64_t)e->H * e->dv;
@@ -394,7 +440,7 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     else if (live) e->simd->to_f32(rsz, sz, sf);
     la_simd_causal_chunk(e->simd, len, r, e->dv, w->phiq, w->phik, v + c0 * ldv + (int64_t)h * e->dv,
                          ldv, live ? sf : NULL, o, w->tmp, w->kT, A, w->zf, C);
-    for (int i = 0; i < len; i++) w->aq[i] += w->mseg[0];
+    for (int i = 0; i < len && !folded; i++) w->aq[i] += w->mseg[0];
     if (raw) store_raw(e, w, h, c0, len, raw, lsc);
     else finalize_rows(e, w, h, token0, c0, len, out);
     if (e->tape) {
@@ -403,6 +449,7 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     }
     *m = w->mseg[0]; /* state_add_tmp, and sf = base + sz for the next chunk */
     e->simd->add_round(rsz, sz, w->tmp, base, sf);
+    if (G) *m += G[len - 1]; /* decay_fold: the state decays over the chunk */
     return 1;
   }
 #else
@@ -430,11 +477,12 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   }
   /* intra-chunk: O' += (tril and same segment)(Phi_q Phi_k^T) [V|1] */
   tril_product(e, w, len, r, w->phiq, w->phik, w->vp, dv1, dv1, o, dv1, A, segi);
-  for (int i = 0; i < len; i++) w->aq[i] += w->mseg[segi[i]];
+  for (int i = 0; i < len && !folded; i++) w->aq[i] += w->mseg[segi[i]];
   if (raw) store_raw(e, w, h, c0, len, raw, lsc);
   else finalize_rows(e, w, h, token0, c0, len, out);
   if (e->tape) tape_rows(e, w, h, c0, len);
   state_add(e, w, len, nseg, sz, m);
+  if (G) *m += G[len - 1]; /* decay_fold: the state decays over the chunk */
   if (nseg > 1) *basep = NULL;
   return 0;
 }
@@ -446,7 +494,7 @@ static void apply_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t
   for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
     const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
     sfok = causal_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz, m, f, out, raw, lsc, &base,
-                        w->sf, sfok);
+                        w->sf, sfok, NULL);
   }
 }
 
@@ -467,7 +515,7 @@ static void apply_causal_heads(la_engine e, la_work *w, int h0, int h1, int64_t 
       const double *base = NULL;
       next = causal_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz + (size_t)(h - h0) * rsz,
                           m + (h - h0), f + (h - h0), out, raw, lsc, &base,
-                          (LA_REAL *)e->sfall + (size_t)h * rsz, sfok);
+                          (LA_REAL *)e->sfall + (size_t)h * rsz, sfok, NULL);
     }
     sfok = next;
   }

@@ -201,14 +201,45 @@ static void decay_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   decay_update(e, w, len, b, len, nseg == 1, e->dlog[h], G, 0, sz, m);
 }
 
-/* Causal rows [lo, hi) of head h from the decayed prefix (sz, m, f), which advances to the
- * last row (docs/design.md §1.2). */
-static void decay_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t lo,
+/* The chunk's cumulative log-decay G_i in w->gc ((i+1) ln gamma_h, or gate_cum's), or NULL
+ * when -G_{len-1} exceeds LA_DECAY_SPLIT or a tape is recorded: the chunk then runs on
+ * decay_chunk's generic products. */
+static const double *decay_split(la_engine e, la_work *w, int h, int64_t t0, int len) {
+  if (e->tape) return NULL;
+  const double *G = gate_cum(e, w, h, t0, len);
+  if (!G) {
+    for (int i = 0; i < len; i++) w->gc[i] = (i + 1) * e->dlog[h];
+    G = w->gc;
+  }
+  return -G[len - 1] <= LA_DECAY_SPLIT ? G : NULL;
+}
+
+/* Causal rows [lo, hi) of heads [h0, h1) from their decayed prefixes (sz[(h - h0) r (dv+1)],
+ * m[h - h0], f[h - h0]), which advance to the last row (docs/design.md §1.2), chunk by chunk
+ * and head by head: the undecayed chunk with the decay folded into its rows (causal_chunk,
+ * decay_fold) where decay_split allows, else decay_chunk. */
+static void decay_causal(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t lo,
                          int64_t hi, const void *q, const void *k, const void *v, double *sz,
                          double *m, int *f, void *out, void *raw, double *lsc) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  int sfok = 0; /* e->sfall holds every head's state (causal_chunk), as in apply_causal_heads */
   for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
     const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
-    decay_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz, m, f, out, raw, lsc, NULL);
+    int next = 1;
+    for (int h = h0; h < h1; h++) {
+      double *szh = sz + (size_t)(h - h0) * rsz, *mh = m + (h - h0);
+      int *fh = f + (h - h0);
+      const double *G = decay_split(e, w, h, token0 + c0, len);
+      const double *base = NULL;
+      if (G)
+        next &= causal_chunk(e, w, h, token0, c0, len, hi, q, k, v, szh, mh, fh, out, raw, lsc,
+                             &base, (LA_REAL *)e->sfall + (size_t)h * rsz, sfok, G);
+      else {
+        decay_chunk(e, w, h, token0, c0, len, hi, q, k, v, szh, mh, fh, out, raw, lsc, NULL);
+        next = 0; /* sfall's copy of this head is stale */
+      }
+    }
+    sfok = next;
   }
 }
 

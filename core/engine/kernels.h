@@ -106,11 +106,13 @@ typedef struct {
   void (*query_summary)(la_engine e, la_work *w, int h, int64_t token0, int64_t n, int64_t a,
                         int64_t b, const void *q, const void *g, const double *side,
                         double *sz, double *m);
-  /* --decay (§1.2), generic products only: causal rows [lo, hi) from the decayed prefix
-   * (sz, m, f), which advances (raw: unfinalized rows, as apply_causal) */
-  void (*decay_causal)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
-                       const void *q, const void *k, const void *v, double *sz, double *m,
-                       int *f, void *out, void *raw, double *lsc);
+  /* --decay or --gates (§1.2): causal rows [lo, hi) of heads [h0, h1) from their decayed
+   * prefixes (sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0]), which advance (raw: unfinalized
+   * rows, as apply_causal); the chunk kernels with the decay folded into the rows where the
+   * chunk's decay allows, else the generic products */
+  void (*decay_causal)(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t lo,
+                       int64_t hi, const void *q, const void *k, const void *v, double *sz,
+                       double *m, int *f, void *out, void *raw, double *lsc);
   /* the decayed summary of the keys of rows [lo, hi) (§1.2, §4.1): (sz, m, f) advances over
    * them as decay_causal's state does, without the queries; rev = 1: the reverse summary as
    * of token lo (no segments) */

@@ -71,7 +71,7 @@ static void range_summary(la_engine e, la_work *w, int h, int64_t token0, int64_
   range_keys(e, h, token0, a, b, k, v, hlo, hk, hv, w->phik, w->ak, w->vp);
   for (int i = 0; i < len; i++) w->segi[i] = 0;
   *m = -INFINITY;
-  rescale_keys(e, w, len, 1, 1, sz, m);
+  rescale_keys(e, w, len, 1, 1, sz, m, 0);
   window_decay_keys(e, w, h, a, base, 0, len);
   state_add(e, w, len, 1, sz, m);
 }

@@ -192,11 +192,12 @@ def compare_bwd(name, tol, **kw):
     ref = [t[:, sl] for t in grads([q, k, v, G], g)]
     mine = grads([t[:, sl].contiguous() for t in (q, k, v, G)],
                  g[:, sl].contiguous() if g is not None else None, comm=comm)
-    # causal: dq of a segment's first token is 0 exactly (out = v there, whatever q is): both sides
-    # hold rounding only, so those rows are held to 1e-13 of the median dq row in absolute
-    # terms (a relative error of a zero measures nothing), the others as every row below
-    starts = [t - row0 for t in kw.get("segments", [])[:-1] if row0 <= t < row0 + n
-              and kw.get("mode", "causal") == "causal"]
+    # causal: dq of a segment's first token (the sequence's first too) is 0 exactly (out = v
+    # there, whatever q is): both sides hold rounding only, so those rows are held to 1e-13 of
+    # the median dq row in absolute terms (a relative error of a zero measures nothing), the
+    # others as every row below
+    starts = [t - row0 for t in sorted(set([0] + kw.get("segments", [])[:-1]))
+              if row0 <= t < row0 + n and kw.get("mode", "causal") == "causal"]
     keep = [t for t in range(n) if t not in starts]
     med = comm.allreduce(ref[0].flatten(0, -2).norm(dim=-1).median().item(), op=MPI.MAX)
     for x in (mine[0], ref[0]):
@@ -212,10 +213,18 @@ def compare_bwd(name, tol, **kw):
             "%s %.1e" % (w, e) for w, e in zip(("dq", "dk", "dv", "dg"), errs))), flush=True)
 
 
-compare_bwd("backward decay causal elu1 f64 chain", 1e-12, decay=[0.9, 0.5],
+# The causal decayed chunks fold their decay into their rows where the chunk's decay is small
+# (core/engine/chunk_impl.h decay_fold) and keep the state's scale while the keys fit
+# (rescale_keys): where that happens depends on the chunks' alignment, which differs per rank,
+# so the P-rank and one-process backward differ by more than bracketing in the rows that
+# cancel. Both are as far from an independent float64 quadratic reference as before the fold
+# (gates + decay elu1 segments at P = 3: dk 1.0e-12, dgates 5.5e-12 for either; dist against
+# one 1.1e-12 in dgates), so these rows are held to 1e-11.
+DECAYED_BWD = 1e-11
+compare_bwd("backward decay causal elu1 f64 chain", DECAYED_BWD, decay=[0.9, 0.5],
             scan_algorithm="chain")
-compare_bwd("backward gates causal elu1 f64", 1e-12, gates="draw")
-compare_bwd("backward gates + decay elu1 segments f64", 1e-12, gates="draw",
+compare_bwd("backward gates causal elu1 f64", DECAYED_BWD, gates="draw")
+compare_bwd("backward gates + decay elu1 segments f64", DECAYED_BWD, gates="draw",
             decay=[0.9, 0.5], segments=[0, 3, 50, 51, 120, 203])
 # a window: the anti-causal products' halos on the reversed sequence (L = 203 splits unevenly
 # on 2 to 4 ranks, so the reversed shards are not la_split_ownership's)
@@ -226,7 +235,7 @@ compare_bwd("backward decay window 60 taylor2 f64", 1e-12, decay=0.95, window=60
 compare_bwd("backward decay bidirectional taylor2 segments f64", 1e-12, decay=[0.9, 0.5],
             mode="bidirectional", feature_map="taylor2", segments=[0, 3, 50, 51, 120, 203])
 # the stabilized maps: each head's keys and coefficients on common scales over the ranks
-compare_bwd("backward decay favor+ causal segments f64", 1e-12, decay=[0.9, 0.5],
+compare_bwd("backward decay favor+ causal segments f64", DECAYED_BWD, decay=[0.9, 0.5],
             feature_map="favor+", features=16, segments=[0, 3, 50, 51, 120, 203])
 compare_bwd("backward gates favor-hyp window 9 f64", 1e-12, gates="draw", window=9,
             feature_map="favor-hyp", features=16)
