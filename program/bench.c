@@ -42,6 +42,7 @@ typedef struct {
    * as given (the series a scaling study keeps apart), scan_used = the one that ran
    * ("none" on one rank); bidirectional: "allreduce" in both */
   const char *scan, *scan_used;
+  const char *decay; /* --decay as given, linear rows only (NULL: empty) */
 } la_brow;
 
 typedef struct {
@@ -59,7 +60,7 @@ typedef struct {
 
 const char la_bench_csv_header[] =
     "impl,mode,map,features,r,n,heads,dk,dv,dtype,ranks,threads,chunk,repeat,seconds,gflops,"
-    "tokens_per_s,useful_flops,check_err,efficiency,isa,blas_core,scan_algorithm,scan_used\n";
+    "tokens_per_s,useful_flops,check_err,efficiency,isa,blas_core,scan_algorithm,scan_used,decay\n";
 
 static void put_int(FILE *f, int64_t v) {
   if (v >= 0) fprintf(f, "%lld", (long long)v);
@@ -106,8 +107,8 @@ static void row_print(FILE *f, const la_csv *c, const la_brow *r) {
   fputc(',', f);
   const int probe = strstr(r->impl, "gemm") != NULL; /* the probe rows are the denominator */
   if (!probe && best > 0 && r->ranks > 0) fprintf(f, "%.4g", gf / (r->ranks * best));
-  fprintf(f, ",%s,%s,%s,%s\n", c->sys.isa, c->sys.blas_core ? c->sys.blas_core : "",
-          r->scan ? r->scan : "", r->scan_used ? r->scan_used : "");
+  fprintf(f, ",%s,%s,%s,%s,%s\n", c->sys.isa, c->sys.blas_core ? c->sys.blas_core : "",
+          r->scan ? r->scan : "", r->scan_used ? r->scan_used : "", r->decay ? r->decay : "");
 }
 
 static void emit_row(la_dist d, la_csv *c, const la_brow *r) {
@@ -230,6 +231,9 @@ static la_status time_linear(la_bctx *b, la_mode mode, int64_t n, int64_t nloc, 
   cfg.chunk = o->cfg.chunk;
   cfg.kernels = o->cfg.kernels;
   cfg.threads = T;
+  cfg.decay = o->cfg.decay; /* --decay (docs/design.md §1.2) */
+  cfg.decay_n = o->cfg.decay_n;
+  cfg.decay_retnet = o->cfg.decay_retnet;
   la_featmap fm = NULL;
   la_engine eng = NULL;
   la_den_stats stats = {0};
@@ -260,7 +264,7 @@ static la_status time_linear(la_bctx *b, la_mode mode, int64_t n, int64_t nloc, 
                    la_map_uses_features(map) ? features : -1, r, o->heads, o->dk, o->dv,
                    la_dist_size(b->d), T, la_engine_chunk(eng), o->repeat, n, best,
                    la_useful_flops(&cfg, n, o->heads, o->dk, o->dv, r), -1, 1, "allreduce",
-                   "allreduce"};
+                   "allreduce", o->decay_string};
     if (mode == LA_CAUSAL) {
       row.scan = la_scan_algorithm_names[o->cfg.scan_algorithm];
       row.scan_used = la_dist_size(b->d) > 1 ? la_scan_algorithm_names[la_dist_scan_algorithm(b->d)]
@@ -348,7 +352,7 @@ static la_status bench_one(la_bctx *b, la_mode mode, int64_t n) {
         s = check_result(b, what, e, rm, o->dtype == LA_F32 ? 1e-5 : 1e-10, &rel);
       }
       la_brow row = {"softmax", mode_name(mode), "", la_dtype_name(o->dtype), -1, -1, H, o->dk, o->dv,
-                     P, T, -1, o->repeat, n, best, exact_flops(n, H, o->dk, o->dv, mode), rel, 1, NULL, NULL};
+                     P, T, -1, o->repeat, n, best, exact_flops(n, H, o->dk, o->dv, mode), rel, 1, NULL, NULL, NULL};
       if (s == LA_OK) emit_row(b->d, b->csv, &row);
     }
     if (do_pb && s == LA_OK) {
@@ -379,7 +383,7 @@ static la_status bench_one(la_bctx *b, la_mode mode, int64_t n) {
         s = check_result(b, what, e, rm, 1e-10, &rel);
       }
       la_brow row = {"pblas", mode_name(mode), "", "f64", -1, -1, H, o->dk, o->dv, P, T, -1,
-                     o->repeat, n, best, exact_flops(n, H, o->dk, o->dv, mode), rel, 1, NULL, NULL};
+                     o->repeat, n, best, exact_flops(n, H, o->dk, o->dv, mode), rel, 1, NULL, NULL, NULL};
       if (s == LA_OK) emit_row(b->d, b->csv, &row);
     }
   }
@@ -443,7 +447,7 @@ int la_cmd_bench(la_dist d, la_cli *o) {
             break;
           }
           la_brow row = {dbl ? "dgemm" : "sgemm", "", "", dbl ? "f64" : "f32", -1, -1, -1, -1, -1,
-                         1, tl[i], -1, reps, g, t, 2.0 * g * g * g, -1, 0, NULL, NULL};
+                         1, tl[i], -1, reps, g, t, 2.0 * g * g * g, -1, 0, NULL, NULL, NULL};
           probe_note(&csv, tl[i], dbl, 2.0 * g * g * g / t * 1e-9);
           emit_row(d, &csv, &row);
         }
@@ -460,7 +464,7 @@ int la_cmd_bench(la_dist d, la_cli *o) {
           if (!isfinite(gf)) continue;
           const double fl = 2.0 * 64 * 64 * 64 * 2000 * tl[i];
           la_brow row = {impl, "", "", dbl ? "f64" : "f32", -1, -1, -1, -1, -1, 1, tl[i], -1, reps,
-                         64, fl / (gf * 1e9), fl, -1, 0, NULL, NULL};
+                         64, fl / (gf * 1e9), fl, -1, 0, NULL, NULL, NULL};
           probe_note(&csv, tl[i], dbl, gf);
           emit_row(d, &csv, &row);
         }

@@ -236,7 +236,7 @@ static const la_opt rows[] = {
     {.name = "--window", .meta = "W", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_INT,
      F(cfg.window), .lo = 1, .hi = INT64_MAX,
      .help = "causal sliding window: query i reads keys i-W < j <= i"},
-    {.name = "--decay", .meta = "G", .subs = RGE, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
+    {.name = "--decay", .meta = "G", .subs = ALL, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
      F(decay_string), .set = decay_set,
      .help = "per-head decay gamma in (0, 1]: one value, a comma list (one per head), or retnet "
              "(gamma_h = 1 - 2^(-5-h)); pair weights gamma^(i-j) (causal), gamma^abs(i-j) "
@@ -244,7 +244,8 @@ static const la_opt rows[] = {
              "--reproducible; grad takes it in both modes on any number of ranks (windows "
              "too), every map (the favor family's keys within 600 nats, 60 in f32); eval "
              "measures every map with it against softmax with the same decay (not with "
-             "--recall; n up to --softmax-max-n)"},
+             "--recall; n up to --softmax-max-n); bench times the decayed operator (its decay "
+             "column; not with --baselines or --check)"},
     {.name = "--gates", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_CUSTOM,
      F(gates_string), .set = gates_set,
      .help = "data-dependent log-gates g <= 0, one per token and head: an .npy [N,H] ([N] for "
@@ -467,6 +468,11 @@ la_status la_cli_parse(la_sub sub, int argc, char **argv, int first, la_cli *o) 
     static const char *const synth[] = {"--n", "--heads", "--dk", "--dv", "--input-scale", NULL};
     LA_TRY(inputs_or_synthetic(o, given, synth));
   }
+  /* bench --decay: its baselines and --check are undecayed softmax */
+  LA_CHECK(sub != LA_SUB_BENCH || !(o->cfg.decay_retnet || o->cfg.decay_n > 0) ||
+               (o->baselines == LA_BASELINES_NONE && !o->check),
+           LA_ERR_ARG, "--decay: bench's baselines and --check are undecayed softmax; time them "
+           "in a call without --decay");
   if (sub == LA_SUB_EVAL) {
     static const char *const synth[] = {"--n", "--heads", "--dk", "--dv", "--data-seed", NULL};
     LA_CHECK(o->out_dir, LA_ERR_ARG, "--out-dir DIR is required (where results.csv goes)");

@@ -198,6 +198,13 @@ CASES = [
     ("eval --decay above --softmax-max-n", ["eval", "--out-dir", "evd", "--n", "64", "--decay",
                                             "0.9", "--softmax-max-n", "32"], 2,
      ["--decay", "n = 64", "--softmax-max-n 32"]),
+    # linattn bench --decay times the decayed operator; its baselines are undecayed softmax
+    ("bench --decay with --baselines", ["bench", "--n", "64", "--decay", "0.9", "--baselines",
+                                        "softmax"], 2, ["--decay", "baselines", "undecayed"]),
+    ("bench --decay with --check", ["bench", "--n", "64", "--decay", "0.9", "--check"], 2,
+     ["--decay", "--check", "undecayed"]),
+    ("bench --decay above 1", ["bench", "--n", "64", "--decay", "1.5"], 2,
+     ["--decay", "1.5", "(0, 1]"]),
 ]
 
 
@@ -208,7 +215,7 @@ def check_case(run, tally, name, args, want_rc, must, env=None):
     saved = {k: os.environ.get(k) for k in env or {}}
     os.environ.update({k: run.path(v) for k, v in (env or {}).items()})
     sub = "run"
-    if args and args[0] in ("grad", "eval"):  # a case of `linattn grad` or `linattn eval`
+    if args and args[0] in ("grad", "eval", "bench"):  # a case of `linattn grad`, `eval` or `bench`
         sub, args = args[0], args[1:]
     try:
         rc, _, err = run(*args, sub=sub)
