@@ -109,21 +109,33 @@ static int rescale_keys(la_engine e, la_work *w, int len, int nseg, int reset,
  * Unstabilized maps (a = 0, -LA_DECAY_SPLIT <= M_s <= 0) also fold the keys' scale into the
  * queries, e^{G_i + M_s}, so that their rows come out on log-scale 0, which finalize_rows'
  * common case needs; returns 1 then (the rows' log-scales stay 0), else 0. */
-static int decay_fold(la_engine e, la_work *w, int len, const double *G) {
-  const int r = e->r, fold = !e->stabilized;
-  LA_REAL *pq = w->phiq, *pk = w->phik;
+static void fold_rows(la_engine e, int len, LA_REAL *x, const double *f) {
+  const int r = e->r;
   for (int i = 0; i < len; i++) {
-    const LA_REAL fq = (LA_REAL)exp(G[i] + (fold ? w->mseg[w->segi[i]] : 0.0));
-    const LA_REAL fk = (LA_REAL)exp(w->ak[i] - w->mseg[w->segi[i]] - G[i]);
+    const LA_REAL fi = (LA_REAL)f[i];
 #ifdef LA_SIMD_F32
     if (e->simd) {
-      e->simd->mul_f32((size_t)r, pq + (size_t)i * r, fq);
-      e->simd->mul_f32((size_t)r, pk + (size_t)i * r, fk);
+      e->simd->mul_f32((size_t)r, x + (size_t)i * r, fi);
       continue;
     }
 #endif
-    for (int j = 0; j < r; j++) pq[(size_t)i * r + j] *= fq, pk[(size_t)i * r + j] *= fk;
+    for (int j = 0; j < r; j++) x[(size_t)i * r + j] *= fi;
   }
+}
+
+/* The keys alone (the keys pass, accum_chunk): e^{a_k - M_s - G_j}. */
+static void decay_fold_keys(la_engine e, la_work *w, int len, const double *G) {
+  double *f = w->ak2;
+  for (int i = 0; i < len; i++) f[i] = exp(w->ak[i] - w->mseg[w->segi[i]] - G[i]);
+  fold_rows(e, len, w->phik, f);
+}
+
+static int decay_fold(la_engine e, la_work *w, int len, const double *G) {
+  const int fold = !e->stabilized;
+  double *f = w->ak2;
+  for (int i = 0; i < len; i++) f[i] = exp(G[i] + (fold ? w->mseg[w->segi[i]] : 0.0));
+  fold_rows(e, len, w->phiq, f);
+  decay_fold_keys(e, w, len, G);
   return fold;
 }
 
@@ -239,23 +251,26 @@ static void features_pf(la_engine e, int h, int64_t c0, int len, int64_t hi,
 /* One chunk [c0, c0+len) of accum_range; hi ends the range (the prefetch stops there). */
 static void accum_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0, int len,
                         int64_t hi, const LA_REAL *k, const LA_REAL *v, double *sz, double *m,
-                        int *f) {
+                        int *f, const double *G) {
   int reset;
   int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
   if (reset || nseg > 1) *f = 1;
   features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
-  rescale_keys(e, w, len, nseg, reset, sz, m, 0);
+  rescale_keys(e, w, len, nseg, reset, sz, m, G != NULL);
+  if (G) decay_fold_keys(e, w, len, G); /* decayed (decay_fold): m + G_{len-1} below */
 #ifdef LA_SIMD_F32
   if (e->simd && nseg == 1) {
     const int64_t ldv = (int64_t)e->H * e->dv;
     la_simd_key_summary(e->simd, len, e->r, e->dv, w->phik, v + c0 * ldv + (int64_t)h * e->dv, ldv,
                         w->tmp);
     state_add_tmp(e, w, sz, m);
+    if (G) *m += G[len - 1];
     return;
   }
 #endif
   chunk_values(e, h, c0, len, v, w->vp);
   state_add(e, w, len, nseg, sz, m);
+  if (G) *m += G[len - 1];
 }
 
 /* Tail summary of tokens [lo, hi) (global token0 + lo ...), combined onto (sz, m, f). */
@@ -269,7 +284,7 @@ static void accum_heads(la_engine e, la_work *w, int h0, int h1, int64_t token0,
     const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
     for (int h = h0; h < h1; h++)
       accum_chunk(e, w, h, token0, c0, len, hi, k, v, sz + (size_t)(h - h0) * rsz,
-                  m + (h - h0), f + (h - h0));
+                  m + (h - h0), f + (h - h0), NULL);
   }
 }
 

@@ -243,17 +243,55 @@ static void decay_causal(la_engine e, la_work *w, int h0, int h1, int64_t token0
   }
 }
 
-/* The summary of the keys of rows [lo, hi) of head h (docs/design.md §4.1, §1.2): per chunk
- * the state decays by gamma^len and takes the keys of the chunk's last segment, as in
- * decay_chunk, with no query read. A segment start drops the state and sets the flag.
- * rev = 1: the reverse summary as of token lo, sum_j gamma^(j - lo) phi(k_j)^T [V|1]_j over
- * the keys before the first segment start after lo, the chunks walked from the last with
- * decay_chunk_rev's update; the flag is set when a segment starts in the rows (it hides the
- * keys after them from the rows before). */
-static void decay_accum(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
-                        const void *k, const void *v, int rev, double *sz, double *m, int *f) {
+/* One chunk of the decayed keys pass of head h (forward): the undecayed keys pass with the
+ * decay folded into the keys (accum_chunk) where decay_split allows, else per chunk the state
+ * decays over the chunk and takes the keys of its last segment, as in decay_chunk, with no
+ * query read. A segment start drops the state and sets the flag. */
+static void decay_accum_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0,
+                              int len, int64_t hi, const void *k, const void *v, double *sz,
+                              double *m, int *f) {
+  const double *G = decay_split(e, w, h, token0 + c0, len);
+  if (G) {
+    accum_chunk(e, w, h, token0, c0, len, hi, k, v, sz, m, f, G);
+    return;
+  }
+  int reset;
+  const int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
+  if (reset || nseg > 1) *f = 1;
+  if (reset) {
+    memset(sz, 0, sizeof(double) * (size_t)e->r * (e->dv + 1));
+    *m = -INFINITY;
+  }
+  features_at(e, h, c0, len, -1, hi, (const LA_REAL *)k, w->phik, w->ak, v, e->dv);
+  chunk_values(e, h, c0, len, (const LA_REAL *)v, w->vp);
+  int b = 0; /* the state continues with the chunk's last segment */
+  while (w->segi[b] != nseg - 1) b++;
+  decay_update(e, w, len, b, len, nseg == 1, e->dlog[h], gate_cum(e, w, h, token0 + c0, len), 0,
+               sz, m);
+}
+
+/* The summaries of the keys of rows [lo, hi) of heads [h0, h1) (docs/design.md §4.1, §1.2),
+ * head h's in sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0]: forward, chunk by chunk with the
+ * heads together (decay_accum_chunk). rev = 1: head by head, the reverse summary as of token
+ * lo, sum_j gamma^(j - lo) phi(k_j)^T [V|1]_j over the keys before the first segment start
+ * after lo, the chunks walked from the last with decay_chunk_rev's update; the flag is set
+ * when a segment starts in the rows (it hides the keys after them from the rows before). */
+static void decay_accum(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t lo,
+                        int64_t hi, const void *k, const void *v, int rev, double *sz_,
+                        double *m_, int *f_) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
-  if (rev) {
+  if (!rev) {
+    for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
+      const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+      for (int h = h0; h < h1; h++)
+        decay_accum_chunk(e, w, h, token0, c0, len, hi, k, v, sz_ + (size_t)(h - h0) * rsz,
+                          m_ + (h - h0), f_ + (h - h0));
+    }
+    return;
+  }
+  for (int h = h0; h < h1; h++) {
+    double *sz = sz_ + (size_t)(h - h0) * rsz, *m = m_ + (h - h0);
+    int *f = f_ + (h - h0);
     for (int64_t c0 = lo + (hi - 1 - lo) / e->C * e->C; c0 >= lo; c0 -= e->C) {
       const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
       int reset;
@@ -269,23 +307,6 @@ static void decay_accum(la_engine e, la_work *w, int h, int64_t token0, int64_t 
       while (b0 < len && w->segi[b0] == 0) b0++;
       decay_update(e, w, len, 0, b0, nseg == 1, e->dlog[h], NULL, 1, sz, m);
     }
-    return;
-  }
-  for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
-    const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
-    int reset;
-    const int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
-    if (reset || nseg > 1) *f = 1;
-    if (reset) {
-      memset(sz, 0, sizeof(double) * rsz);
-      *m = -INFINITY;
-    }
-    features_at(e, h, c0, len, -1, hi, (const LA_REAL *)k, w->phik, w->ak, v, e->dv);
-    chunk_values(e, h, c0, len, (const LA_REAL *)v, w->vp);
-    int b = 0; /* the state continues with the chunk's last segment */
-    while (w->segi[b] != nseg - 1) b++;
-    decay_update(e, w, len, b, len, nseg == 1, e->dlog[h], gate_cum(e, w, h, token0 + c0, len),
-                 0, sz, m);
   }
 }
 

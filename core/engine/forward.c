@@ -64,16 +64,19 @@ static la_status decay_bidir_all(la_engine e, int64_t token0, int64_t n, const v
 }
 
 /* Decayed (§1.2, §4.1): state <- state (+) the block's summary, whose cumulative log-decay is
- * n ln gamma_h; per head on the generic products, no superblocks. rev = 1: the reverse
+ * n ln gamma_h; one group of adjacent heads per thread, no superblocks. rev = 1: the reverse
  * summary, state holding the keys after the block (the reverse scan's order). */
 static la_status decay_accumulate(la_engine e, int64_t token0, int64_t n, const void *k,
                                   const void *v, la_state *state, int rev) {
   const size_t rsz = (size_t)e->r * (e->dv + 1);
+  const int G = la_head_groups(e);
   la_state_reset(&e->part);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
-  for (int h = 0; h < e->H; h++)
-    e->kern->decay_accum(e, &e->work[la_thread_id()], h, token0, 0, n, k, v, rev,
-                         e->part.sz + (size_t)h * rsz, e->part.m + h, e->part.f + h);
+#pragma omp parallel for schedule(static, 1) num_threads(e->T)
+  for (int g = 0; g < G; g++) {
+    const int h0 = la_head_group(e->H, G, g), h1 = la_head_group(e->H, G, g + 1);
+    e->kern->decay_accum(e, &e->work[la_thread_id()], h0, h1, token0, 0, n, k, v, rev,
+                         e->part.sz + (size_t)h0 * rsz, e->part.m + h0, e->part.f + h0);
+  }
   for (int h = 0; h < e->H; h++) {
     const double a = la_block_log_decay(e, h, token0, n);
     if (state->m[h] != -INFINITY) state->m[h] += a; /* the earlier summary, decayed over n */

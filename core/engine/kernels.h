@@ -113,11 +113,12 @@ typedef struct {
   void (*decay_causal)(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t lo,
                        int64_t hi, const void *q, const void *k, const void *v, double *sz,
                        double *m, int *f, void *out, void *raw, double *lsc);
-  /* the decayed summary of the keys of rows [lo, hi) (§1.2, §4.1): (sz, m, f) advances over
-   * them as decay_causal's state does, without the queries; rev = 1: the reverse summary as
-   * of token lo (no segments) */
-  void (*decay_accum)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
-                      const void *k, const void *v, int rev, double *sz, double *m, int *f);
+  /* the decayed summaries of the keys of rows [lo, hi) of heads [h0, h1) (§1.2, §4.1):
+   * (sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0]) advance over them as decay_causal's states
+   * do, without the queries; rev = 1: the reverse summaries as of token lo (no segments) */
+  void (*decay_accum)(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t lo,
+                      int64_t hi, const void *k, const void *v, int rev, double *sz, double *m,
+                      int *f);
   /* bidirectional rows [0, n): a forward pass unfinalized into out (numerators), den and lsc
    * ([n, H] each), then the reverse pass adds the keys after each row and finalizes out */
   void (*decay_bidir)(la_engine e, la_work *w, int h, int64_t token0, int64_t n, const void *q,
