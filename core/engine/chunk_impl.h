@@ -100,15 +100,7 @@ static int rescale_keys(la_engine e, la_work *w, int len, int nseg, int reset,
   return changed;
 }
 
-/* Decay folded into the chunk's rows (docs/design.md §1.2 "The chunkwise form"): with G_i the
- * chunk's cumulative log-decay ((i+1) ln gamma, or the cumulative log-gates), queries get
- * e^{G_i} and keys e^{a_k - M_s - G_j} (rescale_keys' scale with the decay), so the undecayed
- * products give e^{G_i - G_j} phi_q,i . phi_k,j in the chunk, e^{G_i} phi_q,i (S|z) from
- * the state, and the update (S|z) + Phi_k^T [V|1] is the new state on the log-scale
- * M_0 + G_{len-1}. The caller bounds -G_{len-1} by LA_DECAY_SPLIT (decay_split).
- * Unstabilized maps (a = 0, -LA_DECAY_SPLIT <= M_s <= 0) also fold the keys' scale into the
- * queries, e^{G_i + M_s}, so that their rows come out on log-scale 0, which finalize_rows'
- * common case needs; returns 1 then (the rows' log-scales stay 0), else 0. */
+/* Row i of x (len rows of r) times f[i], in the working precision. */
 static void fold_rows(la_engine e, int len, LA_REAL *x, const double *f) {
   const int r = e->r;
   for (int i = 0; i < len; i++) {
@@ -130,6 +122,15 @@ static void decay_fold_keys(la_engine e, la_work *w, int len, const double *G) {
   fold_rows(e, len, w->phik, f);
 }
 
+/* Decay folded into the chunk's rows (docs/design.md §1.2 "Kernels"): with G_i the
+ * chunk's cumulative log-decay ((i+1) ln gamma, or the cumulative log-gates), queries get
+ * e^{G_i} and keys e^{a_k - M_s - G_j} (rescale_keys' scale with the decay), so the undecayed
+ * products give e^{G_i - G_j} phi_q,i . phi_k,j in the chunk, e^{G_i} phi_q,i (S|z) from
+ * the state, and the update (S|z) + Phi_k^T [V|1] is the new state on the log-scale
+ * M_0 + G_{len-1}. The caller bounds -G_{len-1} by LA_DECAY_SPLIT (decay_split).
+ * Unstabilized maps (a = 0, -LA_DECAY_SPLIT <= M_s <= 0) also fold the keys' scale into the
+ * queries, e^{G_i + M_s}, so that their rows come out on log-scale 0, which finalize_rows'
+ * common case needs; returns 1 then (the rows' log-scales stay 0), else 0. */
 static int decay_fold(la_engine e, la_work *w, int len, const double *G) {
   const int fold = !e->stabilized;
   double *f = w->ak2;
