@@ -238,23 +238,16 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
         la_state_combine_head(run, state->m + h, state->f + h, e->scratch, &tot_m, &tot_f, rsz);
     }
   }
-  if (e->dlog) { /* decay (§1.2): one group of adjacent heads per thread, as below */
+  if (B == 1) { /* heads alone occupy the threads: one group of adjacent heads per thread;
+                 * decayed (§1.2: always B = 1) the same, on decay_causal */
     const int G = la_head_groups(e);
+    const la_causal_heads_fn apply =
+        e->dlog ? e->kern->decay_causal : e->kern->apply_causal_heads;
 #pragma omp parallel for schedule(static, 1) num_threads(e->T)
     for (int g = 0; g < G; g++) {
       const int h0 = la_head_group(H, G, g), h1 = la_head_group(H, G, g + 1);
-      e->kern->decay_causal(e, &e->work[la_thread_id()], h0, h1, token0, 0, n, q, k, v,
-                            e->part.sz + (size_t)h0 * rsz, e->part.m + h0, e->part.f + h0,
-                            out, raw, lsc);
-    }
-  } else if (B == 1) { /* heads alone occupy the threads: one group of adjacent heads per thread */
-    const int G = la_head_groups(e);
-#pragma omp parallel for schedule(static, 1) num_threads(e->T)
-    for (int g = 0; g < G; g++) {
-      const int h0 = la_head_group(H, G, g), h1 = la_head_group(H, G, g + 1);
-      e->kern->apply_causal_heads(e, &e->work[la_thread_id()], h0, h1, token0, 0, n, q, k, v,
-                                  e->part.sz + (size_t)h0 * rsz, e->part.m + h0,
-                                  e->part.f + h0, out, raw, lsc);
+      apply(e, &e->work[la_thread_id()], h0, h1, token0, 0, n, q, k, v,
+            e->part.sz + (size_t)h0 * rsz, e->part.m + h0, e->part.f + h0, out, raw, lsc);
     }
   } else {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)

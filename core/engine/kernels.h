@@ -24,6 +24,14 @@ typedef struct {
   double *rows; /* [n][H][3] */
 } la_tape_view;
 
+/* Causal rows [lo, hi) of heads [h0, h1) from their prefixes sz[(h - h0) r (dv+1)],
+ * m[h - h0], f[h - h0], which advance; raw: the unfinalized rows and their log-scales lsc
+ * (apply_causal_heads, decay_causal) */
+typedef void (*la_causal_heads_fn)(la_engine e, la_work *w, int h0, int h1, int64_t token0,
+                                   int64_t lo, int64_t hi, const void *q, const void *k,
+                                   const void *v, double *sz, double *m, int *f, void *out,
+                                   void *raw, double *lsc);
+
 typedef struct {
   const char *dtype; /* "f32" or "f64" */
   /* (sz, m, f) <- (sz, m, f) (+) the summary of keys [lo, hi) (§4.1, §4.2) */
@@ -42,10 +50,7 @@ typedef struct {
                        int *f, void *out, void *raw, double *lsc, const double *base);
   /* apply_causal on heads [h0, h1) together, chunk by chunk, without base; the prefixes are
    * sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0] (§4.2 "Head groups") */
-  void (*apply_causal_heads)(la_engine e, la_work *w, int h0, int h1, int64_t token0,
-                             int64_t lo, int64_t hi, const void *q, const void *k,
-                             const void *v, double *sz, double *m, int *f, void *out,
-                             void *raw, double *lsc);
+  la_causal_heads_fn apply_causal_heads;
   /* rows [lo, hi) from a complete summary (bidirectional) */
   void (*apply_bidir)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
                       const void *q, const double *sz, double m, void *out);
@@ -110,9 +115,7 @@ typedef struct {
    * prefixes (sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0]), which advance (raw: unfinalized
    * rows, as apply_causal); the chunk kernels with the decay folded into the rows where the
    * chunk's decay allows, else the generic products */
-  void (*decay_causal)(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t lo,
-                       int64_t hi, const void *q, const void *k, const void *v, double *sz,
-                       double *m, int *f, void *out, void *raw, double *lsc);
+  la_causal_heads_fn decay_causal;
   /* the decayed summaries of the keys of rows [lo, hi) of heads [h0, h1) (§1.2, §4.1):
    * (sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0]) advance over them as decay_causal's states
    * do, without the queries; rev = 1: the reverse summaries as of token lo (no segments) */
