@@ -167,9 +167,9 @@ static void apply_window(la_engine e, la_work *w, int h, int64_t token0, int64_t
     }
     memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
     if (qm != -INFINITY && n0 > 0) { /* queue: chunks [lf, c0) of the segment */
-      /* unstabilized maps: M = 0, and qm = 0 undecayed; a decayed summary may sit lower
-       * (the keys pass keeps its state's scale, rescale_keys) */
-      const double fq = e->stabilized ? exp(qm - M[0]) : qm == 0.0 ? 1.0 : exp(qm);
+      /* unstabilized maps: M = 0, and qm = 0 undecayed (exp(0) = 1 exactly); a decayed
+       * summary may sit lower (the keys pass keeps its state's scale, rescale_keys) */
+      const double fq = exp(qm - M[0]);
       for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)(sz[i] * fq);
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, dv1, r, (LA_REAL)1, w->phiq, r,
               sf, dv1, (LA_REAL)0, o, dv1);
