@@ -111,9 +111,10 @@ static la_status job_gates_input(la_job *j) {
     at += snprintf(got + at, sizeof got - at, "%s%lld", i ? ", " : "", (long long)I->shape[i]);
   snprintf(got + at, sizeof got - at, "]");
   LA_CHECK(ok || I->ndim != 3 || I->shape[0] != j->N || I->shape[1] != j->H, LA_ERR_UNSUPPORTED,
-           "--gates %s: per-feature log-gates %s (GLA's diagonal form) are not built yet: give "
-           "one log-gate per token and head, [N=%lld, H=%d] (docs/design.md §1.2 \"Gates\")", g,
-           got, (long long)j->N, j->H);
+           "--gates %s: per-feature log-gates %s (GLA's diagonal form) are not built yet in the "
+           "CLI, which streams blocks and shards ranks (they run on one process through the C "
+           "API and Python, docs/design.md §1.2 \"Per-feature gates\"): give one log-gate per "
+           "token and head, [N=%lld, H=%d]", g, got, (long long)j->N, j->H);
   LA_CHECK(ok, LA_ERR_SHAPE, "--gates %s: must be a float array of log-gates [N=%lld, H=%d]%s "
            "(got %s %s)", g, (long long)j->N, j->H, j->H == 1 ? " or [N]" : "", got,
            la_dtype_name(I->dtype));

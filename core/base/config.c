@@ -41,15 +41,20 @@ static la_status la_config_check_decay(const la_config *cfg) {
   return LA_OK;
 }
 
-/* --gates (§1.2 "Gates"): causal, and in this version not with --reproducible. */
+/* --gates (§1.2 "Gates"): causal, and in this version not with --reproducible; per-feature
+ * gates not yet with a window (§1.2 "Per-feature gates"). */
 static la_status la_config_check_gates(const la_config *cfg) {
   if (!cfg->gates) return LA_OK;
-  LA_CHECK(cfg->gates == 1, LA_ERR_ARG, "--gates: unknown form %d", cfg->gates);
+  LA_CHECK(cfg->gates == LA_GATES_HEAD || cfg->gates == LA_GATES_FEATURE, LA_ERR_ARG,
+           "--gates: unknown form %d", cfg->gates);
   LA_CHECK(cfg->mode == LA_CAUSAL, LA_ERR_ARG,
            "--gates: gates are causal (S_t = e^{g_t} S_{t-1} + ...); bidirectional mode would "
            "need gates for the reverse direction, which the log-gates do not define (refused)");
   LA_CHECK(!cfg->reproducible, LA_ERR_UNSUPPORTED,
            "--gates is not yet supported with --reproducible (docs/design.md §1.2 \"Gates\")");
+  LA_CHECK(cfg->gates != LA_GATES_FEATURE || cfg->window <= 0, LA_ERR_UNSUPPORTED,
+           "per-feature gates [N, H, r] with a window are not built yet (docs/design.md §1.2 "
+           "\"Per-feature gates\")");
   return LA_OK;
 }
 

@@ -245,6 +245,9 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
                                   la_den_stats *stats, const la_decay_ranks *rk) {
   const la_decay_ranks one = {NULL, 0, n, one_forward, one_next, one_later, one_allmax};
   if (!rk) rk = &one;
+  /* every rank refuses alike, before any collective */
+  LA_CHECK(e->gate_w == 1, LA_ERR_UNSUPPORTED, "per-feature gates [N, H, r]: the backward is "
+           "not built yet (docs/design.md §1.2 \"Per-feature gates\")");
   const int64_t row0 = rk->row0, Nt = rk->N;
   const char *what = e->gated ? "--gates" : "--decay";
   if (rk == &one && n == 0) return LA_OK;

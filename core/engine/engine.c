@@ -47,6 +47,7 @@ int la_plan_threads(const la_config *cfg) {
  * `reach`). Per thread, in elements of the working precision (es bytes):
  *   phiq, phik C r; vp, o, ab C (dv+1); A C^2; sf, tmp r (dv+1); phif, dphi 2C r;
  *   vf 2C (dv+1); Af 2C^2; kT r C; zf r;
+ * per-feature gates: gf 2 C r + r doubles;
  * in doubles: aq, ak, mseg C; af, ak2 2C; wsz, wsz2 r (dv+1); segi C ints; tb max(r, dv+1)
  * max(2C, dv+1) elements (float32: counted whether or not the AVX-512 kernels run); the
  * denominator histogram LA_DEN_HIST_BINS uint64; 64 bytes of alignment per allocation.
@@ -62,6 +63,7 @@ size_t la_engine_plan_bytes(const la_config *cfg, int heads, int r, int dv, la_d
   per += sizeof(double) * (3 * C + 4 * C + 2 * R * dv1) + sizeof(int) * C;
   per += es * (R > dv1 ? R : dv1) * (2 * C > dv1 ? 2 * C : dv1);
   per += sizeof(uint64_t) * LA_DEN_HIST_BINS + 64 * NALLOC + sizeof(la_work);
+  if (cfg->gates == LA_GATES_FEATURE) per += sizeof(double) * (2 * C * R + R) + 64; /* gf */
   if (cfg->window > 0 && reach > 0) {
     const int64_t span = cfg->window < reach ? cfg->window : reach;
     per += la_wq_bytes((int)(span / (int64_t)C) + 8, R * dv1);
@@ -77,7 +79,7 @@ static void work_free(la_work *w) {
   free(w->phiq); free(w->phik); free(w->vp); free(w->A); free(w->o); free(w->sf);
   free(w->tmp); free(w->aq); free(w->ak); free(w->segi); free(w->mseg);
   free(w->wsz); free(w->wsz2); free(w->phif); free(w->vf); free(w->af); free(w->Af);
-  free(w->ab); free(w->dphi); free(w->ak2); free(w->gc); free(w->kT); free(w->zf); free(w->tb);
+  free(w->ab); free(w->dphi); free(w->ak2); free(w->gc); free(w->gf); free(w->kT); free(w->zf); free(w->tb);
   la_wq_free(&w->wq);
   free(w->wcum);
   la_den_stats_free(&w->stats);
@@ -89,6 +91,7 @@ static void work_free(la_work *w) {
 static la_status decay_table(la_engine e) {
   const la_config *c = &e->cfg;
   e->gated = c->gates != 0;
+  e->gate_w = c->gates == LA_GATES_FEATURE ? e->r : 1;
   /* la_config_check's refusals again: a caller may plan without it, and the reverse passes
    * and the exact paths have no gates (docs/design.md §1.2 "Gates") */
   LA_CHECK(!e->gated || (c->mode == LA_CAUSAL && !c->reproducible),
@@ -189,10 +192,11 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
     w->dphi = xalloc(es * 2 * C * r);
     w->ak2 = xalloc(sizeof(double) * 2 * C);
     w->gc = xalloc(sizeof(double) * 3 * C);
+    w->gf = cfg->gates == LA_GATES_FEATURE ? xalloc(sizeof(double) * (2 * C * r + r)) : NULL;
     w->kT = xalloc(es * r * C);
     w->zf = xalloc(es * r);
     if (!w->segi || !w->mseg || !w->wsz || !w->wsz2 || (w->tb_cap && !w->tb) || !w->phif || !w->vf || !w->af || !w->Af || !w->ab ||
-        !w->dphi || !w->ak2 || !w->gc || !w->kT || !w->zf)
+        !w->dphi || !w->ak2 || !w->gc || (cfg->gates == LA_GATES_FEATURE && !w->gf) || !w->kT || !w->zf)
       goto nomem;
     if (!w->phiq || !w->phik || !w->vp || !w->A || !w->o || !w->sf || !w->tmp || !w->aq ||
         !w->ak || la_den_stats_init(&w->stats) != LA_OK)
@@ -271,14 +275,19 @@ la_status la_engine_set_gates(la_engine e, const double *g, int64_t token0, int6
   LA_CHECK(token0 >= 0 && n >= 0 && (g || n == 0), LA_ERR_ARG,
            "la_engine_set_gates: tokens [%lld, +%lld) with %s", (long long)token0,
            (long long)n, g ? "values" : "no values");
+  const int gw = e->gate_w;
   for (int64_t t = 0; t < n; t++)
-    for (int h = 0; h < e->H; h++) {
-      const double x = g[t * e->H + h];
-      LA_CHECK(isfinite(x) && x <= 0.0, isfinite(x) ? LA_ERR_ARG : LA_ERR_NONFINITE,
-               "log-gate %g at (token %lld, head %d): log-gates must be finite and "
-               "<= 0 (a gate e^g > 1 would grow the state; docs/design.md §1.2)", x,
-               (long long)(token0 + t), h);
-    }
+    for (int h = 0; h < e->H; h++)
+      for (int f = 0; f < gw; f++) {
+        const double x = g[(t * e->H + h) * gw + f];
+        if (isfinite(x) && x <= 0.0) continue;
+        char feat[40] = "";
+        if (gw > 1) snprintf(feat, sizeof feat, ", feature %d", f);
+        return la_error(isfinite(x) ? LA_ERR_ARG : LA_ERR_NONFINITE,
+                        "log-gate %g at (token %lld, head %d%s): log-gates must be finite and "
+                        "<= 0 (a gate e^g > 1 would grow the state; docs/design.md §1.2)", x,
+                        (long long)(token0 + t), h, feat);
+      }
   e->gates = g, e->gate0 = token0, e->gate_n = n;
   return LA_OK;
 }
@@ -289,6 +298,14 @@ la_status la_engine_gates_cover(const la_engine e, int64_t token0, int64_t n, co
            "%s: the log-gates of tokens [%lld, %lld) were not given (la_engine_set_gates holds "
            "[%lld, %lld))", fn, (long long)token0, (long long)(token0 + n), (long long)e->gate0,
            (long long)(e->gate0 + (e->gates ? e->gate_n : 0)));
+  return LA_OK;
+}
+
+la_status la_engine_feature_gates_only_apply(const la_engine e, const char *fn) {
+  LA_CHECK(e->gate_w == 1, LA_ERR_UNSUPPORTED,
+           "%s: per-feature gates [N, H, r] run the causal forward from a state on one process "
+           "(la_forward, la_engine_apply); a block's summary for the scan, across ranks or "
+           "streamed lanes, is not built yet (docs/design.md §1.2 \"Per-feature gates\")", fn);
   return LA_OK;
 }
 

@@ -31,6 +31,8 @@ struct la_work_s {
   void *ab, *dphi;   /* backward: C x (dv+1) coefficients [a | b], C x r feature gradients */
   double *ak2;       /* C */
   double *gc;        /* 3C: a gated chunk's cumulative log-gates G_i, e^{G_i}, e^{-G_i} */
+  double *gf;        /* per-feature gates: 2 C r + r, a chunk's G and e^{G - G_0} (C x r
+                      * each) and e^{G_0} (gla_impl.h); NULL without them */
   void *kT;          /* r x C: Phi_k^T for the AVX-512 kernels */
   void *zf;          /* r: the state's z, contiguous, for the AVX-512 kernels */
   void *tb;          /* op(B) = B^T transposed for an NN product (gemm.c): the float32
@@ -67,7 +69,8 @@ struct la_engine_s {
   double *dlog;           /* --decay (§1.2): ln gamma_h per head, or NULL: no head decays */
   double *dpow;           /* [H][C + 1]: gamma_h^d, d = 0..C (the chunk's decay factors) */
   int gated;              /* --gates (§1.2 "Gates"): dlog is then set (0 without --decay) */
-  const double *gates;    /* la_engine_set_gates: [gate_n, H] log-gates of global tokens */
+  int gate_w;             /* values per token and head: 1, or r (LA_GATES_FEATURE) */
+  const double *gates;    /* la_engine_set_gates: [gate_n, H, gate_w] log-gates of global tokens */
   int64_t gate0, gate_n;  /* [gate0, gate0 + gate_n) (the caller's buffer) */
   double *gate_grad;      /* la_engine_set_gates_grad: where la_backward writes dL/dg, or NULL */
   void *rout;             /* la_engine_set_replay_output: the replay's outputs, or NULL */
@@ -125,8 +128,12 @@ la_status la_engine_state_ok(const la_engine e, const la_state *s, const char *f
 /* --gates (§1.2 "Gates"): LA_ERR_ARG naming fn unless la_engine_set_gates holds tokens
  * [token0, token0 + n) (LA_OK without gates). */
 la_status la_engine_gates_cover(const la_engine e, int64_t token0, int64_t n, const char *fn);
+/* Per-feature gates (§1.2 "Per-feature gates"): LA_ERR_UNSUPPORTED naming fn, which would
+ * form or combine a block's summary (its a would be a vector per head: not built yet); LA_OK
+ * otherwise. */
+la_status la_engine_feature_gates_only_apply(const la_engine e, const char *fn);
 /* The cumulative log-decay of head h over tokens [token0, token0 + n): n ln gamma_h, plus the
- * sum of the log-gates with --gates (the scan element's a, §1.2). */
+ * sum of the log-gates with --gates (the scan element's a, §1.2); scalar gates only. */
 double la_block_log_decay(const la_engine e, int h, int64_t token0, int64_t n);
 /* Reserve every thread's window queue for `cap` summaries; LA_ERR_NOMEM with its reason. */
 la_status la_engine_reserve_queues(la_engine e, int cap);

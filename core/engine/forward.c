@@ -92,6 +92,7 @@ la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const voi
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_accumulate: n = %lld < 0", (long long)n);
   LA_TRY(la_engine_state_ok(e, state, "la_engine_accumulate", "state"));
   LA_TRY(la_engine_gates_cover(e, token0, n, "la_engine_accumulate"));
+  LA_TRY(la_engine_feature_gates_only_apply(e, "la_engine_accumulate"));
   if (n == 0) return LA_OK;
   if (e->dlog) return decay_accumulate(e, token0, n, k, v, state, 0);
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
@@ -177,6 +178,7 @@ la_status la_engine_apply_local(la_engine e, int64_t token0, int64_t n, const vo
   LA_CHECK(raw && lsc, LA_ERR_ARG, "la_engine_apply_local: raw and lsc are needed");
   LA_TRY(la_engine_state_ok(e, local, "la_engine_apply_local", "local"));
   LA_TRY(la_engine_gates_cover(e, token0, n, "la_engine_apply_local"));
+  LA_TRY(la_engine_feature_gates_only_apply(e, "la_engine_apply_local"));
   if (n == 0) return LA_OK;
   return causal_apply(e, token0, n, q, k, v, local, NULL, NULL, raw, lsc);
 }
@@ -187,6 +189,7 @@ la_status la_engine_correct(la_engine e, int64_t token0, int64_t n, const void *
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_correct: n = %lld < 0", (long long)n);
   LA_TRY(la_engine_state_ok(e, prefix, "la_engine_correct", "prefix"));
   LA_TRY(la_engine_gates_cover(e, token0, n, "la_engine_correct"));
+  LA_TRY(la_engine_feature_gates_only_apply(e, "la_engine_correct"));
   if (n == 0) return LA_OK;
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
@@ -239,10 +242,12 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
     }
   }
   if (B == 1) { /* heads alone occupy the threads: one group of adjacent heads per thread;
-                 * decayed (§1.2: always B = 1) the same, on decay_causal */
+                 * decayed (§1.2: always B = 1) the same, on decay_causal (gla_causal with
+                 * per-feature gates) */
     const int G = la_head_groups(e);
-    const la_causal_heads_fn apply =
-        e->dlog ? e->kern->decay_causal : e->kern->apply_causal_heads;
+    const la_causal_heads_fn apply = e->gate_w > 1 ? e->kern->gla_causal
+                                     : e->dlog     ? e->kern->decay_causal
+                                                   : e->kern->apply_causal_heads;
 #pragma omp parallel for schedule(static, 1) num_threads(e->T)
     for (int g = 0; g < G; g++) {
       const int h0 = la_head_group(H, G, g), h1 = la_head_group(H, G, g + 1);
@@ -266,7 +271,9 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
     memcpy(state->sz + (size_t)h * rsz, e->part.sz + idx * rsz, sizeof(double) * rsz);
     state->m[h] = e->part.m[idx];
     state->f[h] = e->part.f[idx];
-    if (e->dlog) state->a[h] += la_block_log_decay(e, h, token0, n); /* §1.2: the block's decay */
+    /* §1.2: the block's decay (per-feature gates have no scalar one: no summary of theirs
+     * is combined, la_engine_feature_gates_only_apply) */
+    if (e->dlog && e->gate_w == 1) state->a[h] += la_block_log_decay(e, h, token0, n);
   }
   la_engine_merge_stats(e, stats);
   return LA_OK;

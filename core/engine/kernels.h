@@ -116,6 +116,9 @@ typedef struct {
    * rows, as apply_causal); the chunk kernels with the decay folded into the rows where the
    * chunk's decay allows, else the generic products */
   la_causal_heads_fn decay_causal;
+  /* per-feature gates (§1.2 "Per-feature gates"): decay_causal's contract, head by head, on
+   * the generic products (gla_impl.h) */
+  la_causal_heads_fn gla_causal;
   /* the decayed summaries of the keys of rows [lo, hi) of heads [h0, h1) (§1.2, §4.1):
    * (sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0]) advance over them as decay_causal's states
    * do, without the queries; rev = 1: the reverse summaries as of token lo (no segments) */

@@ -22,6 +22,7 @@
 #include "window_impl.h"
 #include "backward_impl.h"
 #include "decay_impl.h"
+#include "gla_impl.h"
 
 const la_kernels la_kernels_f32 = {
     .dtype = "f32",
@@ -43,6 +44,7 @@ const la_kernels la_kernels_f32 = {
     .bwd_tape_heads = bwd_tape_heads,
     .query_summary = query_summary_rows,
     .decay_causal = decay_causal,
+    .gla_causal = gla_causal,
     .decay_accum = decay_accum,
     .decay_bidir = decay_bidir,
 };

@@ -24,6 +24,7 @@
 #include "window_impl.h"
 #include "backward_impl.h"
 #include "decay_impl.h"
+#include "gla_impl.h"
 
 const la_kernels la_kernels_f64 = {
     .dtype = "f64",
@@ -45,6 +46,7 @@ const la_kernels la_kernels_f64 = {
     .bwd_tape_heads = bwd_tape_heads,
     .query_summary = query_summary_rows,
     .decay_causal = decay_causal,
+    .gla_causal = gla_causal,
     .decay_accum = decay_accum,
     .decay_bidir = decay_bidir,
 };

@@ -104,8 +104,9 @@ la_status la_report_write(const char *path, const la_report *p, int force) {
   } else {
     fprintf(f, "null");
   }
-  /* --gates (§1.2 "Gates"): data-dependent log-gates per token and head, or none */
-  fprintf(f, ",\n  \"gates\": %s", c->gates ? "\"token-head\"" : "null");
+  /* --gates (§1.2 "Gates"): data-dependent log-gates per token and head (and feature), or none */
+  fprintf(f, ",\n  \"gates\": %s",
+          c->gates == LA_GATES_FEATURE ? "\"token-head-feature\"" : c->gates ? "\"token-head\"" : "null");
   fprintf(f, ",\n  \"checkpoint\": ");
   if (!p->checkpoint_dir) {
     fprintf(f, "null");

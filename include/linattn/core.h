@@ -89,11 +89,18 @@ typedef struct {
   const double *decay;
   int decay_n;
   int decay_retnet;
-  /* --gates (§1.2): 1 = the state decays by per-token, per-head log-gates g_t,h <= 0,
-   * S_t = e^{g_t,h} S_{t-1} + phi(k_t) v_t^T (Mamba-2's scalar form), with any --decay on top
-   * (g + ln gamma_h); the values come by la_engine_set_gates. Causal only. */
+  /* --gates (§1.2): LA_GATES_HEAD = the state decays by per-token, per-head log-gates
+   * g_t,h <= 0, S_t = e^{g_t,h} S_{t-1} + phi(k_t) v_t^T (Mamba-2's scalar form);
+   * LA_GATES_FEATURE = by one log-gate per token, head and feature, g_t,h,f <= 0, row f of the
+   * state by e^{g_t,h,f} (GLA's diagonal form; §1.2 "Per-feature gates": the causal forward
+   * on one process, from a state, so far). Any --decay goes on top (g + ln gamma_h); the
+   * values come by la_engine_set_gates. Causal only. 0: none. */
   int gates;
 } la_config;
+
+/* la_config.gates: the log-gates' form (§1.2 "Gates", "Per-feature gates") */
+#define LA_GATES_HEAD 1    /* [N, H] */
+#define LA_GATES_FEATURE 2 /* [N, H, r], r the feature map's width */
 
 /* Bounds of the tunables. */
 #define LA_FEATURES_MAX (1 << 16)
@@ -250,11 +257,11 @@ int la_engine_reproducible(const la_engine eng); /* la_config.reproducible (§4.
 int la_engine_decayed(const la_engine eng);
 /* --gates (§1.2 "Gates"): 1 if the engine was planned with la_config.gates. */
 int la_engine_gated(const la_engine eng);
-/* The log-gates g <= 0 of global tokens [token0, token0 + n), [n, H] float64 (token-major),
- * for every later call on those rows: not copied, so the caller keeps g until the calls are
- * done or another la_engine_set_gates. Every value is checked: LA_ERR_NONFINITE for a NaN or
- * Inf, LA_ERR_ARG for g > 0, each naming (token, head). Calls on rows outside the range fail
- * with LA_ERR_ARG. Not Collective. */
+/* The log-gates g <= 0 of global tokens [token0, token0 + n), [n, H] float64 (token-major;
+ * [n, H, r] with LA_GATES_FEATURE), for every later call on those rows: not copied, so the
+ * caller keeps g until the calls are done or another la_engine_set_gates. Every value is
+ * checked: LA_ERR_NONFINITE for a NaN or Inf, LA_ERR_ARG for g > 0, each naming (token, head)
+ * (and the feature). Calls on rows outside the range fail with LA_ERR_ARG. Not Collective. */
 la_status la_engine_set_gates(la_engine eng, const double *g, int64_t token0, int64_t n);
 /* The log-gates la_engine_set_gates last gave (NULL and *n = 0 without gates): tokens
  * [*token0, *token0 + *n). The distributed window sends them to the later ranks' halos. */

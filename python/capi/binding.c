@@ -96,7 +96,7 @@ int la_py_op_create(const char *map, int features, const char *mode, int normali
   cfg.decay = decay; /* decay= (docs/design.md §1.2): copied by la_engine_create */
   cfg.decay_n = decay ? decay_n : 0;
   cfg.decay_retnet = decay_retnet != 0;
-  cfg.gates = gated != 0;
+  cfg.gates = gated; /* 0, LA_GATES_HEAD or LA_GATES_FEATURE; la_config_check checks it */
   LA_CHECK(isfinite(scale) && scale >= 0, LA_ERR_ARG, "scale must be finite and > 0 (got %g)", scale);
   LA_TRY(la_config_check(&cfg, dk));
   if (proj && !la_map_is_random(cfg.map))
@@ -146,7 +146,8 @@ int la_py_op_set_gates_grad(la_py_op *op, double *dg) {
 /* The bound gates of a call of n packed rows in one process (tokens [0, n)). */
 static la_status bind_gates(la_py_op *op, int64_t n) {
   if (!op->cfg.gates) return LA_OK;
-  LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H] (gates=)");
+  LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H%s] (gates=)",
+           op->cfg.gates == LA_GATES_FEATURE ? ", r" : "");
   return la_engine_set_gates(op->eng, op->gates, 0, n);
 }
 

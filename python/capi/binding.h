@@ -47,8 +47,9 @@ int la_py_op_create(const char *map, int features, const char *mode, int normali
                     int decay_retnet, int gated, la_py_op **out);
 void la_py_op_destroy(la_py_op *op);
 /* gates= (docs/design.md §1.2 "Gates"): the log-gates [B, L, H] float64 of the next calls of
- * an operator created with gated = 1 (the caller keeps g alive; NULL clears). The calls bind
- * each sequence's rows to the engine (la_engine_set_gates), which checks every value. */
+ * an operator created with gated = LA_GATES_HEAD ([B, L, H, r] with LA_GATES_FEATURE; the
+ * caller keeps g alive; NULL clears). The calls bind each sequence's rows to the engine
+ * (la_engine_set_gates), which checks every value. */
 int la_py_op_set_gates(la_py_op *op, const double *g);
 /* Where the next backward of a gated operator writes dL/dg ([B, L, H] float64; NULL: not). */
 int la_py_op_set_gates_grad(la_py_op *op, double *dg);

@@ -90,7 +90,10 @@ static la_status forward_entry(la_dist d, la_py_op *op, int64_t b, int64_t Lloc,
                                const dist_args *a, la_den_stats *st) {
   const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
                rv = (size_t)Lloc * op->H * op->dv * es;
-  /* gates= (§1.2 "Gates"): entry b's rows are global tokens [row0, row0 + Lloc) */
+  /* gates= (§1.2 "Gates"): entry b's rows are global tokens [row0, row0 + Lloc); per-feature
+   * ones refused alike on every rank, before any collective */
+  LA_CHECK(op->cfg.gates != LA_GATES_FEATURE, LA_ERR_UNSUPPORTED, "per-feature gates [B, L, H, r] "
+           "across ranks are not built yet (docs/design.md §1.2 \"Per-feature gates\")");
   if (op->cfg.gates) {
     LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H] (gates=)");
     LA_TRY(la_engine_set_gates(op->eng, op->gates + (size_t)b * Lloc * op->H, row0, Lloc));
@@ -104,6 +107,8 @@ static la_status backward_entry(la_dist d, la_py_op *op, int64_t b, int64_t Lloc
                                 const dist_args *a, la_den_stats *st) {
   const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
                rv = (size_t)Lloc * op->H * op->dv * es;
+  LA_CHECK(op->cfg.gates != LA_GATES_FEATURE, LA_ERR_UNSUPPORTED, "per-feature gates [B, L, H, r] "
+           "across ranks are not built yet (docs/design.md §1.2 \"Per-feature gates\")");
   if (op->cfg.gates) { /* the gates of this rank's rows, and where dL/dg goes */
     LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H] (gates=)");
     const size_t at = (size_t)b * Lloc * op->H;

@@ -74,10 +74,12 @@ def segments_array(segments):
 
 
 def gates_array(gates, B, L, H, batched=True):
-    """gates= (docs/design.md §1.2 "Gates"): log-gates <= 0, one per token and head, as
-    [B, L, H] ([L, H] for an unbatched call; torch, numpy or nested floats), to a C-contiguous
-    float64 numpy array [B, L, H]. A non-finite or positive value raises InputError naming
-    (batch, token, head); the engine checks them again."""
+    """gates= (docs/design.md §1.2 "Gates", "Per-feature gates"): log-gates <= 0, one per token
+    and head, [B, L, H], or one per token, head and feature, [B, L, H, r] ([L, H] and
+    [L, H, r] for an unbatched call; torch, numpy or nested floats), to a C-contiguous float64
+    numpy array [B, L, H] or [B, L, H, r] (gates_form says which; the operator checks r). A
+    non-finite or positive value raises InputError naming (batch, token, head[, feature]);
+    the engine checks them again."""
     if gates is None:
         return None
     import numpy as np
@@ -88,23 +90,39 @@ def gates_array(gates, B, L, H, batched=True):
     except (TypeError, ValueError) as e:
         raise InputError("gates: not an array of numbers (%s)" % e) from None
     want = (B, L, H) if batched else (L, H)
-    if a.ndim == len(want) + 1 and a.shape[:-1] == want:
-        raise UnsupportedError("gates has shape %s: per-feature log-gates %s (GLA's diagonal "
-                               "form) are not built yet; give one log-gate per token and head, %s "
-                               "(docs/design.md §1.2 \"Gates\")"
-                               % (tuple(a.shape), "[%s, r]" % ", ".join(map(str, want)),
-                                  list(want)))
-    if a.shape != want:
-        raise InputError("gates has shape %s: it must be %s, one log-gate per token and head"
-                         % (tuple(a.shape), list(want)))
-    a = np.ascontiguousarray(a.reshape(B, L, H))
+    per_feature = a.ndim == len(want) + 1 and a.shape[:-1] == want and a.shape[-1] >= 1
+    if a.shape != want and not per_feature:
+        raise InputError("gates has shape %s: it must be %s, one log-gate per token and head, "
+                         "or %s, one per feature too" % (tuple(a.shape), list(want),
+                                                         list(want) + ["r"]))
+    a = np.ascontiguousarray(a.reshape((B, L, H) + a.shape[len(want):]))
     bad = ~(np.isfinite(a) & (a <= 0))
     if bad.any():
-        b, t, h = (int(x) for x in np.argwhere(bad)[0])
-        raise InputError("gates: log-gate %r at (batch %d, token %d, head %d): log-gates must be "
-                         "finite and <= 0 (a gate e^g > 1 would grow the state)"
-                         % (float(a[b, t, h]), b, t, h))
+        at = [int(x) for x in np.argwhere(bad)[0]]
+        raise InputError("gates: log-gate %r at (batch %d, token %d, head %d%s): log-gates must "
+                         "be finite and <= 0 (a gate e^g > 1 would grow the state)"
+                         % (float(a[tuple(at)]), at[0], at[1], at[2],
+                            ", feature %d" % at[3] if per_feature else ""))
     return a
+
+
+def gates_form(garr):
+    """Op's gates= for a gates_array result: False (none), True ([B, L, H]) or "feature"
+    ([B, L, H, r])."""
+    return False if garr is None else "feature" if garr.ndim == 4 else True
+
+
+def check_gates_width(op, garr, comm=None):
+    """Per-feature gates: r must be the map's width, and they run on one process so far."""
+    if garr is None or garr.ndim != 4:
+        return
+    if garr.shape[3] != op.r:
+        raise InputError("gates has %d features per token and head; the %s map has r = %d "
+                         "(per-feature log-gates are [B, L, H, r])" % (garr.shape[3], op.map, op.r))
+    if comm is not None:
+        raise UnsupportedError("per-feature gates [B, L, H, r] across ranks (comm=) are not built "
+                               "yet: they run on one process (docs/design.md §1.2 \"Per-feature "
+                               "gates\")")
 
 
 def _decay_arg(decay):
@@ -135,11 +153,13 @@ class Op:
                  normalize=True, denominator="error", allow_signed=False, scale=None, seed=0,
                  projection=None, window=None, chunk=None, threads=None, kernels="auto",
                  decay=None, gates=False):
-        """gates: whether the calls take log-gates (their values come with each call)."""
+        """gates: whether the calls take log-gates (their values come with each call): False,
+        True ([B, L, H]) or "feature" ([B, L, H, r])."""
         self.h = None
         dbuf, dn, dretnet = _decay_arg(decay)
-        if not isinstance(gates, bool):
-            raise InputError("gates: Op takes True or False (the log-gates come with each call)")
+        if not isinstance(gates, bool) and gates != "feature":
+            raise InputError("gates: Op takes True, False or 'feature' (the log-gates come with "
+                             "each call)")
         if feature_map not in _lib.MAP_NAMES:
             raise InputError("feature_map %r is not one of %s" % (feature_map, ", ".join(_lib.MAP_NAMES)))
         if mode not in ("causal", "bidirectional"):
@@ -164,6 +184,7 @@ class Op:
             if not (math.isfinite(scale) and scale > 0):
                 raise InputError("scale must be finite and > 0 (got %r)" % (scale,))
         self.mode = mode
+        self.map = feature_map
         self.window = window
         self.f64 = f64
         self.heads, self.dk, self.dv = heads, dk, dv
@@ -178,7 +199,8 @@ class Op:
             feature_map.encode(), features, mode.encode(), int(bool(normalize)),
             denominator.encode(), int(bool(allow_signed)), 0.0 if scale is None else scale, seed,
             window or 0, chunk or 0, threads or 0, kernels.encode(), 0, int(bool(f64)), heads,
-            dk, dv, pbuf, pm, pshared, dbuf, dn, dretnet, int(gates), ctypes.byref(h)))
+            dk, dv, pbuf, pm, pshared, dbuf, dn, dretnet, 2 if gates == "feature" else int(gates),
+            ctypes.byref(h)))
         self.gated = gates
         self.h = h
         self.r = _lib.lib.la_py_op_width(h)

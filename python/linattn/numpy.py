@@ -66,12 +66,14 @@ def attention(q, k, v, *, segments=None, comm=None, scan_algorithm="auto", **kw)
     """The feature-map attention of q, k, v ([B, L, H, dk], [B, L, H, dk], [B, L, H, dv]).
     With feature_map="precomputed", q and k are phi(q) and phi(k)."""
     views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v"), (q, k, v))
-    gates = kw.pop("gates", None)  # log-gates [B, L, H] (docs/design.md §1.2 "Gates")
+    gates = kw.pop("gates", None)  # log-gates [B, L, H] or [B, L, H, r] (design.md §1.2 "Gates")
     g = _core.gates_array(gates, B, L, H, batched=not views[0][2])
-    op = _make_op(dt, H, dk, dv, dict(kw, gates=gates is not None))
+    form = _core.gates_form(g)
+    op = _make_op(dt, H, dk, dv, dict(kw, gates=form))
+    _core.check_gates_width(op, g, comm)
     if scan_algorithm not in _core.SCAN_ALGORITHMS:
         raise InputError("scan_algorithm %r is not one of %s" % (scan_algorithm, ", ".join(_core.SCAN_ALGORITHMS)))
-    dist = _dist(comm, B, L, H, dk, dv, dt, _key(dict(kw, gates=gates is not None)))
+    dist = _dist(comm, B, L, H, dk, dv, dt, _key(dict(kw, gates=form)))
     out = np.empty((B, L, H, dv), dtype=q.dtype)
     seg = _core.segments_array(segments)
     op.forward(B, L, views[0][0].ptr, views[1][0].ptr, views[2][0].ptr, out.ctypes.data, seg,
@@ -86,16 +88,17 @@ def attention_backward(q, k, v, grad_out, *, segments=None, comm=None, scan_algo
     views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v", "grad_out"), (q, k, v, grad_out))
     if views[3][1].shape[3] != dv:
         raise InputError("grad_out has width %d, v has %d" % (views[3][1].shape[3], dv))
-    gates = kw.pop("gates", None)  # log-gates [B, L, H] (docs/design.md §1.2 "Gates")
+    gates = kw.pop("gates", None)  # log-gates [B, L, H] or [B, L, H, r] (design.md §1.2 "Gates")
     garr = _core.gates_array(gates, B, L, H, batched=not views[0][2])
-    op = _make_op(dt, H, dk, dv, dict(kw, gates=gates is not None))
-    kw = dict(kw, gates=gates is not None)
+    op = _make_op(dt, H, dk, dv, dict(kw, gates=_core.gates_form(garr)))
+    _core.check_gates_width(op, garr, comm)
+    kw = dict(kw, gates=_core.gates_form(garr))
     if scan_algorithm not in _core.SCAN_ALGORITHMS:
         raise InputError("scan_algorithm %r is not one of %s" % (scan_algorithm, ", ".join(_core.SCAN_ALGORITHMS)))
     dist = _dist(comm, B, L, H, dk, dv, dt, _key(kw))
     g = [np.empty_like(views[i][1]) for i in range(3)]
     seg = _core.segments_array(segments)
-    dg = np.zeros((B, L, H)) if garr is not None else None
+    dg = np.zeros(garr.shape) if garr is not None else None
     op.backward(B, L, *(views[i][0].ptr for i in range(4)), *(x.ctypes.data for x in g), seg,
                 None if dist is None else (dist[0], scan_algorithm, dist[1], dist[2]),
                 gates=garr, dgates=dg)

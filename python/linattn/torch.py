@@ -11,7 +11,7 @@ import numpy
 import torch
 
 from . import _core
-from ._lib import InputError, OutOfMemoryError, check, lib
+from ._lib import InputError, OutOfMemoryError, UnsupportedError, check, lib
 
 __all__ = ["attention", "softmax_attention", "LinearAttention", "empty_cache", "cache_info"]
 
@@ -195,14 +195,22 @@ def attention(q, k, v, *, feature_map="elu1", features=None, mode="causal", norm
     until the backward, which then runs 1.4-1.6x faster (docs/python.md "Speed");
     tape=False replays the forward instead and keeps nothing.
     gates: log-gates g <= 0 [B, L, H], S_t = e^{g_t} S_{t-1} + phi(k_t) v_t^T (causal;
-    docs/design.md §1.2 "Gates"); forward only in this version."""
+    docs/design.md §1.2 "Gates"), differentiable; or per feature [B, L, H, r], row f of the
+    state decayed by e^{g_t,f} (GLA's diagonal form, "Per-feature gates"): the forward on one
+    process so far, refused when a gradient would be needed."""
+    garr = _core.gates_array(gates, *q.shape[:3]) if gates is not None else None
     op, dist = _prepare(q, k, v, comm, scan_algorithm, dict(
         feature_map=feature_map, features=features, mode=mode, normalize=normalize,
         denominator=denominator, allow_signed=allow_signed, scale=scale, seed=seed,
         projection=projection, window=window, chunk=chunk, threads=threads, kernels=kernels,
-        decay=decay, gates=gates is not None))
+        decay=decay, gates=_core.gates_form(garr)))
+    _core.check_gates_width(op, garr, comm)
+    if garr is not None and garr.ndim == 4 and torch.is_grad_enabled() and any(
+            isinstance(x, torch.Tensor) and x.requires_grad for x in (q, k, v, gates)):
+        raise UnsupportedError("per-feature gates [B, L, H, r]: the backward is not built yet "
+                               "(docs/design.md §1.2 \"Per-feature gates\"); run the forward "
+                               "under torch.no_grad() or on tensors that do not require grad")
     seg = _core.segments_array(segments)
-    garr = _core.gates_array(gates, *q.shape[:3]) if gates is not None else None
     gt = gates if isinstance(gates, torch.Tensor) else None  # autograd: dL/dg for a tensor
     return _LinearFn.apply(q, k, v, op, seg, dist, bool(tape), gt, garr)
 

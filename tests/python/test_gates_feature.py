@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""Per-feature gates= [B, L, H, r] (GLA's diagonal form; docs/design.md §1.2 "Per-feature
+gates") in linattn.numpy.attention and linattn.torch.attention, against a float64 quadratic
+reference written here: the weight of key j <= i of query i's segment is
+sum_f phi(q_i)_f phi(k_j)_f exp(g_{j+1,f} + ... + g_{i,f}), each pair's gates summed directly
+(from i down to j + 1), with the maps of _common.phi. elu1, relu (zero-empty) and precomputed
+features (r = 6 with dk = 4, so the gates' width is the map's, not dk); mild gates and gates
+that differ by feature (one feature never forgets, the others within a few tokens); with
+decay= on top; segments; batches (each sequence its own gates); an unbatched call. float64
+within 1e-12 and float32 within 3e-6 of the row's sum of |terms| (sum_j w_ij |v_j| / sum_j
+w_ij: the chunk products have at most C + r + 2 terms per rounding chain, here <= 26, and
+26 u32 = 1.6e-6). torch under no_grad equals numpy bitwise. Then the refusals: a gradient
+asked for (torch, numpy's attention_backward), the gates' width not the map's, comm=, a
+window, a positive or NaN log-gate (named by batch, token, head and feature).
+
+Run: PYTHONPATH=python LINATTN_LIBRARY=build/python/liblinattn_py.so \
+     /usr/bin/python3 tests/python/test_gates_feature.py      (exit 77: numpy or torch missing)
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402
+
+C.need()
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import linattn  # noqa: E402
+import linattn.numpy as ln  # noqa: E402
+import linattn.torch as lt  # noqa: E402
+
+FAILS = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        FAILS.append(what)
+
+
+def reference(name, q, k, v, g, decay, segments):
+    """(out [B, L, H, dv], mag [B, L, H]) in float64; mag = max_c sum_j w_ij |v_jc| / den."""
+    B, L, H, _ = q.shape
+    pq = C.phi(name, torch.tensor(q)).numpy()
+    pk = C.phi(name, torch.tensor(k)).numpy()
+    r = pq.shape[-1]
+    seg = np.zeros(L, dtype=np.int64)
+    for o in (segments or [0, L])[1:-1]:
+        seg[o:] += 1
+    lam = np.log(np.asarray(decay, dtype=np.float64)) if decay is not None else np.zeros(H)
+    out = np.zeros((B, L, H, v.shape[-1]))
+    mag = np.zeros((B, L, H))
+    for b in range(B):
+        for h in range(H):
+            for i in range(L):
+                lw = np.full((i + 1, r), -np.inf)  # log-weights of keys 0..i, per feature
+                s = np.zeros(r)
+                for j in range(i, -1, -1):
+                    if seg[j] == seg[i]:
+                        lw[j] = s
+                    s = s + g[b, j, h] + lam[h]
+                w = (pk[b, :i + 1, h] * pq[b, i, h] * np.exp(lw)).sum(-1)
+                den = w.sum()
+                out[b, i, h] = (w @ v[b, :i + 1, h]) / den if den != 0 else 0.0
+                mag[b, i, h] = (np.abs(w)[:, None] * np.abs(v[b, :i + 1, h])).sum(0).max() / den \
+                    if den > 0 else 0.0
+    return out, mag
+
+
+def gates(kind, B, L, H, r, rng):
+    if kind == "mild":
+        return -np.log1p(np.exp(-(3.0 + rng.standard_normal((B, L, H, r)))))
+    g = -5.0 * np.log1p(np.exp(-(rng.standard_normal((B, L, H, r)) - 1.0)))
+    g[..., 0] = 0.0  # feature 0 never forgets
+    return g
+
+
+def inputs(name, B, L, H, dk, dv, rng, dtype):
+    sc, of = (0.5, 1.0) if name == "relu" else (0.8, 0.0)
+    q = (sc * rng.standard_normal((B, L, H, dk)) + of).astype(dtype)
+    k = (sc * rng.standard_normal((B, L, H, dk)) + of).astype(dtype)
+    if name == "precomputed":  # phi(q), phi(k) given: nonnegative, r = dk
+        q, k = np.abs(q) + 0.1, np.abs(k) + 0.1
+    v = rng.standard_normal((B, L, H, dv)).astype(dtype)
+    return q, k, v
+
+
+def run(name, dtype, kind, decay, segments, B=2, L=67, H=2, dk=4, dv=3, seed=0):
+    rng = np.random.default_rng(seed)
+    dk_in = 6 if name == "precomputed" else dk
+    q, k, v = inputs(name, B, L, H, dk_in, dv, rng, dtype)
+    r = dk_in
+    g = gates(kind, B, L, H, r, rng)
+    kw = dict(feature_map=name, chunk=8, decay=decay)
+    if name == "relu":
+        kw["denominator"] = "zero-empty"
+    out = ln.attention(q, k, v, gates=g, segments=segments, **kw)
+    ref, mag = reference(name, q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
+                         g, decay, segments)
+    err = np.abs(out.astype(np.float64) - ref).max(-1)
+    rel = np.where(mag > 0, err / np.where(mag > 0, mag, 1), err)
+    tol = 1e-12 if dtype == np.float64 else 3e-6
+    what = "%s %s %s gates%s%s: worst row error %.3g" % (
+        name, np.dtype(dtype).name, kind, " +decay" if decay else "",
+        " segments" if segments else "", rel.max())
+    check(rel.max() <= tol, what)
+    with torch.no_grad():
+        got = lt.attention(torch.tensor(q), torch.tensor(k), torch.tensor(v),
+                           gates=torch.tensor(g), segments=segments, **kw).numpy()
+    check(np.array_equal(got, out), "%s: torch (no_grad) equals numpy bitwise" % what.split(":")[0])
+
+
+def main():
+    for name in ("elu1", "relu", "precomputed"):
+        for dtype in (np.float64, np.float32):
+            for kind in ("mild", "kept"):
+                run(name, dtype, kind, None, None)
+            run(name, dtype, "mild", [0.9, 0.99], [0, 20, 21, 67])
+    # unbatched [L, H, d] with [L, H, r] gates: the batched call's first sequence
+    rng = np.random.default_rng(5)
+    q, k, v = inputs("elu1", 1, 40, 2, 4, 3, rng, np.float64)
+    g = gates("kept", 1, 40, 2, 4, rng)
+    one = ln.attention(q[0], k[0], v[0], gates=g[0], chunk=8)
+    check(np.array_equal(one, ln.attention(q, k, v, gates=g, chunk=8)[0]),
+          "unbatched call equals the batched one")
+
+    # refusals, each with the reason
+    def raises(exc, fn, words, what):
+        try:
+            fn()
+        except exc as e:
+            check(all(w in str(e) for w in words), "%s refused: %s" % (what, e))
+            return
+        except Exception as e:  # noqa: BLE001
+            check(False, "%s: raised %s (%s), want %s" % (what, type(e).__name__, e, exc.__name__))
+            return
+        check(False, "%s: not refused" % what)
+
+    tq = torch.tensor(q, requires_grad=True)
+    raises(linattn.UnsupportedError, lambda: lt.attention(tq, torch.tensor(k), torch.tensor(v),
+                                                          gates=torch.tensor(g), chunk=8),
+           ["per-feature", "backward"], "torch with a gradient needed")
+    raises(linattn.UnsupportedError,
+           lambda: ln.attention_backward(q, k, v, np.ones_like(v), gates=g, chunk=8),
+           ["per-feature", "backward"], "numpy attention_backward")
+    raises(linattn.InputError, lambda: ln.attention(q, k, v, gates=g[..., :3], chunk=8),
+           ["3 features", "r = 4"], "gates of width 3 for r = 4")
+    raises(linattn.UnsupportedError, lambda: ln.attention(q, k, v, gates=g, comm=object()),
+           ["per-feature", "ranks"], "comm=")
+    raises(linattn.UnsupportedError, lambda: ln.attention(q, k, v, gates=g, window=5),
+           ["per-feature", "window"], "a window")
+    raises(linattn.InputError, lambda: ln.attention(q, k, v, gates=g, mode="bidirectional"),
+           ["causal"], "bidirectional mode")
+    bad = g.copy()
+    bad[0, 7, 1, 2] = 0.5
+    raises(linattn.InputError, lambda: ln.attention(q, k, v, gates=bad),
+           ["(batch 0, token 7, head 1, feature 2)"], "a positive log-gate")
+    bad[0, 7, 1, 2] = np.nan
+    raises(linattn.InputError, lambda: ln.attention(q, k, v, gates=bad),
+           ["(batch 0, token 7, head 1, feature 2)"], "a NaN log-gate")
+    if FAILS:
+        print("%d failed" % len(FAILS))
+        sys.exit(1)
+    print("all passed")
+
+
+if __name__ == "__main__":
+    main()
