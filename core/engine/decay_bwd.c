@@ -71,7 +71,7 @@ static la_status inner_make(const la_engine e, int dk, int dv, const double *gam
   c.kernels = e->cfg.kernels;
   c.decay = gam;
   c.decay_n = e->H;
-  c.gates = e->gated;
+  c.gates = e->cfg.gates; /* the form: per head, or per feature (then dk = r, the outer's) */
   c.window = e->cfg.window; /* a pair (i, j) reversed in time keeps i - j: the same window */
   in->fm = NULL, in->eng = NULL;
   LA_TRY(la_featmap_create(&c, e->H, dk, &in->fm));
@@ -104,6 +104,15 @@ static la_status anticausal(const la_engine e, const la_decay_ranks *rk, la_stat
   return s;
 }
 
+/* This rank's gates reversed in time into gr (see inner_gates), rows of H gate_w. */
+static void reverse_gates(const la_engine e, const la_decay_ranks *rk, int64_t n, double *gr,
+                          const double *next) {
+  const size_t row = (size_t)e->H * e->gate_w;
+  for (int64_t t = 0; t < n; t++)
+    for (size_t i = 0; i < row; i++)
+      gr[t * row + i] = t == 0 ? next[i] : e->gates[(size_t)(rk->row0 + n - t - e->gate0) * row + i];
+}
+
 /* Gates for an inner engine: the outer's over this rank's rows (gr NULL), or reversed into gr:
  * reversed row t reads g'_t = g_{N-t} (0 at t = 0, the reversed sequence's start), so local
  * row 0 reads next, the gates of row row0 + n. */
@@ -111,11 +120,9 @@ static la_status inner_gates(const la_engine e, const la_decay_ranks *rk, inner 
                              double *gr, const double *next) {
   if (!e->gated) return LA_OK;
   const int64_t row0 = rk->row0;
-  if (!gr) return la_engine_set_gates(in->eng, e->gates + (row0 - e->gate0) * e->H, row0, n);
-  const int H = e->H;
-  for (int64_t t = 0; t < n; t++)
-    for (int h = 0; h < H; h++)
-      gr[t * H + h] = t == 0 ? next[h] : e->gates[(row0 + n - t - e->gate0) * H + h];
+  const int H = e->H, gw = e->gate_w; /* per feature: rows [H, r] */
+  if (!gr) return la_engine_set_gates(in->eng, e->gates + (row0 - e->gate0) * H * gw, row0, n);
+  reverse_gates(e, rk, n, gr, next);
   return la_engine_set_gates(in->eng, gr, rk->N - row0 - n, n);
 }
 
@@ -150,43 +157,46 @@ la_status la_engine_set_gates_grad(la_engine e, double *dg) {
  * summed from the segment's end down to each token; 0 at a segment's first token. The sums
  * from this rank's end (the later ranks' share, added by gates_grad_later) are not in dg yet.
  * head[h]: the sum over the rows before the rank's first segment start (all rows if none);
- * returns whether the rank has a segment start. pq, dpq, pk, dpk: [n, H, r]. */
+ * returns whether the rank has a segment start. pq, dpq, pk, dpk: [n, H, r]. Per-feature
+ * gates (gate_w = r): the same per feature, R_i,f = phi(q_i)_f dphi(q_i)_f and K_i,f likewise
+ * (§1.2 "Per-feature gates"), dg and head of rows [H, r]. */
 static int gates_grad(const la_engine e, int64_t row0, int64_t n, const void *pq,
                       const void *dpq, const void *pk, const void *dpk, const double *lq,
                       const double *lk, double *dg, double *head) {
   const la_dtype dt = e->dt;
-  const int H = e->H, r = e->r;
+  const int H = e->H, r = e->r, gw = e->gate_w;
   int any = 0;
-  for (int h = 0; h < H; h++) {
-    double s = 0.0;
-    for (int64_t t = n - 1; t >= 0; t--) {
-      const size_t o = ((size_t)t * H + h) * r;
-      double R = 0.0, K = 0.0;
-      for (int c = 0; c < r; c++) {
-        R += rd(dt, pq, o + c) * rd(dt, dpq, o + c);
-        K += rd(dt, pk, o + c) * rd(dt, dpk, o + c);
+  for (int h = 0; h < H; h++)
+    for (int f = 0; f < gw; f++) {
+      double s = 0.0;
+      for (int64_t t = n - 1; t >= 0; t--) {
+        const size_t o = ((size_t)t * H + h) * r;
+        double R = 0.0, K = 0.0;
+        for (int c = gw > 1 ? f : 0; c < (gw > 1 ? f + 1 : r); c++) {
+          R += rd(dt, pq, o + c) * rd(dt, dpq, o + c);
+          K += rd(dt, pk, o + c) * rd(dt, dpk, o + c);
+        }
+        if (lq) R = R == 0.0 ? 0.0 : R * exp(lq[t * H + h]); /* stabilized: the rows' scales */
+        if (lk) K = K == 0.0 ? 0.0 : K * exp(lk[t * H + h]);
+        const int start = la_is_segment_start(e, row0 + t) || row0 + t == 0;
+        any |= start;
+        s += R - K;
+        if (dg) dg[((size_t)t * H + h) * gw + f] = start ? 0.0 : s;
+        if (start) s = 0.0; /* the segment before sums on its own */
       }
-      if (lq) R = R == 0.0 ? 0.0 : R * exp(lq[t * H + h]); /* stabilized: the rows' scales */
-      if (lk) K = K == 0.0 ? 0.0 : K * exp(lk[t * H + h]);
-      const int start = la_is_segment_start(e, row0 + t) || row0 + t == 0;
-      any |= start;
-      s += R - K;
-      if (dg) dg[t * H + h] = start ? 0.0 : s;
-      if (start) s = 0.0; /* the segment before sums on its own */
+      head[h * gw + f] = s;
     }
-    head[h] = s;
-  }
   return any;
 }
 
-/* The later ranks' share of dL/dg: later[h] added to the rows after the rank's last segment
- * start (every row if it has none). */
+/* The later ranks' share of dL/dg: later[h gate_w + f] added to the rows after the rank's last
+ * segment start (every row if it has none). */
 static void gates_grad_later(const la_engine e, int64_t row0, int64_t n, const double *later,
                              double *dg) {
-  const int H = e->H;
+  const size_t row = (size_t)e->H * e->gate_w;
   for (int64_t t = n - 1; t >= 0; t--) {
     if (la_is_segment_start(e, row0 + t) || row0 + t == 0) break;
-    for (int h = 0; h < H; h++) dg[t * H + h] += later[h];
+    for (size_t i = 0; i < row; i++) dg[t * row + i] += later[i];
   }
 }
 
@@ -246,8 +256,10 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   const la_decay_ranks one = {NULL, 0, n, one_forward, one_next, one_later, one_allmax};
   if (!rk) rk = &one;
   /* every rank refuses alike, before any collective */
-  LA_CHECK(e->gate_w == 1, LA_ERR_UNSUPPORTED, "per-feature gates [N, H, r]: the backward is "
-           "not built yet (docs/design.md §1.2 \"Per-feature gates\")");
+  const int pf = e->gate_w > 1; /* per-feature gates (§1.2 "Per-feature gates") */
+  LA_CHECK(!pf || (rk == &one && !e->stabilized), LA_ERR_UNSUPPORTED,
+           "per-feature gates [N, H, r]: the backward %s is not built yet (docs/design.md §1.2 "
+           "\"Per-feature gates\")", rk != &one ? "across ranks" : "of a stabilized map (the favor family)");
   const int64_t row0 = rk->row0, Nt = rk->N;
   const char *what = e->gated ? "--gates" : "--decay";
   if (rk == &one && n == 0) return LA_OK;
@@ -269,8 +281,11 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   void *ph = la_malloc(es * N1 * (size_t)r), *dph = la_malloc(es * N1 * (size_t)r);
   double *a = la_malloc(sizeof(double) * N1), *sums = la_malloc(sizeof(double) * N1);
   /* reversed gates, and per head: the gates after the last row, dL/dg's head and later sums */
-  double *gr = e->gated ? la_malloc(sizeof(double) * N1 * H) : NULL;
-  double *hx = la_calloc((size_t)(3 * H + 1), sizeof(double));
+  const size_t GW = (size_t)e->gate_w;
+  double *gr = e->gated ? la_malloc(sizeof(double) * N1 * H * GW) : NULL;
+  double *hx = la_calloc(3 * (size_t)H * GW + 1, sizeof(double));
+  /* per-feature gates: dphi(q) and dphi(k) in float64 (la_gla_vproduct) */
+  double *pd = pf ? la_malloc(sizeof(double) * N1 * H * r) : NULL;
   /* stabilized maps (see the top): the rows' log-scales of q, k and c, phi~(k) on the head's
    * common key scale, and per head [M, -min a_k, C, -min lc] */
   const int stab = e->stabilized;
@@ -282,10 +297,11 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   inner e1 = {0}, e2 = {0}, e3 = {0}, e4 = {0};
   if (s == LA_OK && (!gam || (e->seg_off && !roff) || !pq || !pk || !v1 || !nd || !out || !cc ||
                      !cu || !dpq || !t1 || !t2 || !t3 || !t4 || !ph || !dph || !a || !sums ||
-                     (e->gated && !gr) || !hx || (stab && (!aq || !ak || !lc || !hs || !pkt))))
+                     (e->gated && !gr) || !hx || (pf && !pd) ||
+                     (stab && (!aq || !ak || !lc || !hs || !pkt))))
     s = la_error(LA_ERR_NOMEM, "la_backward: out of memory for the decayed backward's rows "
                  "(%lld tokens x %d heads)", (long long)n, H);
-  double *next = hx, *head = hx + H, *later = hx + 2 * H;
+  double *next = hx, *head = hx + H * GW, *later = hx + 2 * H * GW;
   for (int h = 0; s == LA_OK && h < H; h++) gam[h] = la_engine_decay(e, h);
   if (s == LA_OK && roff)
     for (int64_t i = 0; i < e->seg_count; i++)
@@ -363,10 +379,18 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
     }
     wr(dt, cc, t * dv1 + DV, zero ? 0.0 : -go * dD / D);
   }
-  /* dphi(q): causal, queries c, keys [V|1], values phi(k) */
-  if (s == LA_OK) s = inner_make(e, dv1, r, gam, e->seg_off, e->seg_count, &e2);
-  if (s == LA_OK) s = inner_gates(e, rk, &e2, n, NULL, NULL);
-  s = rk->forward(rk->ctx, s, 0, e2.eng, n, row0, cc, v1, stab ? pkt : pk, dpq, NULL);
+  /* dphi(q): causal, queries c, keys [V|1], values phi(k); per-feature gates decay it along
+   * the values (la_gla_vproduct) */
+  if (pf) {
+    if (s == LA_OK)
+      s = la_gla_vproduct(dt, e->T, n, H, dv1, r, cc, v1, pk, e->gates + (row0 - e->gate0) * H * GW,
+                          e->dlog, e->seg_off, e->seg_count, pd);
+    for (size_t i = 0; s == LA_OK && i < N * H * r; i++) wr(dt, dpq, i, pd[i]);
+  } else {
+    if (s == LA_OK) s = inner_make(e, dv1, r, gam, e->seg_off, e->seg_count, &e2);
+    if (s == LA_OK) s = inner_gates(e, rk, &e2, n, NULL, NULL);
+    s = rk->forward(rk->ctx, s, 0, e2.eng, n, row0, cc, v1, stab ? pkt : pk, dpq, NULL);
+  }
   /* stabilized: c on the head's common scale C = the largest lc over the ranks, for the two
    * products that sum over the queries */
   if (stab) {
@@ -395,12 +419,25 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   if (e->gated)
     s = rk->next_gates(rk->ctx, s, n, s == LA_OK && n > 0 ? e->gates + (row0 - e->gate0) * H
                                                            : NULL, next);
-  /* dphi(k): anti-causal, queries [V|1], keys c, values phi(q), in reversed time */
-  if (s == LA_OK) s = inner_make(e, dv1, r, gam, bidir ? e->seg_off : roff, e->seg_count, &e3);
-  if (s == LA_OK) s = inner_gates(e, rk, &e3, n, gr, next);
-  /* t1: dphi(k) [n, H, r] */
-  if (bidir) s = rk->forward(rk->ctx, s, 0, e3.eng, n, row0, v1, cc, pq, t1, NULL);
-  else s = anticausal(e, rk, s, &e3, n, v1, dv1, cc, dv1, pq, r, r, t1, t2, t3, t4, t1);
+  /* dphi(k): anti-causal, queries [V|1], keys c, values phi(q), in reversed time; t1: dphi(k)
+   * [n, H, r]. Per-feature gates: la_gla_vproduct on the reversed rows, gates and segments */
+  if (pf) {
+    if (s == LA_OK) {
+      reverse_rows(dt, v1, t2, n, (size_t)H * dv1);
+      reverse_rows(dt, cc, t3, n, (size_t)H * dv1);
+      reverse_rows(dt, pq, t4, n, (size_t)H * r);
+      reverse_gates(e, rk, n, gr, next);
+      s = la_gla_vproduct(dt, e->T, n, H, dv1, r, t2, t3, t4, gr, e->dlog, roff, e->seg_count, pd);
+    }
+    for (int64_t t = 0; s == LA_OK && t < n; t++)
+      for (size_t i = 0; i < (size_t)H * r; i++)
+        wr(dt, t1, (size_t)t * H * r + i, pd[(size_t)(n - 1 - t) * H * r + i]);
+  } else {
+    if (s == LA_OK) s = inner_make(e, dv1, r, gam, bidir ? e->seg_off : roff, e->seg_count, &e3);
+    if (s == LA_OK) s = inner_gates(e, rk, &e3, n, gr, next);
+    if (bidir) s = rk->forward(rk->ctx, s, 0, e3.eng, n, row0, v1, cc, pq, t1, NULL);
+    else s = anticausal(e, rk, s, &e3, n, v1, dv1, cc, dv1, pq, r, r, t1, t2, t3, t4, t1);
+  }
   /* dv: anti-causal, queries phi(k), keys phi(q), values c[:dv] */
   if (s == LA_OK) s = inner_make(e, r, DV, gam, bidir ? e->seg_off : roff, e->seg_count, &e4);
   if (s == LA_OK) s = inner_gates(e, rk, &e4, n, gr, next);
@@ -451,7 +488,7 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
     }
   inner_free(&e1), inner_free(&e2), inner_free(&e3), inner_free(&e4);
   free(gam), free(roff), free(pq), free(pk), free(v1), free(nd), free(out), free(cc), free(cu);
-  free(dpq), free(t1), free(t2), free(t3), free(t4), free(ph), free(dph), free(a), free(sums);
+  free(pd), free(dpq), free(t1), free(t2), free(t3), free(t4), free(ph), free(dph), free(a), free(sums);
   free(gr), free(hx), free(aq), free(ak), free(lc), free(hs), free(pkt);
   return s;
 }

@@ -143,6 +143,13 @@ la_status la_engine_reserve_queues(la_engine e, int cap);
 la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                             const void *g, void *dq, void *dk, void *dv, la_den_stats *stats);
 
+/* gla_bwd.c: the per-feature gates' product that decays along its values (out [n, H, r]
+ * float64; x, y [n, H, wx] and z [n, H, r] of type dt; g [n, H, r]; docs/design.md §1.2
+ * "Per-feature gates"), on T threads. */
+la_status la_gla_vproduct(la_dtype dt, int T, int64_t n, int H, int wx, int r, const void *x,
+                          const void *y, const void *z, const double *g, const double *lam,
+                          const int64_t *off, int64_t noff, double *out);
+
 /* With check_finite: LA_ERR_NONFINITE when a thread saw a non-finite row since the last call
  * (the flags are cleared), else LA_OK. */
 la_status la_engine_take_nonfinite(la_engine e);

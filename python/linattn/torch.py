@@ -11,7 +11,7 @@ import numpy
 import torch
 
 from . import _core
-from ._lib import InputError, OutOfMemoryError, UnsupportedError, check, lib
+from ._lib import InputError, OutOfMemoryError, check, lib
 
 __all__ = ["attention", "softmax_attention", "LinearAttention", "empty_cache", "cache_info"]
 
@@ -205,11 +205,6 @@ def attention(q, k, v, *, feature_map="elu1", features=None, mode="causal", norm
         projection=projection, window=window, chunk=chunk, threads=threads, kernels=kernels,
         decay=decay, gates=_core.gates_form(garr)))
     _core.check_gates_width(op, garr, comm)
-    if garr is not None and garr.ndim == 4 and torch.is_grad_enabled() and any(
-            isinstance(x, torch.Tensor) and x.requires_grad for x in (q, k, v, gates)):
-        raise UnsupportedError("per-feature gates [B, L, H, r]: the backward is not built yet "
-                               "(docs/design.md §1.2 \"Per-feature gates\"); run the forward "
-                               "under torch.no_grad() or on tensors that do not require grad")
     seg = _core.segments_array(segments)
     gt = gates if isinstance(gates, torch.Tensor) else None  # autograd: dL/dg for a tensor
     return _LinearFn.apply(q, k, v, op, seg, dist, bool(tape), gt, garr)
