@@ -86,8 +86,9 @@ la_status la_backward(la_engine eng, int64_t n, const void *q, const void *k, co
                       const void *g, void *dq, void *dk, void *dv, la_den_stats *stats);
 /* --gates (docs/design.md §1.2 "Gates"): with this set, the next la_backward of a gated engine
  * also writes dL/dg, the gradient of the log-gates of tokens [0, n), to dg ([n, H] float64,
- * the caller's; 0 at a segment's first token, whose gate acts on nothing). dg = NULL turns it
- * off. LA_ERR_ARG for an engine without gates. Not thread-safe against a running backward. */
+ * or [n, H, r] with per-feature gates, §1.2 "Per-feature gates"; the caller's; 0 at a
+ * segment's first token, whose gate acts on nothing). dg = NULL turns it off. LA_ERR_ARG for
+ * an engine without gates. Not thread-safe against a running backward. */
 la_status la_engine_set_gates_grad(la_engine eng, double *dg);
 
 /* The tape (docs/design.md §4.4 "Tape"): a causal forward on one process that keeps, per
