@@ -187,6 +187,37 @@ def main():
             # seen here as dv off by 0.095 of its largest entry): mild gates instead
             kind = "mild" if name == "dpfp" and dtype == np.float32 else "kept"
             grads(name, dtype, kind, [0.9, 0.99], [0, 13, 14, 41])
+    # the downstream study's MAP@gla layer (g = logsigmoid(k W + b) / 16): the gradients of its
+    # gate parameters W, b and of q, k, v, against the same layer on torch_reference
+    from linattn.downstream import attentions as A
+    for name in ("elu1", "dpfp:1"):
+        layer = A.build(name + "@gla", heads=2, dk=4, mode="causal", seed=0,
+                        denominator="zero-empty").double()
+        with torch.no_grad():  # away from the initial zeros, so every path is exercised
+            layer.gate_w.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(3))
+            layer.gate_b.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(4))
+        rng = np.random.default_rng(11)
+        q, k, v = (torch.tensor(rng.standard_normal((2, 29, 2, 4)), requires_grad=True)
+                   for _ in range(3))
+        go = torch.tensor(rng.standard_normal((2, 29, 2, 4)))
+        (layer(q, k, v) * go).sum().backward()
+        got = [x.grad.clone() for x in (q, k, v, layer.gate_w, layer.gate_b)]
+        for x in (q, k, v, layer.gate_w, layer.gate_b):
+            x.grad = None
+        g = torch.nn.functional.logsigmoid(torch.einsum("blhd,hdf->blhf", k, layer.gate_w)
+                                           + layer.gate_b) / 16.0
+        base = name.partition(":")[0]
+        ro = torch_reference(base, q, k, v, g, None, None, features=1 if base == "dpfp" else None)
+        (ro * go).sum().backward()
+        want = [x.grad for x in (q, k, v, layer.gate_w, layer.gate_b)]
+        errs = [float((a - b).abs().max() / b.abs().max()) for a, b in zip(got, want)]
+        check(max(errs) <= 1e-12, "downstream %s@gla layer: dq %.2g, dk %.2g, dv %.2g, dW %.2g, "
+              "db %.2g of the largest entry" % (name, *errs))
+    try:
+        A.build("favor+:8@gla", heads=2, dk=4, mode="causal", seed=0)
+        check(False, "favor+:8@gla: not refused")
+    except ValueError as e:
+        check("not built yet" in str(e), "favor+:8@gla refused: %s" % e)
     # gradcheck: the engine's backward against finite differences of its own forward
     rng = np.random.default_rng(9)
     q, k, v = inputs("elu1", 1, 11, 1, 2, 2, rng, np.float64)

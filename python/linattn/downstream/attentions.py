@@ -21,6 +21,12 @@ A feature map may carry a decay after '@' (docs/design.md §1.2):
                        g = logsigmoid(k . w_h + b_h) per token and head, w [H, dk] and b [H]
                        parameters of the model (b starts at 3: gates near 0.95), trained
                        through the engine's dL/dg; causal only
+    MAP@gla            per-feature learned log-gates (GLA's diagonal form, §1.2 "Per-feature
+                       gates"): g = logsigmoid(k W_h + b_h) / 16 per token, head and feature,
+                       W [H, dk, r] and b [H, r] parameters starting at 0 (gates near 0.96, as
+                       GLA's temperature 16 gives), trained through the engine's dL/dg [.., r];
+                       causal only, one process, maps with nonnegative features and no
+                       stabilizer (elu1, relu, dpfp: their backward is built)
 
 A random map draws its projection once from the run's seed (the engine draws the same
 projection for the same seed, docs/design.md §2.1) and never redraws it: the projection is a
@@ -47,14 +53,19 @@ def split_decay(name):
     core, at, mod = name.partition("@")
     if not at:
         return core, None
-    if mod in ("retnet", "gates"):
+    if mod in ("retnet", "gates", "gla"):
+        if mod == "gla" and core.partition(":")[0] not in ("elu1", "relu", "dpfp"):
+            raise ValueError("attention %r: per-feature gates (@gla) take elu1, relu or dpfp: "
+                             "the favor maps' backward with them is not built yet, and signed "
+                             "features (taylor2) make a gated denominator of either sign "
+                             "(docs/design.md §1.2 \"Per-feature gates\")" % name)
         return core, mod
     try:
         g = float(mod)
     except ValueError:
         g = float("nan")
     if not 0.0 < g <= 1.0:
-        raise ValueError("attention %r: after '@' give a decay in (0, 1], retnet or gates" % name)
+        raise ValueError("attention %r: after '@' give a decay in (0, 1], retnet, gates or gla" % name)
     return core, g
 
 
@@ -98,7 +109,8 @@ class SoftmaxAttention(torch.nn.Module):
 
 class EngineAttention(torch.nn.Module):
     """One of the engine's feature maps; the projection (random maps) is fixed by `seed`.
-    decay: None, a gamma, "retnet", or "gates" (learned log-gates from k, see the top)."""
+    decay: None, a gamma, "retnet", "gates" (learned log-gates from k, see the top) or "gla"
+    (learned per-feature log-gates)."""
 
     def __init__(self, feature_map, features, *, mode, denominator, scale=None, seed=0, threads=1,
                  decay=None, heads=1, dk=1):
@@ -106,16 +118,25 @@ class EngineAttention(torch.nn.Module):
         self.feature_map, self.features = feature_map, features
         self.mode, self.denominator, self.scale = mode, denominator, scale
         self.seed, self.threads = seed, threads
-        self.decay = decay if decay != "gates" else None
+        self.decay = decay if decay not in ("gates", "gla") else None
+        self.gla = decay == "gla"
         if decay == "gates":
             self.gate_w = torch.nn.Parameter(torch.zeros(heads, dk))
             self.gate_b = torch.nn.Parameter(torch.full((heads,), 3.0))
+        elif decay == "gla":
+            r = dk if feature_map in ("elu1", "relu") else 2 * dk * features
+            self.gate_w = torch.nn.Parameter(torch.zeros(heads, dk, r))
+            self.gate_b = torch.nn.Parameter(torch.zeros(heads, r))
         else:
             self.gate_w = self.gate_b = None
 
     def forward(self, q, k, v):
         gates = None
-        if self.gate_w is not None:  # log sigmoid(k . w_h + b_h), [B, L, H], <= 0
+        if self.gla:  # log sigmoid(k W_h + b_h) / 16, [B, L, H, r], <= 0
+            gates = torch.nn.functional.logsigmoid(
+                torch.einsum("blhd,hdf->blhf", k, self.gate_w.to(k.dtype))
+                + self.gate_b.to(k.dtype)) / 16.0
+        elif self.gate_w is not None:  # log sigmoid(k . w_h + b_h), [B, L, H], <= 0
             gates = torch.nn.functional.logsigmoid(
                 torch.einsum("blhd,hd->blh", k, self.gate_w.to(k.dtype)) + self.gate_b.to(k.dtype))
         return lt.attention(q.contiguous(), k.contiguous(), v.contiguous(),
