@@ -44,8 +44,9 @@ la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, 
     double *X = la_malloc(sizeof(double) * C * W), *Y = la_malloc(sizeof(double) * C * W);
     double *Z = la_malloc(sizeof(double) * C * R), *B = la_malloc(sizeof(double) * C * C);
     double *O = la_malloc(sizeof(double) * C * R), *F = la_malloc(sizeof(double) * R);
+    double *P = la_malloc(sizeof(double) * C * R); /* the prefix rows X T */
     int64_t *sg = la_malloc(sizeof(int64_t) * C);
-    if (!T || !G || !E || !E0 || !X || !Y || !Z || !B || !O || !F || !sg) {
+    if (!T || !G || !E || !E0 || !X || !Y || !Z || !B || !O || !F || !P || !sg) {
 #pragma omp critical
       st = la_error(LA_ERR_NOMEM, "la_backward: out of memory for the per-feature gates' "
                     "product (head %d)", h);
@@ -91,7 +92,6 @@ la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, 
         int n0 = 0;
         while (n0 < len && sg[n0] == sstate) n0++;
         if (n0 > 0) {
-          double *P = B; /* n0 x r, B is free again */
           cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, r, wx, 1.0, X, wx, T, r,
                       0.0, P, r);
           for (int i = 0; i < n0; i++)
@@ -120,6 +120,7 @@ la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, 
       }
     }
     free(T), free(G), free(E), free(E0), free(X), free(Y), free(Z), free(B), free(O), free(F);
+    free(P);
     free(sg);
   }
   return st;

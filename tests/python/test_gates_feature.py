@@ -135,11 +135,12 @@ def torch_reference(name, q, k, v, g, decay, segments, features=None, normalize=
     return torch.where(den == 0, torch.zeros_like(num), num / torch.where(den == 0, torch.ones_like(den), den))
 
 
-def grads(name, dtype, kind, decay, segments, normalize=True, seed=1, B=2, L=41, H=2, dk=4, dv=3):
+def grads(name, dtype, kind, decay, segments, normalize=True, seed=1, B=2, L=41, H=2, dk=4, dv=3,
+          r_pre=6):
     """torch autograd through the engine (dq, dk, dv, dg) against autograd of torch_reference
     in float64: float64 within 1e-12 of each tensor's largest entry, float32 within 1e-4."""
     rng = np.random.default_rng(seed)
-    dk_in = 6 if name == "precomputed" else dk
+    dk_in = r_pre if name == "precomputed" else dk
     q, k, v = inputs(name, B, L, H, dk_in, dv, rng, dtype)
     r = C.width(name, dk_in, 1) if name == "dpfp" else dk_in
     g = gates(kind, B, L, H, r, rng)
@@ -163,7 +164,8 @@ def grads(name, dtype, kind, decay, segments, normalize=True, seed=1, B=2, L=41,
     (ro * torch.tensor(go.astype(np.float64))).sum().backward()
     want = [x.grad for x in rt] + [rg.grad]
     tol = 1e-12 if dtype == np.float64 else 1e-4
-    what = "backward %s %s %s gates%s%s%s" % (name, np.dtype(dtype).name, kind,
+    what = "backward %s%s %s %s gates%s%s%s" % (name, " r = %d" % r if r > 8 else "",
+                                               np.dtype(dtype).name, kind,
                                              " +decay" if decay else "",
                                              " segments" if segments else "",
                                              "" if normalize else " unnormalized")
@@ -187,6 +189,8 @@ def main():
             # seen here as dv off by 0.095 of its largest entry): mild gates instead
             kind = "mild" if name == "dpfp" and dtype == np.float32 else "kept"
             grads(name, dtype, kind, [0.9, 0.99], [0, 13, 14, 41])
+    # more features than the backward's chunk of 64 rows (gla_bwd.c's buffers hold both)
+    grads("precomputed", np.float64, "kept", [0.9, 0.99], [0, 13, 14, 150], L=150, B=1, r_pre=80)
     # the downstream study's MAP@gla layer (g = logsigmoid(k W + b) / 16): the gradients of its
     # gate parameters W, b and of q, k, v, against the same layer on torch_reference
     from linattn.downstream import attentions as A
