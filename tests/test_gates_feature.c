@@ -415,13 +415,70 @@ static void test_refusals(void) {
   la_featmap_destroy(&fm);
 }
 
+/* The backward with more features than its chunk of 64 rows (r = 80, precomputed), in both
+ * precisions: finite results (their values are checked against autograd by
+ * tests/python/test_gates_feature.py); under the sanitize build (jobs/sanitize.sh) this is
+ * where a buffer sized by the chunk instead of r would be caught. */
+static void test_backward_wide(void) {
+  const int64_t n = 300, off[] = {0, 70, 71, 300};
+  const int H = 2, r = 80, dv = 3;
+  la_config c;
+  la_config_default(&c);
+  c.map = LA_MAP_PRECOMPUTED, c.gates = LA_GATES_FEATURE, c.threads = 2;
+  double *x = malloc(sizeof(double) * n * H * r), *v = malloc(sizeof(double) * n * H * dv);
+  double *g = malloc(sizeof(double) * n * H * r), *dg = calloc((size_t)n * H * r, sizeof(double));
+  double *o = malloc(sizeof(double) * n * H * dv), *go = malloc(sizeof(double) * n * H * dv);
+  double *dq = malloc(sizeof(double) * n * H * r), *dk = malloc(sizeof(double) * n * H * r);
+  double *dvv = malloc(sizeof(double) * n * H * dv);
+  nv_fill(x, (size_t)n * H * r, 3, 0.5, 1.0);
+  for (size_t i = 0; i < (size_t)n * H * r; i++) x[i] = fabs(x[i]) + 0.1;
+  nv_fill(v, (size_t)n * H * dv, 4, 1.0, 0.0);
+  nv_fill(go, (size_t)n * H * dv, 5, 1.0, 0.0);
+  for (size_t i = 0; i < (size_t)n * H * r; i++) g[i] = i % r ? -2.0 - (double)(i % 3) : 0.0;
+  for (int dt = 0; dt < 2; dt++) {
+    la_featmap fm = NULL;
+    la_engine e = NULL;
+    char err[512];
+    const size_t nq = (size_t)n * H * r, nv = (size_t)n * H * dv;
+    void *X = nv_to_dtype((la_dtype)dt, x, nq), *V = nv_to_dtype((la_dtype)dt, v, nv);
+    void *G = nv_to_dtype((la_dtype)dt, go, nv), *O = nv_to_dtype((la_dtype)dt, o, nv);
+    void *DQ = nv_to_dtype((la_dtype)dt, x, nq), *DK = nv_to_dtype((la_dtype)dt, x, nq);
+    void *DV = nv_to_dtype((la_dtype)dt, v, nv);
+    la_status st = la_featmap_create(&c, H, r, &fm);
+    if (st == LA_OK) st = la_engine_create(&c, fm, (la_dtype)dt, dv, &e);
+    if (st == LA_OK) st = la_engine_set_segments(e, off, 4);
+    if (st == LA_OK) st = la_engine_set_gates(e, g, 0, n);
+    if (st == LA_OK) st = la_engine_set_gates_grad(e, dg);
+    if (st == LA_OK) st = la_backward(e, n, X, X, V, G, DQ, DK, DV, NULL);
+    CHECK(why(st, err, sizeof err) == LA_OK, "the backward at r = 80 (%s): %s", dt ? "f64" : "f32", err);
+    if (st == LA_OK) {
+      nv_from_dtype((la_dtype)dt, DQ, dq, nq), nv_from_dtype((la_dtype)dt, DK, dk, nq);
+      nv_from_dtype((la_dtype)dt, DV, dvv, nv);
+      int fin = 1;
+      for (size_t i = 0; i < nq; i++) fin &= isfinite(dq[i]) && isfinite(dk[i]) && isfinite(dg[i]);
+      for (size_t i = 0; i < nv; i++) fin &= isfinite(dvv[i]);
+      CHECK(fin, "the backward at r = 80 (%s): finite dq, dk, dv, dL/dg", dt ? "f64" : "f32");
+    }
+    free(X), free(V), free(G), free(O), free(DQ), free(DK), free(DV);
+    la_engine_destroy(&e);
+    la_featmap_destroy(&fm);
+  }
+  free(x), free(v), free(g), free(dg), free(o), free(go), free(dq), free(dk), free(dvv);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--known-bug") && atoi(argv[2]) == 5) {
     test_matrix(1);
     printf("known bug 5: %d passed, %d failed (fails until the bug is fixed)\n", npass, nfail);
     return nfail != 0;
   }
+  if (argc == 2 && !strcmp(argv[1], "--backward-wide")) { /* alone, e.g. under valgrind */
+    test_backward_wide();
+    printf("%d passed, %d failed\n", npass, nfail);
+    return nfail != 0;
+  }
   test_refusals();
+  test_backward_wide();
   test_equal_features();
   test_matrix(0);
   test_long();
