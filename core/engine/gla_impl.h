@@ -13,8 +13,6 @@
  * own factors (<= 1) on it, so a row gated more than ~745 nats below the state's largest
  * underflows to 0 there (§1.2). Domain: finite inputs and log-gates <= 0. */
 
-#include "vexp.h" /* la_vexp: libm's exp to 2 ulp, in loops the compiler vectorizes */
-
 #ifdef LA_REAL_IS_F64
 #define LA_GLA_SPAN 300.0
 #else
@@ -105,7 +103,7 @@ static void gla_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0
   for (int i = 1; i < len; i++) {
     const double *Gi = G + (size_t)i * r;
     double *Ei = E + (size_t)i * r;
-    for (int c = 0; c < r; c++) Ei[c] = la_vexp(Gi[c] - G[c]);
+    for (int c = 0; c < r; c++) Ei[c] = exp(Gi[c] - G[c]);
   }
   const LA_REAL *pq = (const LA_REAL *)w->phiq, *dk = (const LA_REAL *)w->dphi;
   LA_REAL *Xi = w->phif, *Xs = Xi + cr, *Yi = (LA_REAL *)w->dphi + cr, *o = w->o;
@@ -116,7 +114,7 @@ static void gla_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0
   memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
   if (*m != -INFINITY && n0 > 0) { /* the prefix: rows of the state's segment read e^{G_i} S */
     double *E0 = w->gf + 2 * cr; /* e^{G_0}: may underflow (the prefix is then gated out) */
-    for (int c = 0; c < r; c++) E0[c] = la_vexp(G[c]);
+    for (int c = 0; c < r; c++) E0[c] = exp(G[c]);
     for (int i = 0; i < n0; i++)
       for (int c = 0; c < r; c++) {
         const size_t ic = (size_t)i * r + c;
