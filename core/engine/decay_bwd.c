@@ -257,9 +257,8 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   if (!rk) rk = &one;
   /* every rank refuses alike, before any collective */
   const int pf = e->gate_w > 1; /* per-feature gates (§1.2 "Per-feature gates") */
-  LA_CHECK(!pf || (rk == &one && !e->stabilized), LA_ERR_UNSUPPORTED,
-           "per-feature gates [N, H, r]: the backward %s is not built yet (docs/design.md §1.2 "
-           "\"Per-feature gates\")", rk != &one ? "across ranks" : "of a stabilized map (the favor family)");
+  LA_CHECK(!pf || rk == &one, LA_ERR_UNSUPPORTED, "per-feature gates [N, H, r]: the backward "
+           "across ranks is not built yet (docs/design.md §1.2 \"Per-feature gates\")");
   const int64_t row0 = rk->row0, Nt = rk->N;
   const char *what = e->gated ? "--gates" : "--decay";
   if (rk == &one && n == 0) return LA_OK;
@@ -383,8 +382,9 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
    * the values (la_gla_vproduct) */
   if (pf) {
     if (s == LA_OK)
-      s = la_gla_vproduct(dt, e->T, n, H, dv1, r, cc, v1, pk, e->gates + (row0 - e->gate0) * H * GW,
-                          e->dlog, e->seg_off, e->seg_count, pd);
+      s = la_gla_vproduct(dt, e->T, n, H, dv1, r, cc, v1, stab ? pkt : pk,
+                          e->gates + (row0 - e->gate0) * H * GW, e->dlog, e->seg_off,
+                          e->seg_count, pd);
     for (size_t i = 0; s == LA_OK && i < N * H * r; i++) wr(dt, dpq, i, pd[i]);
   } else {
     if (s == LA_OK) s = inner_make(e, dv1, r, gam, e->seg_off, e->seg_count, &e2);

@@ -25,8 +25,8 @@ A feature map may carry a decay after '@' (docs/design.md §1.2):
                        gates"): g = logsigmoid(k W_h + b_h) / 16 per token, head and feature,
                        W [H, dk, r] and b [H, r] parameters starting at 0 (gates near 0.96, as
                        GLA's temperature 16 gives), trained through the engine's dL/dg [.., r];
-                       causal only, one process, maps with nonnegative features and no
-                       stabilizer (elu1, relu, dpfp: their backward is built)
+                       causal only, one process, maps with nonnegative features (elu1,
+                       relu, dpfp, the favor maps)
 
 A random map draws its projection once from the run's seed (the engine draws the same
 projection for the same seed, docs/design.md §2.1) and never redraws it: the projection is a
@@ -54,11 +54,11 @@ def split_decay(name):
     if not at:
         return core, None
     if mod in ("retnet", "gates", "gla"):
-        if mod == "gla" and core.partition(":")[0] not in ("elu1", "relu", "dpfp"):
-            raise ValueError("attention %r: per-feature gates (@gla) take elu1, relu or dpfp: "
-                             "the favor maps' backward with them is not built yet, and signed "
-                             "features (taylor2) make a gated denominator of either sign "
-                             "(docs/design.md §1.2 \"Per-feature gates\")" % name)
+        if mod == "gla" and core.partition(":")[0] not in ("elu1", "relu", "dpfp") + RANDOM_MAPS:
+            raise ValueError("attention %r: per-feature gates (@gla) take maps with nonnegative "
+                             "features (elu1, relu, dpfp, the favor maps): signed ones (taylor2) "
+                             "make a gated denominator of either sign (docs/design.md §1.2 "
+                             "\"Per-feature gates\")" % name)
         return core, mod
     try:
         g = float(mod)
@@ -124,7 +124,7 @@ class EngineAttention(torch.nn.Module):
             self.gate_w = torch.nn.Parameter(torch.zeros(heads, dk))
             self.gate_b = torch.nn.Parameter(torch.full((heads,), 3.0))
         elif decay == "gla":
-            r = dk if feature_map in ("elu1", "relu") else 2 * dk * features
+            r = width(feature_map + ("" if features is None else ":%d" % features), dk)
             self.gate_w = torch.nn.Parameter(torch.zeros(heads, dk, r))
             self.gate_b = torch.nn.Parameter(torch.zeros(heads, r))
         else:
