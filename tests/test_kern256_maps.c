@@ -141,6 +141,30 @@ static void test_exp_f64(void) {
   free(x), free(y);
 }
 
+/* la_k256_exp_f64 (the per-feature gates' factors): lengths 1..13 and 1001 (masked tails),
+ * points of [-720, 0] against expl within 1.25 ulp (as above), 0 below -708.396..., and the
+ * element after the last untouched. */
+static void test_exp_array_f64(void) {
+  const double lo = -708.3964185322641;
+  double worst = 0;
+  int under_ok = 1, tail_ok = 1;
+  for (int n = 1; n <= 1001; n = n < 13 ? n + 1 : 1001) {
+    double *x = malloc(sizeof(double) * n), *y = malloc(sizeof(double) * (n + 1));
+    for (int i = 0; i < n; i++) x[i] = i % 3 ? 360.0 * (urand() - 1.0) : -720.0 * i / n;
+    y[n] = -1.0;
+    la_k256_exp_f64((size_t)n, x, y);
+    for (int i = 0; i < n; i++) {
+      if (x[i] < lo) under_ok &= y[i] == 0.0;
+      else worst = fmax(worst, ulpd(y[i], expl((long double)x[i])));
+    }
+    tail_ok &= y[n] == -1.0;
+    free(x), free(y);
+    if (n == 1001) break;
+  }
+  CHECK(worst <= 1.25 && under_ok && tail_ok, "exp_f64 array: within 1.25 ulp of expl (worst %.3f), "
+        "0 below -708.396 %d, nothing written past n %d", worst, under_ok, tail_ok);
+}
+
 /* ---- maps on edge shapes ---- */
 
 static const la_simd_pf *pf_of(la_simd_pf *pf, const void *p, int64_t n, int64_t ldb, int bytes,
@@ -461,6 +485,7 @@ int main(void) {
 #endif
   test_exp_f32();
   test_exp_f64();
+  test_exp_array_f64();
   test_elu1_shapes();
   test_favor();
   test_taylor2();

@@ -424,6 +424,28 @@ static void test_elu1_f64(void) {
   free(x), free(phi);
 }
 
+/* la_k512_exp_f64 (the per-feature gates' factors): lengths 1..17 and 1001 (masked tails),
+ * within 2 ulp of libm's exp as elu1's, 0 below -708.396..., nothing written past n. */
+static void test_exp_f64(void) {
+  double worst = 0;
+  int under_ok = 1, tail_ok = 1;
+  for (int n = 1; n <= 1001; n = n < 17 ? n + 1 : 1001) {
+    double *x = malloc(sizeof(double) * n), *y = malloc(sizeof(double) * (n + 1));
+    for (int i = 0; i < n; i++) x[i] = -720.0 * (double)((i * 7919) % (n + 3)) / (double)(n + 2);
+    y[n] = -1.0;
+    la_k512_exp_f64((size_t)n, x, y);
+    for (int i = 0; i < n; i++) {
+      if (x[i] < -708.3964185322641) under_ok &= y[i] == 0.0;
+      else worst = worse(worst, ulps64(y[i], exp(x[i])));
+    }
+    tail_ok &= y[n] == -1.0;
+    free(x), free(y);
+    if (n == 1001) break;
+  }
+  CHECK(worst <= 2.0 && under_ok && tail_ok, "exp_f64 array: within 2 ulp of exp (worst %.2f), 0 "
+        "below -708.396 %d, nothing written past n %d", worst, under_ok, tail_ok);
+}
+
 static void test_transpose(void) {
   int ok = 1;
   for (int t = 0; t < 60; t++) {
@@ -595,6 +617,7 @@ int main(void) {
   test_taylor2();
   test_maps_f64();
   test_elu1_f64();
+  test_exp_f64();
   test_transpose();
   test_moves();
   test_finalize_plain();

@@ -19,6 +19,21 @@
 #define LA_GLA_SPAN 30.0
 #endif
 
+/* y[i] = e^{x[i]}, x[i] <= 0: the table's vector exp (0 below -708.39, within 2 ulp of libm's)
+ * when the engine has one, else libm's. */
+static void gla_exp(la_engine e, size_t n, const double *x, double *y) {
+#ifdef LA_SIMD_ANY
+  const la_simd *t = LA_SIMD_ANY(e);
+  if (t && t->exp_f64) {
+    t->exp_f64(n, x, y);
+    return;
+  }
+#else
+  (void)e;
+#endif
+  for (size_t i = 0; i < n; i++) y[i] = exp(x[i]);
+}
+
 /* The cumulative log-gates of rows [0, len) of head h from global token t0, G in w->gf
  * (len x r); returns the rows the chunk keeps (>= 1): it ends before the first row i >= 1
  * with G_0,f - G_i,f > LA_GLA_SPAN for some feature f. */
@@ -103,8 +118,9 @@ static void gla_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0
   for (int i = 1; i < len; i++) {
     const double *Gi = G + (size_t)i * r;
     double *Ei = E + (size_t)i * r;
-    for (int c = 0; c < r; c++) Ei[c] = exp(Gi[c] - G[c]);
+    for (int c = 0; c < r; c++) Ei[c] = Gi[c] - G[c];
   }
+  gla_exp(e, (size_t)(len - 1) * r, E + r, E + r);
   const LA_REAL *pq = (const LA_REAL *)w->phiq, *dk = (const LA_REAL *)w->dphi;
   LA_REAL *Xi = w->phif, *Xs = Xi + cr, *Yi = (LA_REAL *)w->dphi + cr, *o = w->o;
   for (size_t i = 0; i < (size_t)len * r; i++) {
@@ -114,7 +130,7 @@ static void gla_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0
   memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
   if (*m != -INFINITY && n0 > 0) { /* the prefix: rows of the state's segment read e^{G_i} S */
     double *E0 = w->gf + 2 * cr; /* e^{G_0}: may underflow (the prefix is then gated out) */
-    for (int c = 0; c < r; c++) E0[c] = exp(G[c]);
+    gla_exp(e, (size_t)r, G, E0);
     for (int i = 0; i < n0; i++)
       for (int c = 0; c < r; c++) {
         const size_t ic = (size_t)i * r + c;

@@ -342,6 +342,12 @@ double la_k256_dot_f64(int n, const float *a, const float *b) {
   return t;
 }
 
+void la_k256_exp_f64(size_t n, const double *x, double *y) {
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm256_storeu_pd(y + i, la_exp4d_nonpos(_mm256_loadu_pd(x + i)));
+  for (; i < n; i++) y[i] = _mm256_cvtsd_f64(la_exp4d_nonpos(_mm256_set1_pd(x[i])));
+}
+
 /* ---- finalize_plain ---- */
 
 /* den_bin16 (denominator.h) of 4 positive normal float64 lanes: 16 e + #{j in 1..15 :
@@ -475,6 +481,7 @@ double la_k256_dot_f64(int n, const float *a, const float *b) {
   (void)n, (void)a, (void)b;
   return 0;
 }
+void la_k256_exp_f64(size_t n, const double *x, double *y) { (void)n, (void)x, (void)y; }
 int la_k256_finalize_plain(int len, int dv, const float *o, const double *lsc, float *y,
                            ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
                            double *mx) {

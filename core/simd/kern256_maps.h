@@ -41,6 +41,8 @@ void la_k256_scale_row(int n, const float *o, double f, float *y);
 void la_k256_mul_f32(size_t n, float *x, float f);
 /* sum_j a[j] b[j], float64 products and sums (8 lanes in two registers, then the tail). */
 double la_k256_dot_f64(int n, const float *a, const float *b);
+/* y[i] = e^{x[i]}, x[i] <= 0 (la_exp4d_nonpos: 0 below -708.39, 0.89 ulp) */
+void la_k256_exp_f64(size_t n, const double *x, double *y);
 /* finalize_rows' common case (docs/design.md §1.1 "Statistics"), len <= 64 rows of
  * o = [num_s | den_s]: when every row has lsc = 0 and den_s a positive normal float64,
  * y_i = (float)(num_s * (1 / den_s)), bin[i] = den_bin16(den_s) (t16: its table), *mn / *mx

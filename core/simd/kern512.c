@@ -450,6 +450,15 @@ double la_k512_dot_f64(int n, const float *a, const float *b) {
   return t;
 }
 
+void la_k512_exp_f64(size_t n, const double *x, double *y) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm512_storeu_pd(y + i, exp8_nonpos(_mm512_loadu_pd(x + i)));
+  if (i < n) {
+    const __mmask8 m = (__mmask8)((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_pd(y + i, m, exp8_nonpos(_mm512_maskz_loadu_pd(m, x + i)));
+  }
+}
+
 /* dst += src in float64, then f = (float)(base + dst) (base NULL: (float)dst), one pass:
  * la_k512_add_to_f64 followed by la_k512_sum_to_f32 / la_k512_to_f32, bit for bit. */
 void la_k512_add_round(size_t n, double *dst, const float *src, const double *base, float *f) {
@@ -711,6 +720,7 @@ void la_k512_taylor2(int64_t n, int dk, const float *x, int64_t ld, float *phi, 
 }
 
 #else /* no AVX-512 at compile time: never selected (la_k512_enabled returns 0) */
+void la_k512_exp_f64(size_t n, const double *x, double *y) { (void)n, (void)x, (void)y; }
 void la_k512_gemm(int M, int N, int K, const float *A, ptrdiff_t ars, ptrdiff_t acs,
                   const float *B, ptrdiff_t ldb, float *C, ptrdiff_t ldc, int acc, int tri) {
   (void)M; (void)N; (void)K; (void)A; (void)ars; (void)acs; (void)B; (void)ldb; (void)C;

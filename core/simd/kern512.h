@@ -57,6 +57,8 @@ int la_k512_finalize_plain_f64(int len, int dv, const double *o, const double *l
                                double *mx);
 /* sum_j a[j] b[j] with float64 products and sums (8 lanes, then the tail). */
 double la_k512_dot_f64(int n, const float *a, const float *b);
+/* y[i] = e^{x[i]}, x[i] <= 0 (exp8_nonpos: 0 below -708.39) */
+void la_k512_exp_f64(size_t n, const double *x, double *y);
 /* Prefetch rows of `bytes` at a stride of ld_bytes: the next chunk's inputs. */
 void la_k512_prefetch(const void *base, int rows, ptrdiff_t ld_bytes, int bytes);
 void la_k512_elu1(int64_t n, int dk, const float *x, int64_t ld, float *phi, int r,

@@ -71,6 +71,9 @@ typedef struct la_simd_s {
   void (*scale_row)(int n, const float *o, double f, float *y);
   void (*mul_f32)(size_t n, float *x, float f);
   double (*dot_f64)(int n, const float *a, const float *b);
+  /* y[i] = e^{x[i]} for x[i] <= 0 (0 below -708.39...; within 2 ulp of libm's exp): the
+   * per-feature gates' factors (engine/gla_impl.h) */
+  void (*exp_f64)(size_t n, const double *x, double *y);
   int (*finalize_plain)(int len, int dv, const float *o, const double *lsc, float *y,
                         ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
                         double *mx);
