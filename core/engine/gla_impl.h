@@ -162,17 +162,30 @@ static void gla_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0
 }
 
 /* Causal rows [lo, hi) of heads [h0, h1) from their prefixes (sz[(h - h0) r (dv+1)],
- * m[h - h0], f[h - h0]), which advance; head by head, in chunks of at most C rows cut
- * further where the gates are strong (gla_cum). */
+ * m[h - h0], f[h - h0]), which advance; in chunks of at most C rows cut further where the
+ * gates are strong (gla_cum), the heads of the group in rounds of one chunk each, so that
+ * they read the token rows together while no chunk is cut (§4.2 "Head groups"); every head's
+ * chunks and so its bits are those of walking it alone. */
 static void gla_causal(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t lo,
                        int64_t hi, const void *q, const void *k, const void *v, double *sz,
                        double *m, int *f, void *out, void *raw, double *lsc) {
+  enum { NH = 64 }; /* heads per round (kernels do not allocate) */
   const size_t rsz = (size_t)e->r * (e->dv + 1);
-  for (int h = h0; h < h1; h++)
-    for (int64_t c0 = lo; c0 < hi;) {
-      const int len = gla_cum(e, w, h, token0 + c0, (int)(hi - c0 < e->C ? hi - c0 : e->C));
-      gla_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz + (size_t)(h - h0) * rsz,
-                m + (h - h0), f + (h - h0), out, raw, lsc);
-      c0 += len;
+  int64_t c0[NH];
+  for (int g0 = h0; g0 < h1; g0 += NH) {
+    const int g1 = h1 - g0 < NH ? h1 : g0 + NH;
+    for (int h = g0; h < g1; h++) c0[h - g0] = lo;
+    for (int more = 1; more;) {
+      more = 0;
+      for (int h = g0; h < g1; h++) {
+        int64_t *p = &c0[h - g0];
+        if (*p >= hi) continue;
+        const int len = gla_cum(e, w, h, token0 + *p, (int)(hi - *p < e->C ? hi - *p : e->C));
+        gla_chunk(e, w, h, token0, *p, len, hi, q, k, v, sz + (size_t)(h - h0) * rsz,
+                  m + (h - h0), f + (h - h0), out, raw, lsc);
+        *p += len;
+        more |= *p < hi;
+      }
     }
+  }
 }

@@ -254,6 +254,12 @@ def main():
     one = ln.attention(q[0], k[0], v[0], gates=g[0], chunk=8)
     check(np.array_equal(one, ln.attention(q, k, v, gates=g, chunk=8)[0]),
           "unbatched call equals the batched one")
+    # heads walked in groups per thread (gla_causal's rounds): the bits of any thread count
+    q4, k4, v4 = inputs("elu1", 1, 90, 5, 4, 3, rng, np.float32)
+    g4 = gates("kept", 1, 90, 5, 4, rng)
+    outs = [ln.attention(q4, k4, v4, gates=g4, chunk=8, threads=t) for t in (1, 2, 3)]
+    check(all(np.array_equal(outs[0], o) for o in outs[1:]),
+          "5 heads on 1, 2 and 3 threads: the same bits")
 
     # refusals, each with the reason
     def raises(exc, fn, words, what):
