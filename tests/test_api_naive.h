@@ -2,7 +2,8 @@
  * engine: the feature maps of docs/design.md §2 are written out here, the operator is the
  * quadratic form of §1 over the key sets A(i) of §3 (one loop per query over every key it
  * may read), and the gradient is the chain rule of that quadratic form, written by hand.
- * Only the public enums (la_map_kind, la_mode, la_den_policy) are borrowed for names.
+ * Only the public enums (la_map_kind, la_mode, la_den_policy) are borrowed for names, and
+ * nv_map_of reads a featmap's projection (its random rows, data the reference must share).
  *
  * Scales: the exponential maps are written as phi_l(x) = e^{a(x)} p_l(x) with |p_l| <= 1 and
  * an analytic row log-scale a(x), and each query's sum over its keys is taken relative to
@@ -82,6 +83,19 @@ static inline nv_map nv_map_make(la_map_kind map, int heads, int dk, int m, doub
   if (map == LA_MAP_TAYLOR2) f.r = 1 + dk + dk * (dk + 1) / 2;
   if (map == LA_MAP_DPFP) f.r = 2 * dk * m;
   return f;
+}
+
+/* The reference map of an engine's configuration c, its projection (random maps) copied out of
+ * fm so that it outlives the featmap (data, not code): free f.omega when done. */
+static inline nv_map nv_map_of(const la_config *c, la_featmap fm, int heads, int dk) {
+  int m = 0;
+  const double *om = la_featmap_projection(fm, &m);
+  double *cp = NULL;
+  if (om) {
+    cp = malloc(sizeof(double) * (size_t)heads * m * dk);
+    memcpy(cp, om, sizeof(double) * (size_t)heads * m * dk);
+  }
+  return nv_map_make(c->map, heads, dk, c->features, c->scale, cp);
 }
 
 /* dpfp's rho(x)_i (i < 2 dk): relu(x_i), then relu(-x_{i-dk}); and d rho_i / d x_{i mod dk} */

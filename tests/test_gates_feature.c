@@ -172,16 +172,7 @@ static la_status engine_out(const fcase *t, const la_config *c, const double *q,
     st = la_forward(e, t->n, Q, K, V, O, NULL);
   }
   if (st == LA_OK) nv_from_dtype(t->dt, O, y, nv);
-  if (f && fm) {
-    int m = 0;
-    const double *om = la_featmap_projection(fm, &m);
-    double *cp = NULL;
-    if (om) {
-      cp = malloc(sizeof(double) * (size_t)t->H * m * t->dk);
-      memcpy(cp, om, sizeof(double) * (size_t)t->H * m * t->dk);
-    }
-    *f = nv_map_make(c->map, t->H, t->dk, c->features, c->scale, cp);
-  }
+  if (f && fm) *f = nv_map_of(c, fm, t->H, t->dk);
   free(Q), free(K), free(V), free(O);
   la_engine_destroy(&e);
   la_featmap_destroy(&fm);
