@@ -34,14 +34,6 @@
 #include "featmap_internal.h"
 #include "la_alloc.h"
 
-static double rd(la_dtype dt, const void *p, size_t i) {
-  return dt == LA_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-static void wr(la_dtype dt, void *p, size_t i, double x) {
-  if (dt == LA_F32) ((float *)p)[i] = (float)x;
-  else ((double *)p)[i] = x;
-}
-
 /* rows [n, H, w] reversed in time */
 static void reverse_rows(la_dtype dt, const void *x, void *y, int64_t n, size_t row) {
   const size_t es = la_dtype_size(dt);
@@ -173,8 +165,8 @@ static int gates_grad(const la_engine e, int64_t row0, int64_t n, const void *pq
         const size_t o = ((size_t)t * H + h) * r;
         double R = 0.0, K = 0.0;
         for (int c = gw > 1 ? f : 0; c < (gw > 1 ? f + 1 : r); c++) {
-          R += rd(dt, pq, o + c) * rd(dt, dpq, o + c);
-          K += rd(dt, pk, o + c) * rd(dt, dpk, o + c);
+          R += la_rd(dt, pq, o + c) * la_rd(dt, dpq, o + c);
+          K += la_rd(dt, pk, o + c) * la_rd(dt, dpk, o + c);
         }
         if (lq) R = R == 0.0 ? 0.0 : R * exp(lq[t * H + h]); /* stabilized: the rows' scales */
         if (lk) K = K == 0.0 ? 0.0 : K * exp(lk[t * H + h]);
@@ -208,11 +200,11 @@ static double stab_coeffs(const la_engine e, size_t t, double x, const void *nd,
                           const void *out, void *cc, void *cu) {
   const la_dtype dt = e->dt;
   const int DV = e->dv, dv1 = DV + 1;
-  const double den = rd(dt, nd, t * dv1 + DV);
+  const double den = la_rd(dt, nd, t * dv1 + DV);
   double go = 0.0, gmax = 0.0, c[2];
   for (int j = 0; j < DV; j++) {
-    const double gj = rd(dt, g, t * DV + j);
-    go += gj * rd(dt, out, t * DV + j);
+    const double gj = la_rd(dt, g, t * DV + j);
+    go += gj * la_rd(dt, out, t * DV + j);
     gmax = fabs(gj) > gmax ? fabs(gj) : gmax;
   }
   /* c~ = [G u | w]: u = 1 / D~, w = -(G . out) D' / D~; or with a scale taken out, lg */
@@ -230,16 +222,16 @@ static double stab_coeffs(const la_engine e, size_t t, double x, const void *nd,
   c[0] = gmax * fabs(u), c[1] = fabs(wv);
   const double cm = c[0] > c[1] ? c[0] : c[1];
   if (!(cm > 0.0) || !isfinite(cm)) {
-    for (int j = 0; j < dv1; j++) wr(dt, cc, t * dv1 + j, 0.0);
-    for (int j = 0; j < DV; j++) wr(dt, cu, t * DV + j, 0.0);
+    for (int j = 0; j < dv1; j++) la_wr(dt, cc, t * dv1 + j, 0.0);
+    for (int j = 0; j < DV; j++) la_wr(dt, cu, t * DV + j, 0.0);
     return -INFINITY;
   }
   for (int j = 0; j < DV; j++) {
-    const double cj = rd(dt, g, t * DV + j) * u / cm;
-    wr(dt, cc, t * dv1 + j, cj);
-    wr(dt, cu, t * DV + j, cj);
+    const double cj = la_rd(dt, g, t * DV + j) * u / cm;
+    la_wr(dt, cc, t * dv1 + j, cj);
+    la_wr(dt, cu, t * DV + j, cj);
   }
-  wr(dt, cc, t * dv1 + DV, wv / cm);
+  la_wr(dt, cc, t * dv1 + DV, wv / cm);
   return log(cm) + lg;
 }
 
@@ -348,12 +340,12 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
                      la_dtype_name(dt), span_max);
     for (size_t t = 0; s == LA_OK && t < N * H; t++) {
       const double f = exp(ak[t] - hs[t % H]);
-      for (int c = 0; c < r; c++) wr(dt, pkt, t * r + c, rd(dt, pk, t * r + c) * f);
+      for (int c = 0; c < r; c++) la_wr(dt, pkt, t * r + c, la_rd(dt, pk, t * r + c) * f);
     }
   }
   for (size_t t = 0; s == LA_OK && t < N * H; t++) {
     memcpy((char *)v1 + es * t * dv1, (const char *)v + es * t * DV, es * DV);
-    wr(dt, v1, t * dv1 + DV, 1.0);
+    la_wr(dt, v1, t * dv1 + DV, 1.0);
   }
   /* (num | den) of every row */
   if (s == LA_OK) s = inner_make(e, r, dv1, gam, e->seg_off, e->seg_count, &e1);
@@ -363,20 +355,20 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   for (size_t t = 0; s == LA_OK && stab && t < N * H; t++)
     lc[t] = stab_coeffs(e, t, aq[t] + hs[t % H], nd, g, out, cc, cu);
   for (size_t t = 0; s == LA_OK && !stab && t < N * H; t++) {
-    const double den = rd(dt, nd, t * dv1 + DV);
+    const double den = la_rd(dt, nd, t * dv1 + DV);
     double D = den, dD = 1.0, go = 0.0;
     int zero = 0;
     if (!e->cfg.normalize) D = 1.0, dD = 0.0;
     else if (e->cfg.den_policy == LA_DEN_ADD) D = den + e->cfg.den_eps;
     else if (e->cfg.den_policy == LA_DEN_CLAMP && den < e->cfg.den_eps) D = e->cfg.den_eps, dD = 0.0;
     else if (e->cfg.den_policy == LA_DEN_ZERO_EMPTY && den == 0.0) zero = 1;
-    for (int c = 0; c < DV; c++) go += rd(dt, g, t * DV + c) * rd(dt, out, t * DV + c);
+    for (int c = 0; c < DV; c++) go += la_rd(dt, g, t * DV + c) * la_rd(dt, out, t * DV + c);
     for (int c = 0; c < DV; c++) {
-      const double u = zero ? 0.0 : rd(dt, g, t * DV + c) / D;
-      wr(dt, cc, t * dv1 + c, u);
-      wr(dt, cu, t * DV + c, u);
+      const double u = zero ? 0.0 : la_rd(dt, g, t * DV + c) / D;
+      la_wr(dt, cc, t * dv1 + c, u);
+      la_wr(dt, cu, t * DV + c, u);
     }
-    wr(dt, cc, t * dv1 + DV, zero ? 0.0 : -go * dD / D);
+    la_wr(dt, cc, t * dv1 + DV, zero ? 0.0 : -go * dD / D);
   }
   /* dphi(q): causal, queries c, keys [V|1], values phi(k); per-feature gates decay it along
    * the values (la_gla_vproduct) */
@@ -385,7 +377,7 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
       s = la_gla_vproduct(dt, e->T, n, H, dv1, r, cc, v1, stab ? pkt : pk,
                           e->gates + (row0 - e->gate0) * H * GW, e->dlog, e->seg_off,
                           e->seg_count, pd);
-    for (size_t i = 0; s == LA_OK && i < N * H * r; i++) wr(dt, dpq, i, pd[i]);
+    for (size_t i = 0; s == LA_OK && i < N * H * r; i++) la_wr(dt, dpq, i, pd[i]);
   } else {
     if (s == LA_OK) s = inner_make(e, dv1, r, gam, e->seg_off, e->seg_count, &e2);
     if (s == LA_OK) s = inner_gates(e, rk, &e2, n, NULL, NULL);
@@ -411,8 +403,8 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
                      la_dtype_name(dt), span_max);
     for (size_t t = 0; s == LA_OK && t < N * H; t++) {
       const double f = lc[t] == -INFINITY ? 0.0 : exp(lc[t] - hs[2 * H + t % H]);
-      for (int c = 0; c < dv1; c++) wr(dt, cc, t * dv1 + c, rd(dt, cc, t * dv1 + c) * f);
-      for (int c = 0; c < DV; c++) wr(dt, cu, t * DV + c, rd(dt, cu, t * DV + c) * f);
+      for (int c = 0; c < dv1; c++) la_wr(dt, cc, t * dv1 + c, la_rd(dt, cc, t * dv1 + c) * f);
+      for (int c = 0; c < DV; c++) la_wr(dt, cu, t * DV + c, la_rd(dt, cu, t * DV + c) * f);
     }
   }
   /* the reversed gates' first row: the gates of row row0 + n */
@@ -431,7 +423,7 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
     }
     for (int64_t t = 0; s == LA_OK && t < n; t++)
       for (size_t i = 0; i < (size_t)H * r; i++)
-        wr(dt, t1, (size_t)t * H * r + i, pd[(size_t)(n - 1 - t) * H * r + i]);
+        la_wr(dt, t1, (size_t)t * H * r + i, pd[(size_t)(n - 1 - t) * H * r + i]);
   } else {
     if (s == LA_OK) s = inner_make(e, dv1, r, gam, bidir ? e->seg_off : roff, e->seg_count, &e3);
     if (s == LA_OK) s = inner_gates(e, rk, &e3, n, gr, next);
@@ -452,7 +444,7 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   }
   for (size_t t = 0; s == LA_OK && stab && t < N * H; t++) {
     const double f = aq[t] == -INFINITY ? 0.0 : exp(aq[t]);
-    for (int c = 0; c < DV; c++) wr(dt, dv, t * DV + c, rd(dt, dv, t * DV + c) * f);
+    for (int c = 0; c < DV; c++) la_wr(dt, dv, t * DV + c, la_rd(dt, dv, t * DV + c) * f);
   }
   if (e->gated) { /* dL/dg: this rank's sums, then the later ranks' share */
     int start = 0;
@@ -482,7 +474,7 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
         const double l = (w ? aq : lc)[t * H + h], f = l == -INFINITY ? 0.0 : exp(l);
         for (int c = 0; c < dk0; c++) {
           const size_t i = (t * H + h) * dk0 + c;
-          wr(dt, dx, i, rd(dt, dx, i) * f);
+          la_wr(dt, dx, i, la_rd(dt, dx, i) * f);
         }
       }
     }

@@ -143,6 +143,16 @@ la_status la_engine_reserve_queues(la_engine e, int cap);
 la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k, const void *v,
                             const void *g, void *dq, void *dk, void *dv, la_den_stats *stats);
 
+/* Element i of an array of the engine's dtype, as a double, and back (the decayed backward's
+ * rows, decay_bwd.c and gla_bwd.c). */
+static inline double la_rd(la_dtype dt, const void *p, size_t i) {
+  return dt == LA_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+static inline void la_wr(la_dtype dt, void *p, size_t i, double x) {
+  if (dt == LA_F32) ((float *)p)[i] = (float)x;
+  else ((double *)p)[i] = x;
+}
+
 /* gla_bwd.c: the per-feature gates' product that decays along its values (out [n, H, r]
  * float64; x, y [n, H, wx] and z [n, H, r] of type dt; g [n, H, r]; docs/design.md §1.2
  * "Per-feature gates"), on T threads. */

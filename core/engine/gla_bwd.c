@@ -21,10 +21,6 @@
 #define VP_CHUNK 64
 #define VP_SPAN 300.0
 
-static double rdv(la_dtype dt, const void *p, size_t i) {
-  return dt == LA_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-
 /* segment of token t: the number of offsets off[1..noff-2] <= t (0 without segments) */
 static int64_t seg_at(const int64_t *off, int64_t noff, int64_t t, int64_t *s) {
   while (off && *s + 1 < noff - 1 && off[*s + 1] <= t) (*s)++;
@@ -73,11 +69,11 @@ la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, 
           sg[i] = seg_at(off, noff, c0 + i, &sc);
           for (size_t f = 0; f < R; f++) E[i * R + f] = i ? exp(G[i * R + f] - G[f]) : 1.0;
           for (size_t c = 0; c < W; c++) {
-            X[i * W + c] = rdv(dt, x, ((size_t)(c0 + i) * H + h) * W + c);
-            Y[i * W + c] = rdv(dt, y, ((size_t)(c0 + i) * H + h) * W + c);
+            X[i * W + c] = la_rd(dt, x, ((size_t)(c0 + i) * H + h) * W + c);
+            Y[i * W + c] = la_rd(dt, y, ((size_t)(c0 + i) * H + h) * W + c);
           }
           for (size_t f = 0; f < R; f++)
-            Z[i * R + f] = rdv(dt, z, ((size_t)(c0 + i) * H + h) * R + f) / E[i * R + f];
+            Z[i * R + f] = la_rd(dt, z, ((size_t)(c0 + i) * H + h) * R + f) / E[i * R + f];
         }
         for (size_t f = 0; f < R; f++) E0[f] = exp(G[f]);
         /* the pairs: B = X Y^T on the chunk's mask, O = B Z */
