@@ -41,7 +41,11 @@ typedef struct {
   int strong;          /* 0 mild, 1 strong, 2 one feature never forgets, 3 equal across features */
   const int64_t *off;
   int64_t noff;
-  int split;           /* 0 la_forward; 1 two la_engine_apply through the state */
+  int split;           /* 0 la_forward; 1 two la_engine_apply through the state; 2 three
+                        * blocks as ranks: row-form summaries (la_engine_accumulate), their
+                        * exclusive prefix (la_state_combine), each block applied from it; 3
+                        * the same as streamed lanes: la_engine_apply_local from zero, whose
+                        * state is the block's summary, and la_engine_correct by the prefix */
 } fcase;
 
 /* Log-gates [n, H, r]. */
@@ -145,6 +149,42 @@ static int width_of(const fcase *t) {
   return r;
 }
 
+/* fcase split 2 and 3: three blocks (the second ending on a segment start when there are
+ * segments) in the row form of la_engine_state_init. */
+static la_status blocks_out(la_engine e, const fcase *t, const void *Q, const void *K,
+                            const void *V, void *O) {
+  const int64_t b[4] = {0, t->n / 3 + 5, t->off ? 150 : 2 * t->n / 3 + 1, t->n};
+  const size_t es = t->dt == LA_F32 ? 4 : 8, ok = es * t->H * t->dk, ov = es * t->H * t->dv;
+  la_state x = {0}, w = {0};
+  la_status st = la_engine_state_init(e, &x);
+  if (st == LA_OK) st = la_engine_state_init(e, &w);
+  if (st == LA_OK) CHECK(x.heads == t->H * width_of(t) && x.r == 1, "row form (H r, 1, dv)");
+  void *raw = malloc(ov / t->dv * (t->dv + 1) * (size_t)t->n);
+  double *lsc = malloc(sizeof(double) * t->H * (size_t)t->n);
+  for (int p = 0; st == LA_OK && p < 3; p++) {
+    const int64_t n = b[p + 1] - b[p];
+    const char *q = (const char *)Q + ok * b[p], *k = (const char *)K + ok * b[p];
+    const char *v = (const char *)V + ov * b[p];
+    char *o = (char *)O + ov * b[p];
+    la_state_reset(&w);
+    if (t->split == 2) {
+      st = la_engine_accumulate(e, b[p], n, k, v, &w);
+      la_state y = {0}; /* the prefix, applied from a copy (the apply advances it) */
+      if (st == LA_OK) st = la_engine_state_init(e, &y);
+      if (st == LA_OK) la_state_combine(&y, &x);
+      if (st == LA_OK) st = la_engine_apply(e, b[p], n, q, k, v, &y, o, NULL);
+      la_state_free(&y);
+    } else {
+      st = la_engine_apply_local(e, b[p], n, q, k, v, &w, raw, lsc);
+      if (st == LA_OK) st = la_engine_correct(e, b[p], n, q, &x, raw, lsc, o, NULL);
+    }
+    if (st == LA_OK) la_state_combine(&x, &w);
+  }
+  free(raw), free(lsc);
+  la_state_free(&x), la_state_free(&w);
+  return st;
+}
+
 /* The engine's outputs into y (float64); LA_OK or the status. f: the map as the reference
  * needs it (the projection copied). */
 static la_status engine_out(const fcase *t, const la_config *c, const double *q, const double *k,
@@ -159,7 +199,7 @@ static la_status engine_out(const fcase *t, const la_config *c, const double *q,
   void *Q = nv_to_dtype(t->dt, q, nq), *K = nv_to_dtype(t->dt, k, nq), *V = nv_to_dtype(t->dt, v, nv);
   void *O = nv_to_dtype(t->dt, y, nv);
   const size_t es = t->dt == LA_F32 ? 4 : 8, ok = (size_t)t->H * t->dk, ov = (size_t)t->H * t->dv;
-  if (st == LA_OK && t->split) {
+  if (st == LA_OK && t->split == 1) {
     const int64_t sp = t->n / 2 + 3; /* not on a chunk boundary */
     la_state s = {0};
     st = la_state_init(&s, t->H, la_featmap_width(fm), t->dv);
@@ -168,6 +208,8 @@ static la_status engine_out(const fcase *t, const la_config *c, const double *q,
       st = la_engine_apply(e, sp, t->n - sp, (char *)Q + es * sp * ok, (char *)K + es * sp * ok,
                            (char *)V + es * sp * ov, &s, (char *)O + es * sp * ov, NULL);
     la_state_free(&s);
+  } else if (st == LA_OK && t->split >= 2) {
+    st = blocks_out(e, t, Q, K, V, O);
   } else if (st == LA_OK) {
     st = la_forward(e, t->n, Q, K, V, O, NULL);
   }
@@ -277,8 +319,8 @@ static void test_matrix(int known) {
       for (int strong = 0; strong < 3; strong++)
         for (int withd = 0; withd < 2; withd++)
           for (int seg = 0; seg < 2; seg++)
-            for (int split = 0; split < 2; split++) {
-              if (maps[mi] != LA_MAP_ELU1 && (seg + split + withd) > 1) continue; /* keep it small */
+            for (int split = 0; split < 4; split++) {
+              if (maps[mi] != LA_MAP_ELU1 && (seg + (split > 0) + withd) > 1) continue; /* keep it small */
               fcase t = {maps[mi], (la_dtype)dt, seg ? 201 : 173, 3, 4, 3, 16,
                          withd ? dec : NULL, strong, seg ? off : NULL, seg ? 5 : 0, split};
               if (known_case(&t) != known) continue;
@@ -380,14 +422,21 @@ static void test_refusals(void) {
   g[(2 * 2 + 1) * 4 + 3] = -1.0;
   CHECK(la_engine_set_gates(e, g, 0, 4) == LA_OK && la_forward(e, 4, x, x, v, o, NULL) == LA_OK,
         "a forward with per-feature gates");
-  la_state s = {0};
-  CHECK(la_state_init(&s, 2, 4, 2) == LA_OK, "state");
-  CHECK(why(la_engine_accumulate(e, 0, 4, x, v, &s), err, sizeof err) == LA_ERR_UNSUPPORTED &&
-            strstr(err, "per-feature"), "the keys pass refused (%s)", err);
-  CHECK(why(la_engine_apply_local(e, 0, 4, x, x, v, &s, raw, lsc), err, sizeof err) ==
-            LA_ERR_UNSUPPORTED && strstr(err, "per-feature"), "apply_local refused (%s)", err);
-  CHECK(why(la_engine_correct(e, 0, 4, x, &s, raw, lsc, o, NULL), err, sizeof err) ==
-            LA_ERR_UNSUPPORTED && strstr(err, "per-feature"), "correct refused (%s)", err);
+  la_state s = {0}, rows = {0}, odd = {0};
+  CHECK(la_state_init(&s, 2, 4, 2) == LA_OK && la_state_init(&odd, 4, 2, 2) == LA_OK, "state");
+  CHECK(la_engine_state_init(e, &rows) == LA_OK && rows.heads == 8 && rows.r == 1 && rows.dv == 2,
+        "la_engine_state_init: the row form (8, 1, 2)");
+  CHECK(why(la_engine_accumulate(e, 0, 4, x, v, &s), err, sizeof err) == LA_ERR_ARG &&
+            strstr(err, "row form"), "the keys pass into a head-form state refused (%s)", err);
+  CHECK(why(la_engine_apply(e, 0, 4, x, x, v, &odd, o, NULL), err, sizeof err) == LA_ERR_ARG &&
+            strstr(err, "(heads 4, r 2, dv 2)") && strstr(err, "row form"),
+        "a state of neither form refused, both named (%s)", err);
+  CHECK(la_engine_accumulate(e, 0, 4, x, v, &rows) == LA_OK &&
+            la_engine_apply_local(e, 0, 4, x, x, v, &s, raw, lsc) == LA_OK &&
+            la_engine_correct(e, 0, 4, x, &rows, raw, lsc, o, NULL) == LA_OK &&
+            la_engine_correct(e, 0, 4, x, &s, raw, lsc, o, NULL) == LA_OK,
+        "the keys pass (row form), apply_local and correct (either form)");
+  la_state_free(&rows), la_state_free(&odd);
   /* the backward (checked against autograd by tests/python/test_gates_feature.py) runs on one
    * process, for every map */
   CHECK(why(la_backward(e, 4, x, x, v, v, dq, dk, dv, NULL), err, sizeof err) == LA_OK,

@@ -209,6 +209,9 @@ la_status la_engine_create(const la_config *cfg, const la_featmap fm, la_dtype d
   }
   e->Bmax = e->H >= e->T ? 1 : (e->T + e->H - 1) / e->H;
   if (la_state_init(&e->part, e->H * e->Bmax, e->r, dv) != LA_OK) goto nomem;
+  if (e->gate_w > 1 && (la_state_init(&e->hst, e->H, e->r, dv) != LA_OK ||
+                        la_state_init(&e->rows, e->H * e->r, 1, dv) != LA_OK))
+    goto nomem;
   e->scratch = la_malloc(sizeof(double) * r * dv1);
   e->sfall = la_malloc(es * (size_t)e->H * r * dv1);
   if (!e->scratch || !e->sfall) goto nomem;
@@ -228,6 +231,8 @@ void la_engine_destroy(la_engine *pe) {
     for (int t = 0; t < e->T; t++) work_free(&e->work[t]);
   free(e->work);
   la_state_free(&e->part);
+  la_state_free(&e->hst);
+  la_state_free(&e->rows);
   free(e->scratch);
   free(e->sfall);
   free(e->dlog);
@@ -301,14 +306,6 @@ la_status la_engine_gates_cover(const la_engine e, int64_t token0, int64_t n, co
   return LA_OK;
 }
 
-la_status la_engine_feature_gates_only_apply(const la_engine e, const char *fn) {
-  LA_CHECK(e->gate_w == 1, LA_ERR_UNSUPPORTED,
-           "%s: per-feature gates [N, H, r] run the causal forward from a state on one process "
-           "(la_forward, la_engine_apply); a block's summary for the scan, across ranks or "
-           "streamed lanes, is not built yet (docs/design.md §1.2 \"Per-feature gates\")", fn);
-  return LA_OK;
-}
-
 double la_block_log_decay(const la_engine e, int h, int64_t token0, int64_t n) {
   if (!e->gated) return (double)n * e->dlog[h];
   double s = 0.0;
@@ -376,8 +373,14 @@ la_status la_engine_reserve_queues(la_engine e, int cap) {
 la_status la_engine_state_ok(const la_engine e, const la_state *s, const char *fn,
                              const char *arg) {
   LA_CHECK(s, LA_ERR_ARG, "%s: %s is NULL", fn, arg);
+  if (la_gla_row_form(e, s)) return LA_OK; /* per-feature gates' row form (gla_rows.c) */
   LA_CHECK(s->heads == e->H && s->r == e->r && s->dv == e->dv, LA_ERR_ARG,
-           "%s: %s has shape (heads %d, r %d, dv %d), the engine (%d, %d, %d)", fn, arg,
-           s->heads, s->r, s->dv, e->H, e->r, e->dv);
+           "%s: %s has shape (heads %d, r %d, dv %d), the engine (%d, %d, %d)%s", fn, arg,
+           s->heads, s->r, s->dv, e->H, e->r, e->dv,
+           e->gate_w > 1 ? " or, in row form, (H r, 1, dv) (la_engine_state_init)" : "");
   return LA_OK;
+}
+
+la_status la_engine_state_init(const la_engine e, la_state *s) {
+  return e->gate_w > 1 ? la_state_init(s, e->H * e->r, 1, e->dv) : la_state_init(s, e->H, e->r, e->dv);
 }

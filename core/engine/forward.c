@@ -87,13 +87,35 @@ static la_status decay_accumulate(la_engine e, int64_t token0, int64_t n, const 
   return LA_OK;
 }
 
+/* Per-feature gates (§1.2 "Per-feature gates"): the block's summary in head form (e->hst),
+ * then in row form with each row's cumulative log-decay (e->rows), combined into state. */
+static la_status gla_accumulate(la_engine e, int64_t token0, int64_t n, const void *k,
+                                const void *v, la_state *state) {
+  const size_t rsz = (size_t)e->r * (e->dv + 1);
+  const int G = la_head_groups(e);
+  la_state_reset(&e->hst);
+#pragma omp parallel for schedule(static, 1) num_threads(e->T)
+  for (int g = 0; g < G; g++) {
+    const int h0 = la_head_group(e->H, G, g), h1 = la_head_group(e->H, G, g + 1);
+    e->kern->gla_accum(e, &e->work[la_thread_id()], h0, h1, token0, 0, n, k, v,
+                       e->hst.sz + (size_t)h0 * rsz, e->hst.m + h0, e->hst.f + h0);
+  }
+  la_gla_head_to_rows(e, &e->hst, &e->rows);
+  la_gla_block_decay(e, token0, n, e->rows.a);
+  la_state_combine(state, &e->rows);
+  return LA_OK;
+}
+
 la_status la_engine_accumulate(la_engine e, int64_t token0, int64_t n, const void *k,
                                const void *v, la_state *state) {
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_accumulate: n = %lld < 0", (long long)n);
   LA_TRY(la_engine_state_ok(e, state, "la_engine_accumulate", "state"));
   LA_TRY(la_engine_gates_cover(e, token0, n, "la_engine_accumulate"));
-  LA_TRY(la_engine_feature_gates_only_apply(e, "la_engine_accumulate"));
+  LA_CHECK(e->gate_w == 1 || la_gla_row_form(e, state), LA_ERR_ARG,
+           "la_engine_accumulate: with per-feature gates a summary is in row form, (heads H r, "
+           "r 1, dv) (la_engine_state_init; docs/design.md §1.2 \"Per-feature gates\")");
   if (n == 0) return LA_OK;
+  if (e->gate_w > 1) return gla_accumulate(e, token0, n, k, v, state);
   if (e->dlog) return decay_accumulate(e, token0, n, k, v, state, 0);
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
@@ -137,6 +159,21 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
                               const void *k, const void *v, la_state *state, void *out,
                               la_den_stats *stats, void *raw, double *lsc);
 
+/* causal_apply on a state in either form: a row-form state (per-feature gates, gla_rows.c)
+ * runs in head form and comes back with its a grown by the block's gates. */
+static la_status causal_apply_rows(la_engine e, int64_t token0, int64_t n, const void *q,
+                                   const void *k, const void *v, la_state *state, void *out,
+                                   la_den_stats *stats, void *raw, double *lsc) {
+  if (!la_gla_row_form(e, state))
+    return causal_apply(e, token0, n, q, k, v, state, out, stats, raw, lsc);
+  la_gla_rows_to_head(e, state, &e->hst);
+  LA_TRY(causal_apply(e, token0, n, q, k, v, &e->hst, out, stats, raw, lsc));
+  la_gla_head_to_rows(e, &e->hst, state);
+  la_gla_block_decay(e, token0, n, e->rows.a);
+  for (int i = 0; i < state->heads; i++) state->a[i] += e->rows.a[i];
+  return LA_OK;
+}
+
 la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q, const void *k,
                           const void *v, la_state *state, void *out, la_den_stats *stats) {
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_apply: n = %lld < 0", (long long)n);
@@ -167,7 +204,7 @@ la_status la_engine_apply(la_engine e, int64_t token0, int64_t n, const void *q,
     la_engine_merge_stats(e, stats);
     return LA_OK;
   }
-  return causal_apply(e, token0, n, q, k, v, state, out, stats, NULL, NULL);
+  return causal_apply_rows(e, token0, n, q, k, v, state, out, stats, NULL, NULL);
 }
 
 la_status la_engine_apply_local(la_engine e, int64_t token0, int64_t n, const void *q,
@@ -178,9 +215,8 @@ la_status la_engine_apply_local(la_engine e, int64_t token0, int64_t n, const vo
   LA_CHECK(raw && lsc, LA_ERR_ARG, "la_engine_apply_local: raw and lsc are needed");
   LA_TRY(la_engine_state_ok(e, local, "la_engine_apply_local", "local"));
   LA_TRY(la_engine_gates_cover(e, token0, n, "la_engine_apply_local"));
-  LA_TRY(la_engine_feature_gates_only_apply(e, "la_engine_apply_local"));
   if (n == 0) return LA_OK;
-  return causal_apply(e, token0, n, q, k, v, local, NULL, NULL, raw, lsc);
+  return causal_apply_rows(e, token0, n, q, k, v, local, NULL, NULL, raw, lsc);
 }
 
 la_status la_engine_correct(la_engine e, int64_t token0, int64_t n, const void *q,
@@ -189,8 +225,12 @@ la_status la_engine_correct(la_engine e, int64_t token0, int64_t n, const void *
   LA_CHECK(n >= 0, LA_ERR_ARG, "la_engine_correct: n = %lld < 0", (long long)n);
   LA_TRY(la_engine_state_ok(e, prefix, "la_engine_correct", "prefix"));
   LA_TRY(la_engine_gates_cover(e, token0, n, "la_engine_correct"));
-  LA_TRY(la_engine_feature_gates_only_apply(e, "la_engine_correct"));
   if (n == 0) return LA_OK;
+  if (la_gla_row_form(e, prefix)) { /* per-feature gates: read in head form (gla_rows.c) */
+    la_gla_rows_to_head(e, prefix, &e->hst);
+    prefix = &e->hst;
+  }
+  const la_correct_fn correct = e->gate_w > 1 ? e->kern->gla_correct : e->kern->correct_rows;
   const int H = e->H, B = (int)(n / e->C) >= e->Bmax ? e->Bmax : 1;
   const size_t rsz = (size_t)e->r * (e->dv + 1);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(e->T)
@@ -199,7 +239,7 @@ la_status la_engine_correct(la_engine e, int64_t token0, int64_t n, const void *
     int64_t lo, hi;
     la_superblock(n, e->C, B, b, &lo, &hi);
     la_work *w = &e->work[la_thread_id()];
-    e->kern->correct_rows(e, w, h, token0, lo, hi, q, prefix->sz + h * rsz, prefix->m[h], raw, lsc, out);
+    correct(e, w, h, token0, lo, hi, q, prefix->sz + h * rsz, prefix->m[h], raw, lsc, out);
   }
   la_engine_merge_stats(e, stats);
   return LA_OK;
@@ -271,8 +311,7 @@ static la_status causal_apply(la_engine e, int64_t token0, int64_t n, const void
     memcpy(state->sz + (size_t)h * rsz, e->part.sz + idx * rsz, sizeof(double) * rsz);
     state->m[h] = e->part.m[idx];
     state->f[h] = e->part.f[idx];
-    /* §1.2: the block's decay (per-feature gates have no scalar one: no summary of theirs
-     * is combined, la_engine_feature_gates_only_apply) */
+    /* §1.2: the block's decay (per-feature gates: the row form's, causal_apply_rows) */
     if (e->dlog && e->gate_w == 1) state->a[h] += la_block_log_decay(e, h, token0, n);
   }
   la_engine_merge_stats(e, stats);

@@ -189,3 +189,100 @@ static void gla_causal(la_engine e, la_work *w, int h0, int h1, int64_t token0, 
     }
   }
 }
+
+/* The summaries of the keys of rows [lo, hi) of heads [h0, h1) (§4.1, §1.2 "Per-feature
+ * gates"): (sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0]) advance over them as gla_causal's
+ * states do (the same chunks, factors and update), without the queries. A segment start drops
+ * the state and sets the flag. */
+static void gla_accum(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t lo,
+                      int64_t hi, const void *k, const void *v, double *sz_, double *m_,
+                      int *f_) {
+  const int r = e->r;
+  const size_t rsz = (size_t)r * (e->dv + 1), cr = (size_t)e->C * r;
+  for (int h = h0; h < h1; h++) {
+    double *sz = sz_ + (size_t)(h - h0) * rsz, *m = m_ + (h - h0);
+    int *f = f_ + (h - h0);
+    for (int64_t c0 = lo; c0 < hi;) {
+      const int len = gla_cum(e, w, h, token0 + c0, (int)(hi - c0 < e->C ? hi - c0 : e->C));
+      int reset;
+      const int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
+      if (reset || nseg > 1) *f = 1;
+      if (reset) {
+        memset(sz, 0, sizeof(double) * rsz);
+        *m = -INFINITY;
+      }
+      features_at(e, h, c0, len, -1, hi, (const LA_REAL *)k, w->phik, w->ak, v, e->dv);
+      chunk_values(e, h, c0, len, (const LA_REAL *)v, w->vp);
+      double *G = w->gf, *E = w->gf + cr;
+      for (int c = 0; c < r; c++) E[c] = 1.0;
+      for (size_t i = (size_t)r; i < (size_t)len * r; i++) E[i] = G[i] - G[i % r];
+      gla_exp(e, (size_t)(len - 1) * r, E + r, E + r);
+      int b = 0; /* the state continues with the chunk's last segment */
+      while (w->segi[b] != nseg - 1) b++;
+      gla_update(e, w, len, b, nseg == 1, G, E, sz, m);
+      c0 += len;
+    }
+  }
+}
+
+/* Raw rows [lo, hi) of head h plus the prefix (psz, pm) that arrived meanwhile (§4.5), with
+ * per-feature gates: row i reads the prefix through phi(q_i) o e^{G_i}, G_i,f the gates of the
+ * block's rows 0..i of feature f (plus i+1 ln gamma_h), taken as e^{Gmax_i} (phi(q_i) o
+ * e^{G_i - Gmax_i}), Gmax_i = max_f G_i,f, so that the prefix's log-scale moves by Gmax_i and
+ * every factor is <= 1 (correct_rows' contract otherwise). */
+static void gla_correct(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
+                        const void *q_, const double *psz, double pm, const void *raw_,
+                        const double *lsc, void *out_) {
+  const LA_REAL *q = q_, *raw = raw_;
+  LA_REAL *out = out_;
+  const int r = e->r, dv1 = e->dv + 1, C = e->C, H = e->H;
+  const int64_t cut = la_engine_segment_at_or_after(e, token0 > 0 ? token0 : 1);
+  const double lam = e->dlog[h];
+  const size_t ld = (size_t)H * r;
+  const double *gt = e->gates + ((size_t)(token0 - e->gate0) * H + h) * r;
+  double *gs = w->gf, *X = w->gf + r, *gm = w->ak2;
+  for (int c = 0; c < r; c++) gs[c] = 0.0;
+  for (int64_t t = 0; t < lo; t++)
+    for (int c = 0; c < r; c++) gs[c] += lam + gt[(size_t)t * ld + c];
+  const size_t rsz = (size_t)r * dv1;
+  LA_REAL *sf = w->sf, *o = w->o, *xq = w->phif;
+  for (size_t i = 0; i < rsz; i++) sf[i] = (LA_REAL)psz[i];
+  for (int64_t c0 = lo; c0 < hi; c0 += C) {
+    const int len = (int)(hi - c0 < C ? hi - c0 : C);
+    chunk_features(e, h, c0, len, q, w->phiq, w->aq);
+    for (int i = 0; i < len; i++) {
+      const double *gi = gt + (size_t)(c0 + i) * ld;
+      double mx = -INFINITY, *Xi = X + (size_t)i * r;
+      for (int c = 0; c < r; c++) {
+        gs[c] += lam + gi[c];
+        mx = gs[c] > mx ? gs[c] : mx;
+      }
+      for (int c = 0; c < r; c++) Xi[c] = gs[c] - mx;
+      gm[i] = mx;
+    }
+    if (pm != -INFINITY) {
+      gla_exp(e, (size_t)len * r, X, X);
+      const LA_REAL *pq = (const LA_REAL *)w->phiq;
+      for (size_t i = 0; i < (size_t)len * r; i++) xq[i] = (LA_REAL)((double)pq[i] * X[i]);
+      LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, xq, r, sf,
+              dv1, (LA_REAL)0, o, dv1);
+    }
+    for (int i = 0; i < len; i++) {
+      const size_t ri = (size_t)(c0 + i) * H + h;
+      const LA_REAL *rw = raw + ri * dv1;
+      LA_REAL *oi = o + (size_t)i * dv1;
+      const double Mi = lsc[ri] - w->aq[i];
+      if (pm == -INFINITY || token0 + c0 + i >= cut) { /* cut: a segment restarted */
+        for (int j = 0; j < dv1; j++) oi[j] = rw[j];
+        w->aq[i] = lsc[ri];
+        continue;
+      }
+      const double pmi = pm + gm[i];
+      const double M = Mi > pmi ? Mi : pmi;
+      const LA_REAL fr = (LA_REAL)exp(Mi - M), fp = (LA_REAL)exp(pmi - M);
+      for (int j = 0; j < dv1; j++) oi[j] = fr * rw[j] + fp * oi[j];
+      w->aq[i] += M;
+    }
+    finalize_rows(e, w, h, token0, c0, len, out);
+  }
+}

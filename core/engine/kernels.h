@@ -32,6 +32,12 @@ typedef void (*la_causal_heads_fn)(la_engine e, la_work *w, int h0, int h1, int6
                                    const void *v, double *sz, double *m, int *f, void *out,
                                    void *raw, double *lsc);
 
+/* Raw rows [lo, hi) of head h plus the prefix (psz, pm) that arrived meanwhile (§4.5)
+ * (correct_rows, gla_correct) */
+typedef void (*la_correct_fn)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo,
+                              int64_t hi, const void *q, const double *psz, double pm,
+                              const void *raw, const double *lsc, void *out);
+
 typedef struct {
   const char *dtype; /* "f32" or "f64" */
   /* (sz, m, f) <- (sz, m, f) (+) the summary of keys [lo, hi) (§4.1, §4.2) */
@@ -60,9 +66,7 @@ typedef struct {
                             int64_t lo, int64_t hi, const void *q, const void *sf,
                             const double *m, void *out);
   /* raw rows [lo, hi) plus the prefix (psz, pm) that arrived meanwhile (§4.5) */
-  void (*correct_rows)(la_engine e, la_work *w, int h, int64_t token0, int64_t lo, int64_t hi,
-                       const void *q, const double *psz, double pm, const void *raw,
-                       const double *lsc, void *out);
+  la_correct_fn correct_rows;
   /* bidirectional with segments on a rank's whole range (§3.1) */
   void (*apply_segmented)(la_engine e, la_work *w, int h, int64_t token0, int64_t n,
                           const void *q, const void *k, const void *v, const double *lsz,
@@ -119,6 +123,11 @@ typedef struct {
   /* per-feature gates (§1.2 "Per-feature gates"): decay_causal's contract, head by head, on
    * the generic products (gla_impl.h) */
   la_causal_heads_fn gla_causal;
+  /* per-feature gates: decay_accum's forward summaries (gla_accum), and correct_rows with each
+   * query row's prefix read through its own per-feature decay (gla_correct) */
+  void (*gla_accum)(la_engine e, la_work *w, int h0, int h1, int64_t token0, int64_t lo,
+                    int64_t hi, const void *k, const void *v, double *sz, double *m, int *f);
+  la_correct_fn gla_correct;
   /* the decayed summaries of the keys of rows [lo, hi) of heads [h0, h1) (§1.2, §4.1):
    * (sz[(h - h0) r (dv+1)], m[h - h0], f[h - h0]) advance over them as decay_causal's states
    * do, without the queries; rev = 1: the reverse summaries as of token lo (no segments) */

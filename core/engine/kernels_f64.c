@@ -47,6 +47,8 @@ const la_kernels la_kernels_f64 = {
     .query_summary = query_summary_rows,
     .decay_causal = decay_causal,
     .gla_causal = gla_causal,
+    .gla_accum = gla_accum,
+    .gla_correct = gla_correct,
     .decay_accum = decay_accum,
     .decay_bidir = decay_bidir,
 };

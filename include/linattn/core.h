@@ -274,6 +274,17 @@ int la_engine_input_dim(const la_engine eng);
 /* 1 if the engine's map carries a log-scale stabilizer (la_map_is_stabilized). */
 int la_engine_stabilized(const la_engine eng);
 
+/* The identity of the scan element of eng's summaries, the state la_engine_accumulate adds
+ * to and the collectives combine: la_state_init(s, H, r, dv); with per-feature gates
+ * (LA_GATES_FEATURE, r > 1) the row form, la_state_init(s, H r, 1, dv): head h's feature f
+ * is its own element h r + f (row f of (S|z)) with its own log-scale m, flag and cumulative
+ * log-decay a, so that the decayed combine of la_state_combine is the per-feature one,
+ * diag(e^{a_2}) (S_1|z_1) + (S_2|z_2) (docs/design.md §1.2 "Per-feature gates"). Such an
+ * engine's la_engine_apply, _apply_local and _correct take either form (the row form's a
+ * grows by the block's gates, the head form's does not); la_engine_accumulate only the row
+ * form. */
+la_status la_engine_state_init(const la_engine eng, la_state *s);
+
 /* Keys pass: state <- state (+) summary(keys of this block), for every head. Inputs are
  * [n, H, dk] and [n, H, dv] in the engine's dtype; token0 is the block's first global token.
  * With segments the summary is the tail after the block's last segment start. With decay
