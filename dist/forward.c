@@ -22,12 +22,10 @@
 static la_status forward_causal(la_dist d, la_engine eng, int64_t n, int64_t row0,
                                 const void *q, const void *k, const void *v, void *out,
                                 la_den_stats *stats) {
-  int H, r, dv;
-  la_engine_shape(eng, &H, &r, &dv);
   la_state st = {0};
   /* agreed, so that a rank whose state cannot be made leaves with the others (no collective
    * below is joined by some ranks only) */
-  la_status s = la_dist_agree(d, la_state_init(&st, H, r, dv));
+  la_status s = la_dist_agree(d, la_engine_state_init(eng, &st)); /* per-feature gates: rows */
   if (s != LA_OK) {
     la_state_free(&st);
     return s;

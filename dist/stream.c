@@ -85,8 +85,8 @@ void la_stream_destroy(la_stream *ps) {
 static la_status plan(la_stream s, int64_t block) {
   const la_dist d = s->d;
   la_status st = LA_OK;
-  st = la_state_init(&s->state, s->H, s->r, s->dv);
-  if (st == LA_OK) st = la_state_init(&s->local, s->H, s->r, s->dv);
+  st = la_engine_state_init(s->eng, &s->state); /* per-feature gates: rows */
+  if (st == LA_OK) st = la_engine_state_init(s->eng, &s->local);
   if (st == LA_OK && s->repro) st = la_xstate_init(&s->xs, s->H, s->r, s->dv);
   if (st == LA_OK && !(s->at = la_malloc(sizeof *s->at * (size_t)(s->nmy > 0 ? s->nmy : 1))))
     st = la_error(LA_ERR_NOMEM, "out of memory for the lane table");
@@ -139,7 +139,7 @@ static la_status one_lane(la_stream s, int64_t row0, int64_t n) {
   s->lane0 = la_dist_rank(s->d);
   s->lanes = la_calloc(1, sizeof *s->lanes);
   s->ls = la_calloc(1, sizeof *s->ls);
-  if (!s->lanes || !s->ls || la_state_init(&s->ls[0], s->H, s->r, s->dv) != LA_OK) {
+  if (!s->lanes || !s->ls || la_engine_state_init(s->eng, &s->ls[0]) != LA_OK) {
     s->nmy = s->ls ? 1 : 0; /* la_state_free of a zeroed state is a no-op */
     return la_error(LA_ERR_NOMEM, "out of memory for the scan state");
   }
@@ -185,7 +185,7 @@ la_status la_stream_resume(la_dist d, la_engine eng, int64_t N, int64_t block, i
     for (int i = 0; st == LA_OK && i < nmy; i++) {
       s->nmy = i + 1;
       s->lanes[i] = lanes[i];
-      st = la_state_init(&s->ls[i], s->H, s->r, s->dv);
+      st = la_engine_state_init(s->eng, &s->ls[i]);
       if (st == LA_OK) la_scan_el_copy(&s->ls[i], &states[i]);
     }
   }

@@ -90,13 +90,15 @@ static la_status forward_entry(la_dist d, la_py_op *op, int64_t b, int64_t Lloc,
                                const dist_args *a, la_den_stats *st) {
   const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
                rv = (size_t)Lloc * op->H * op->dv * es;
-  /* gates= (§1.2 "Gates"): entry b's rows are global tokens [row0, row0 + Lloc); per-feature
-   * ones refused alike on every rank, before any collective */
-  LA_CHECK(op->cfg.gates != LA_GATES_FEATURE, LA_ERR_UNSUPPORTED, "per-feature gates [B, L, H, r] "
-           "across ranks are not built yet (docs/design.md §1.2 \"Per-feature gates\")");
+  /* gates= (§1.2 "Gates"): entry b's rows are global tokens [row0, row0 + Lloc), [B, L, H]
+   * or per feature [B, L, H, r] (their summaries in row form, la_engine_state_init) */
   if (op->cfg.gates) {
-    LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H] (gates=)");
-    LA_TRY(la_engine_set_gates(op->eng, op->gates + (size_t)b * Lloc * op->H, row0, Lloc));
+    int H, r, dv;
+    la_engine_shape(op->eng, &H, &r, &dv);
+    const size_t gw = op->cfg.gates == LA_GATES_FEATURE ? (size_t)r : 1;
+    LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H%s] (gates=)",
+             gw > 1 ? ", r" : "");
+    LA_TRY(la_engine_set_gates(op->eng, op->gates + (size_t)b * Lloc * op->H * gw, row0, Lloc));
   }
   return la_dist_forward(d, op->eng, Lloc, row0, (const char *)a->q + b * rk,
                          (const char *)a->k + b * rk, (const char *)a->v + b * rv,
@@ -107,8 +109,10 @@ static la_status backward_entry(la_dist d, la_py_op *op, int64_t b, int64_t Lloc
                                 const dist_args *a, la_den_stats *st) {
   const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
                rv = (size_t)Lloc * op->H * op->dv * es;
-  LA_CHECK(op->cfg.gates != LA_GATES_FEATURE, LA_ERR_UNSUPPORTED, "per-feature gates [B, L, H, r] "
-           "across ranks are not built yet (docs/design.md §1.2 \"Per-feature gates\")");
+  /* refused alike on every rank, before any collective */
+  LA_CHECK(op->cfg.gates != LA_GATES_FEATURE, LA_ERR_UNSUPPORTED, "the backward of per-feature "
+           "gates [B, L, H, r] across ranks is not built yet; their forward runs across ranks "
+           "(docs/design.md §1.2 \"Per-feature gates\")");
   if (op->cfg.gates) { /* the gates of this rank's rows, and where dL/dg goes */
     LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H] (gates=)");
     const size_t at = (size_t)b * Lloc * op->H;

@@ -112,16 +112,18 @@ def gates_form(garr):
     return False if garr is None else "feature" if garr.ndim == 4 else True
 
 
-def check_gates_width(op, garr, comm=None):
-    """Per-feature gates: r must be the map's width, and they run on one process so far."""
+def check_gates_width(op, garr, comm=None, grad=False):
+    """Per-feature gates: r must be the map's width; across ranks (comm=) the forward runs,
+    the backward (grad: a gradient will be asked for) not yet."""
     if garr is None or garr.ndim != 4:
         return
     if garr.shape[3] != op.r:
         raise InputError("gates has %d features per token and head; the %s map has r = %d "
                          "(per-feature log-gates are [B, L, H, r])" % (garr.shape[3], op.map, op.r))
-    if comm is not None:
-        raise UnsupportedError("per-feature gates [B, L, H, r] across ranks (comm=) are not built "
-                               "yet: they run on one process (docs/design.md §1.2 \"Per-feature "
+    if comm is not None and grad:
+        raise UnsupportedError("the backward of per-feature gates [B, L, H, r] across ranks "
+                               "(comm=) is not built yet: their forward runs across ranks, their "
+                               "backward on one process (docs/design.md §1.2 \"Per-feature "
                                "gates\")")
 
 

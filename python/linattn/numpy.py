@@ -91,7 +91,7 @@ def attention_backward(q, k, v, grad_out, *, segments=None, comm=None, scan_algo
     gates = kw.pop("gates", None)  # log-gates [B, L, H] or [B, L, H, r] (design.md §1.2 "Gates")
     garr = _core.gates_array(gates, B, L, H, batched=not views[0][2])
     op = _make_op(dt, H, dk, dv, dict(kw, gates=_core.gates_form(garr)))
-    _core.check_gates_width(op, garr, comm)
+    _core.check_gates_width(op, garr, comm, grad=True)
     kw = dict(kw, gates=_core.gates_form(garr))
     if scan_algorithm not in _core.SCAN_ALGORITHMS:
         raise InputError("scan_algorithm %r is not one of %s" % (scan_algorithm, ", ".join(_core.SCAN_ALGORITHMS)))

@@ -196,15 +196,16 @@ def attention(q, k, v, *, feature_map="elu1", features=None, mode="causal", norm
     tape=False replays the forward instead and keeps nothing.
     gates: log-gates g <= 0 [B, L, H], S_t = e^{g_t} S_{t-1} + phi(k_t) v_t^T (causal;
     docs/design.md §1.2 "Gates"), differentiable; or per feature [B, L, H, r], row f of the
-    state decayed by e^{g_t,f} (GLA's diagonal form, "Per-feature gates"): the forward on one
-    process so far, refused when a gradient would be needed."""
+    state decayed by e^{g_t,f} (GLA's diagonal form, "Per-feature gates"), differentiable on
+    one process; with comm= the forward only (refused when a gradient would be needed)."""
     garr = _core.gates_array(gates, *q.shape[:3]) if gates is not None else None
     op, dist = _prepare(q, k, v, comm, scan_algorithm, dict(
         feature_map=feature_map, features=features, mode=mode, normalize=normalize,
         denominator=denominator, allow_signed=allow_signed, scale=scale, seed=seed,
         projection=projection, window=window, chunk=chunk, threads=threads, kernels=kernels,
         decay=decay, gates=_core.gates_form(garr)))
-    _core.check_gates_width(op, garr, comm)
+    _core.check_gates_width(op, garr, comm, grad=torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v, gates)))
     seg = _core.segments_array(segments)
     gt = gates if isinstance(gates, torch.Tensor) else None  # autograd: dL/dg for a tensor
     return _LinearFn.apply(q, k, v, op, seg, dist, bool(tape), gt, garr)

@@ -133,9 +133,16 @@ def compare_fwd(name, tol, **kw):
     sl = slice(row0, row0 + n)
     one = {a: b for a, b in kw.items() if a != "scan_algorithm"}
     part = dict(kw)
-    if kw.get("gates") == "draw":  # log-gates [B, L, H], the same on every rank; each its rows
-        g = -torch.rand(q.shape[:3], generator=torch.Generator().manual_seed(38),
+    if kw.get("gates") in ("draw", "feature", "strong"):  # log-gates, the same on every rank;
+        # each its rows: [B, L, H], or per feature [B, L, H, r] (r of the map: dk for elu1,
+        # features= for favor+), "strong" with features gated by -40 or -900 here and there
+        r = kw.get("features", q.shape[3])
+        shape = q.shape[:3] if kw["gates"] == "draw" else q.shape[:3] + (r,)
+        g = -torch.rand(shape, generator=torch.Generator().manual_seed(38),
                         dtype=torch.float64) * 0.5
+        if kw["gates"] == "strong":
+            g.view(-1)[3::29] -= 40.0
+            g.view(-1)[11::301] -= 900.0
         one["gates"], part["gates"] = g, g[:, sl].contiguous()
     with torch.no_grad():
         ref = att(q, k, v, **one)[:, sl]
@@ -162,6 +169,16 @@ compare_fwd("gates + decay causal favor+ segments f64", 1e-12, gates="draw", dec
             feature_map="favor+", features=16, segments=[0, 3, 50, 51, 120, 203])
 compare_fwd("gates window 7 elu1 segments f64", 1e-12, gates="draw", window=7,
             segments=[0, 3, 50, 51, 120, 203])
+# per-feature gates [B, L, H, r] (GLA's form, docs/design.md §1.2 "Per-feature gates"): the
+# summaries travel in row form, one scan element per head and feature, on every algorithm
+for scan in ("auto", "exscan", "doubling", "chain", "allgather", "pipelined"):
+    compare_fwd("per-feature gates elu1 f64 scan=%s" % scan, 1e-12, gates="feature",
+                scan_algorithm=scan)
+compare_fwd("per-feature gates + decay favor+ segments f64", 1e-12, gates="feature",
+            decay=[0.9, 0.5], feature_map="favor+", features=16,
+            segments=[0, 3, 50, 51, 120, 203], scan_algorithm="pipelined")
+compare_fwd("per-feature gates strong elu1 segments f64", 1e-12, gates="strong",
+            segments=[0, 3, 50, 51, 120, 203], scan_algorithm="chain")
 # an unstabilized map's window whose halo spans a whole rank (P = 4): the mid summary comes
 # from the decayed keys pass, whose state keeps its own scale (m < 0); the window read it as
 # m = 0 once (out off by 0.37)
@@ -293,6 +310,13 @@ if P > 1:
     vv = vs if rank else vs[..., :1, :].contiguous()
     expect_raise("heads that differ between ranks", linattn.InputError,
                  lambda: att(hh, kk, vv, comm=comm))
+# per-feature gates across ranks: the backward is refused on every rank, with the reason
+gf = -torch.rand(qs.shape, dtype=torch.float64) * 0.5
+expect_raise("per-feature gates' backward across ranks", linattn.UnsupportedError,
+             lambda: att(qs.clone().requires_grad_(), ks, vs, comm=comm, gates=gf))
+expect_raise("per-feature gates' backward across ranks (numpy)", linattn.UnsupportedError,
+             lambda: linattn.numpy.attention_backward(qs.numpy(), ks.numpy(), vs.numpy(),
+                                                      vs.numpy(), comm=comm, gates=gf.numpy()))
 # after the errors the communicator still works
 compare("causal elu1 f64 after the errors", att, torch.float64, 1e-12)
 
