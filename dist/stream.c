@@ -186,6 +186,12 @@ la_status la_stream_resume(la_dist d, la_engine eng, int64_t N, int64_t block, i
       s->nmy = i + 1;
       s->lanes[i] = lanes[i];
       st = la_engine_state_init(s->eng, &s->ls[i]);
+      if (st == LA_OK && (states[i].heads != s->ls[i].heads || states[i].r != s->ls[i].r ||
+                          states[i].dv != s->ls[i].dv))
+        st = la_error(LA_ERR_ARG, "resume: lane %d's state has shape (heads %d, r %d, dv %d), "
+                      "the engine's summaries (%d, %d, %d) (la_engine_state_init)", i,
+                      states[i].heads, states[i].r, states[i].dv, s->ls[i].heads, s->ls[i].r,
+                      s->ls[i].dv);
       if (st == LA_OK) la_scan_el_copy(&s->ls[i], &states[i]);
     }
   }
