@@ -274,6 +274,8 @@ static la_status decay_backward(la_dist d, la_engine eng, int64_t N, int64_t n, 
                                 void *dq, void *dk, void *dv, la_den_stats *stats) {
   int H, r, dvw;
   la_engine_shape(eng, &H, &r, &dvw);
+  if (d->size == 1 && la_engine_gate_width(eng) > 1) /* per-feature gates: the one-process */
+    return la_dist_agree(d, la_backward(eng, n, q, k, v, g, dq, dk, dv, stats)); /* backward */
   decay_ctx c = {d, *d, la_malloc(sizeof(int64_t) * (size_t)(d->size + 1))};
   const double secs0 = d->comm_seconds;
   const int64_t bytes0 = d->bytes;

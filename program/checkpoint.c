@@ -25,6 +25,7 @@ la_status la_ckpt_init(la_dist d, la_ckpt *c, const la_cli *o, const la_job *j, 
   c->H = j->H;
   c->r = r;
   c->dv = j->dv;
+  c->E = j->gw > 1 ? j->H * j->gw : j->H; /* per-feature gates: rows (gw = r) */
   c->gated = o->cfg.gates != 0;
   c->N = j->N;
   la_status st = LA_OK;

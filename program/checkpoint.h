@@ -32,6 +32,8 @@ typedef struct {
   char *fp;           /* rank 0: the fingerprint, "opt NAME=VALUE" and "file ..." lines */
   size_t fplen;
   int H, r, dv;
+  int E;     /* scan elements per lane: H, or H r in the row form of per-feature gates
+              * (la_engine_state_init): each has its m, f (and a) in the record */
   int gated; /* --gates: each lane record also holds the lane's cumulative log-gates a */
   int64_t N;
   /* what la_ckpt_load found */

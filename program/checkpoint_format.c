@@ -15,7 +15,7 @@
 enum { NSTAT = 11 };
 
 size_t la_ck_rec_doubles(const la_ckpt *c) {
-  return 3 + (size_t)c->H * ((size_t)c->r * (c->dv + 1) + 2 + (c->gated ? 1 : 0));
+  return 3 + (size_t)c->H * c->r * (c->dv + 1) + (size_t)c->E * (2 + (c->gated ? 1 : 0));
 }
 
 void la_ck_path2(char *buf, size_t len, const char *dir, const char *name) {
@@ -61,14 +61,14 @@ void la_ck_pack(const la_ckpt *c, const la_lane *l, const la_state *s, double *r
   int64_t hd[3] = {l->start, l->end, l->pos};
   memcpy(rec, hd, sizeof hd);
   memcpy(rec + 3, s->sz, hsz * sizeof(double));
-  memcpy(rec + 3 + hsz, s->m, (size_t)c->H * sizeof(double));
-  for (int h = 0; h < c->H; h++) {
+  memcpy(rec + 3 + hsz, s->m, (size_t)c->E * sizeof(double));
+  for (int h = 0; h < c->E; h++) {
     int64_t f = s->f[h];
-    memcpy(rec + 3 + hsz + c->H + h, &f, sizeof f);
+    memcpy(rec + 3 + hsz + c->E + h, &f, sizeof f);
   }
   /* --gates: the lane's a, the sum of its rows' gates so far (with decay alone it is set
-   * from gamma when the lanes combine, so it need not be kept) */
-  if (c->gated) memcpy(rec + 3 + hsz + 2 * c->H, s->a, (size_t)c->H * sizeof(double));
+   * from gamma when the lanes combine, so it need not be kept); per feature, one per row */
+  if (c->gated) memcpy(rec + 3 + hsz + 2 * c->E, s->a, (size_t)c->E * sizeof(double));
 }
 
 void la_ck_unpack(const la_ckpt *c, const double *rec, la_lane *l, la_state *s) {
@@ -79,13 +79,13 @@ void la_ck_unpack(const la_ckpt *c, const double *rec, la_lane *l, la_state *s) 
   l->end = hd[1];
   l->pos = hd[2];
   memcpy(s->sz, rec + 3, hsz * sizeof(double));
-  memcpy(s->m, rec + 3 + hsz, (size_t)c->H * sizeof(double));
-  for (int h = 0; h < c->H; h++) {
+  memcpy(s->m, rec + 3 + hsz, (size_t)c->E * sizeof(double));
+  for (int h = 0; h < c->E; h++) {
     int64_t f;
-    memcpy(&f, rec + 3 + hsz + c->H + h, sizeof f);
+    memcpy(&f, rec + 3 + hsz + c->E + h, sizeof f);
     s->f[h] = (int)f;
   }
-  if (c->gated) memcpy(s->a, rec + 3 + hsz + 2 * c->H, (size_t)c->H * sizeof(double));
+  if (c->gated) memcpy(s->a, rec + 3 + hsz + 2 * c->E, (size_t)c->E * sizeof(double));
 }
 
 /* The statistics as one flat buffer: 11 scalars then the histogram. */

@@ -244,7 +244,7 @@ la_status la_ckpt_load(la_dist d, la_ckpt *c, int *nmy, int64_t *lane0, la_lane 
       int lbad = !ln || !ss || !buf;
       if (lbad) snprintf(why, sizeof why, "out of memory");
       for (int i = 0; !lbad && i < n; i++)
-        if (la_state_init(&ss[i], c->H, c->r, c->dv) != LA_OK) {
+        if (la_state_init(&ss[i], c->E, c->E == c->H ? c->r : 1, c->dv) != LA_OK) {
           lbad = 1;
           snprintf(why, sizeof why, "out of memory");
         }

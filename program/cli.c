@@ -253,7 +253,10 @@ static const la_opt rows[] = {
              "(log sigmoid(3 + N(0,1)) from --seed); S_t = e^g_t S_{t-1} + phi(k_t) v_t^T, with "
              "--decay on top; causal; any number of ranks, with --segments, --window and "
              "--checkpoint; not with --reproducible (not built yet); grad takes it on any "
-             "number of ranks, every map as --decay (--grad-gates writes dL/dg)"},
+             "number of ranks, every map as --decay (--grad-gates writes dL/dg). Or one per "
+             "feature, an .npy [N,H,r] with r the map's width (GLA's diagonal form: row f of "
+             "the state decays by e^g_t,f): run on any number of ranks, with --segments and "
+             "--checkpoint; grad on one rank (dL/dg [N,H,r]); not with --window"},
     {.name = "--segments", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      F(segments), .help = "packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N, "
                           "where the state resets"},

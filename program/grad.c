@@ -70,6 +70,11 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     st = la_den_stats_init(&stats);
     st = la_dist_agree(d, st);
   }
+  /* per-feature gates (docs/design.md §1.2 "Per-feature gates"): the backward on one rank */
+  if (st == LA_OK && job.gw > 1 && la_dist_size(d) > 1)
+    st = la_error(LA_ERR_UNSUPPORTED, "--gates %s: the backward of per-feature log-gates "
+                  "[N, H, r] across ranks is not built yet: run grad on one rank (their forward, "
+                  "run, goes on any number)", o->gates);
   /* gradients: each the shape of its input ([N,H,d], or [N,d] when the input was 2-D); the
    * outputs (t = 3) that of V, as run writes them */
   for (int t = 0; t < 4 && st == LA_OK; t++) {
@@ -79,9 +84,9 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     int64_t shp[3] = {job.N, d3 ? job.H : w, w};
     st = la_pout_open(d, paths[t], job.dt, d3 ? 3 : 2, shp, o->force, &outs[t]);
   }
-  if (st == LA_OK && paths[4]) { /* dL/dg: float64 [N, H] */
-    int64_t shp[2] = {job.N, job.H};
-    st = la_pout_open(d, paths[4], LA_F64, 2, shp, o->force, &outs[4]);
+  if (st == LA_OK && paths[4]) { /* dL/dg: float64 [N, H], per feature [N, H, r] */
+    int64_t shp[3] = {job.N, job.H, job.gw};
+    st = la_pout_open(d, paths[4], LA_F64, job.gw > 1 ? 3 : 2, shp, o->force, &outs[4]);
   }
   if (st == LA_OK) st = la_bstream_create(d, job.eng, job.N, o->block, &plan);
   int64_t n = 0, row0 = 0, rows = 1;
@@ -107,8 +112,8 @@ int la_cmd_grad(la_dist d, la_cli *o) {
       if (grad[t]) memset(grad[t], 0, es * hb * (t >= 2 ? job.dv : job.dk));
     if (st == LA_OK && o->cfg.gates) { /* the log-gates, bound; dL/dg when asked for (the
                                           decayed backward holds the shard: rows = n) */
-      gts = la_malloc(sizeof(double) * (hb + 1));
-      dg = paths[4] ? la_calloc(hb + 1, sizeof(double)) : NULL;
+      gts = la_malloc(sizeof(double) * (hb * job.gw + 1));
+      dg = paths[4] ? la_calloc(hb * job.gw + 1, sizeof(double)) : NULL;
       if (!gts || (paths[4] && !dg))
         st = la_error(LA_ERR_NOMEM, "out of memory for this rank's %lld rows of gates", (long long)n);
       if (st == LA_OK) st = la_job_read_gates(&job, row0, n, gts);

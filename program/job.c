@@ -97,27 +97,50 @@ static la_status job_grad_input(la_job *j) {
   return LA_OK;
 }
 
-/* --gates F: float [N, H], or [N] for one head (docs/cli.md "Files"). */
+/* The shape of an .npy as "[a, b, c]". */
+static void shape_string(const la_npy_info *I, char *got, size_t len) {
+  int at = snprintf(got, len, "[");
+  for (int i = 0; i < I->ndim && at < (int)len - 24; i++)
+    at += snprintf(got + at, len - at, "%s%lld", i ? ", " : "", (long long)I->shape[i]);
+  snprintf(got + at, len - at, "]");
+}
+
+/* --gates F: float [N, H], or [N] for one head; per feature [N, H, r] (GLA's diagonal form,
+ * docs/design.md §1.2 "Per-feature gates"), r checked against the map once it is made
+ * (job_gates_width) (docs/cli.md "Files"). */
 static la_status job_gates_input(la_job *j) {
   const char *g = j->o->gates;
   la_status st = la_pin_open(j->d, g, &j->in[4]);
   if (st != LA_OK) return la_name_option(st, "--gates");
   const la_npy_info *I = &j->in[4].info;
+  const int feature = I->ndim == 3 && I->shape[1] == j->H && I->shape[2] >= 1;
   const int ok = I->dtype != LA_I64 && I->shape[0] == j->N &&
-                 ((I->ndim == 2 && I->shape[1] == j->H) || (I->ndim == 1 && j->H == 1));
+                 ((I->ndim == 2 && I->shape[1] == j->H) || (I->ndim == 1 && j->H == 1) || feature);
   char got[96];
-  int at = snprintf(got, sizeof got, "[");
-  for (int i = 0; i < I->ndim && at < (int)sizeof got - 24; i++)
-    at += snprintf(got + at, sizeof got - at, "%s%lld", i ? ", " : "", (long long)I->shape[i]);
-  snprintf(got + at, sizeof got - at, "]");
-  LA_CHECK(ok || I->ndim != 3 || I->shape[0] != j->N || I->shape[1] != j->H, LA_ERR_UNSUPPORTED,
-           "--gates %s: per-feature log-gates %s (GLA's diagonal form) are not built yet in the "
-           "CLI, which streams blocks and shards ranks (they run on one process through the C "
-           "API and Python, docs/design.md §1.2 \"Per-feature gates\"): give one log-gate per "
-           "token and head, [N=%lld, H=%d]", g, got, (long long)j->N, j->H);
-  LA_CHECK(ok, LA_ERR_SHAPE, "--gates %s: must be a float array of log-gates [N=%lld, H=%d]%s "
-           "(got %s %s)", g, (long long)j->N, j->H, j->H == 1 ? " or [N]" : "", got,
-           la_dtype_name(I->dtype));
+  shape_string(I, got, sizeof got);
+  LA_CHECK(ok, LA_ERR_SHAPE, "--gates %s: must be a float array of log-gates [N=%lld, H=%d]%s, "
+           "or one per feature [N=%lld, H=%d, r] (got %s %s)", g, (long long)j->N, j->H,
+           j->H == 1 ? " or [N]" : "", (long long)j->N, j->H, got, la_dtype_name(I->dtype));
+  LA_CHECK(!feature || j->o->cfg.window <= 0, LA_ERR_UNSUPPORTED, "--gates %s: per-feature "
+           "log-gates %s with --window are not built yet (docs/design.md §1.2 \"Per-feature "
+           "gates\"); give one log-gate per token and head, [N=%lld, H=%d]", g, got,
+           (long long)j->N, j->H);
+  if (feature) { /* the engine's per-feature gates */
+    j->o->cfg.gates = LA_GATES_FEATURE;
+    j->gw = (int)I->shape[2];
+  }
+  return LA_OK;
+}
+
+/* Per-feature gates: r of the file must be the feature map's width. */
+static la_status job_gates_width(la_job *j) {
+  if (j->o->cfg.gates != LA_GATES_FEATURE) return LA_OK;
+  const int r = la_featmap_width(j->fm);
+  char got[96];
+  shape_string(&j->in[4].info, got, sizeof got);
+  LA_CHECK(j->gw == r, LA_ERR_SHAPE, "--gates %s: per-feature log-gates %s have r = %d; the %s "
+           "map has r = %d (give [N=%lld, H=%d, %d], or [N, H] for one gate per token and head)",
+           j->o->gates, got, j->gw, la_map_name(j->o->cfg.map), r, (long long)j->N, j->H, r);
   return LA_OK;
 }
 
@@ -125,7 +148,8 @@ la_status la_job_read_gates(la_job *j, int64_t row0, int64_t n, double *g) {
   double t0 = MPI_Wtime();
   la_status st = LA_OK;
   const int H = j->H;
-  if (!j->in[4].path) { /* log sigmoid(3 + u), u ~ N(0, 1), |u| <= 7.45: in [-10.5, -5e-6] */
+  if (!j->in[4].path) { /* log sigmoid(3 + u), u ~ N(0, 1), |u| <= 7.45: in [-10.5, -5e-6];
+                         * one per token and head (per-feature gates come from a file) */
     la_synth_rows_threads(j->o->cfg.seed, 4, row0, n, H, 1, 1.0, LA_F64, g,
                           j->eng ? la_engine_threads(j->eng) : 0);
     for (int64_t i = 0; i < n * H; i++) g[i] = -log1p(exp(-(3.0 + g[i])));
@@ -248,6 +272,7 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g) {
   j->d = d;
   j->t_start = MPI_Wtime();
   j->synthetic = o->q == NULL;
+  j->gw = 1;
   for (int t = 0; t < 5; t++) j->in[t].fh = MPI_FILE_NULL;
   const int rank = la_dist_rank(d);
   la_status st = job_shapes(j);
@@ -282,6 +307,7 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g) {
   if (st == LA_OK) {
     st = la_featmap_create(&o->cfg, j->H, j->dk, &j->fm);
     if (st != LA_OK) la_error_prefix(st, "feature map: ");
+    if (st == LA_OK) st = job_gates_width(j);
     if (st == LA_OK && o->projection) st = load_projection(j, j->fm);
     if (st == LA_OK && o->save_projection && rank == 0) {
       int m;

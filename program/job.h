@@ -14,6 +14,7 @@ typedef struct {
   la_pin in[5]; /* q, k, v, dL/dout for grad, log-gates (--gates); path NULL = the generator */
   int64_t N;
   int H, dk, dv;
+  int gw; /* log-gates per token and head: 1, or r for per-feature gates [N, H, r] */
   la_dtype dt;
   int64_t *seg, nseg; /* segment offsets, or NULL */
   la_featmap fm;
@@ -32,7 +33,8 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g);
 void la_job_close(la_job *j);
 /* Not Collective: rows [row0, row0+n) of tensor t (0 q, 1 k, 2 v, 3 dL/dout), finite check. */
 la_status la_job_read(la_job *j, int t, int64_t row0, int64_t n, void *buf);
-/* Not Collective: the log-gates of rows [row0, row0+n) ([n, H] float64) into g, from --gates F
+/* Not Collective: the log-gates of rows [row0, row0+n) ([n, H] float64, [n, H, r] per feature:
+ * [n, H, gw]) into g, from --gates F
  * or drawn (--gates synthetic: log sigmoid(3 + N(0, 1)), keyed by --seed, token and head), and
  * bound to the engine for those rows (la_engine_set_gates, which checks every value: finite
  * and <= 0, naming (token, head); the reason then names the file too). */

@@ -104,7 +104,7 @@ void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m) {
     }
     /* bq, bk, bv, bo: B H (2 dk + 2 dv) elements (run.c) */
     add(m, "block buffers", es * B * H * (2.0 * dk + 2.0 * dv) +
-                                (c->gates ? sizeof(double) * B * H : 0.0)); /* run.c's bg */
+                                (c->gates ? sizeof(double) * B * H * j->gw : 0.0)); /* run.c's bg */
     /* causal, streaming, P > 1: raw B H (dv+1) elements and lsc B H doubles (run.c) */
     if (c->mode == LA_CAUSAL && P > 1 && !run_in_memory(j) && !repro)
       add(m, "overlap buffers", (es * (dv + 1) + sizeof(double)) * B * H);
@@ -147,7 +147,7 @@ void la_mem_estimate_job(const la_job *j, int grad, la_mem_estimate *m) {
               2.0 * sizeof(double) * n);
     }
     /* --gates: the shard's log-gates, dL/dg (grad.c) and the reversed gates (decay_bwd.c) */
-    if (c->gates) add(m, "gates and their gradient", 3.0 * sizeof(double) * n * H);
+    if (c->gates) add(m, "gates and their gradient", 3.0 * sizeof(double) * n * H * j->gw);
   }
   if (win) {
     /* past halo: raw key rows Wr H (dk + dv) elements, and two P H per doubles of middle

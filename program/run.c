@@ -94,7 +94,7 @@ int la_cmd_run(la_dist d, la_cli *o) {
     bk = la_alloc_rows(es * hb * job.dk + 1);
     bv = la_alloc_rows(es * hb * job.dv + 1);
     bo = la_alloc_rows(es * hb * job.dv + 1);
-    if (o->cfg.gates) bg = la_malloc(sizeof(double) * (hb + 1));
+    if (o->cfg.gates) bg = la_malloc(sizeof(double) * (hb * job.gw + 1)); /* [rows, H, gw] */
     if (!bq || !bk || !bv || !bo || (o->cfg.gates && !bg))
       st = la_error(LA_ERR_NOMEM, "out of memory for the block buffers of %lld tokens (lower --block-tokens)", (long long)rows);
     st = la_dist_agree(d, st);

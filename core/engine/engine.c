@@ -381,6 +381,8 @@ la_status la_engine_state_ok(const la_engine e, const la_state *s, const char *f
   return LA_OK;
 }
 
+int la_engine_gate_width(const la_engine e) { return e->gate_w; }
+
 la_status la_engine_state_init(const la_engine e, la_state *s) {
   return e->gate_w > 1 ? la_state_init(s, e->H * e->r, 1, e->dv) : la_state_init(s, e->H, e->r, e->dv);
 }

@@ -257,6 +257,9 @@ int la_engine_reproducible(const la_engine eng); /* la_config.reproducible (§4.
 int la_engine_decayed(const la_engine eng);
 /* --gates (§1.2 "Gates"): 1 if the engine was planned with la_config.gates. */
 int la_engine_gated(const la_engine eng);
+/* Log-gates per token and head of la_engine_set_gates: r with per-feature gates
+ * (LA_GATES_FEATURE, r > 1), else 1. */
+int la_engine_gate_width(const la_engine eng);
 /* The log-gates g <= 0 of global tokens [token0, token0 + n), [n, H] float64 (token-major;
  * [n, H, r] with LA_GATES_FEATURE), for every later call on those rows: not copied, so the
  * caller keeps g until the calls are done or another la_engine_set_gates. Every value is

@@ -17,8 +17,9 @@ shared. Cases:
      of another synthetic generator version (manifests forged, checksums valid) -> exit 2 naming
      it; the partial output missing -> exit 2.
   6. refusals: grad --checkpoint, --window, --reproducible with --checkpoint: exit 2.
-  Case 1 also runs with --decay (per-head gammas, favor+, segments) and with --gates synthetic
-  (on top of --decay), stopped in each pass.
+  Case 1 also runs with --decay (per-head gammas, favor+, segments), with --gates synthetic
+  (on top of --decay) and with per-feature gates from a file [N, H, r] (row-form lane
+  records), stopped in each pass; case 3 resumes per-feature gates on another rank count.
 Usage: check_checkpoint.py LINATTN_BINARY
 """
 import json
@@ -88,14 +89,14 @@ def ckpts(d):
     return sorted(e for e in os.listdir(d) if e.startswith("ckpt.")) if os.path.isdir(d) else []
 
 
-def stop_resume(tag, np_, extra, after, want_pass):
+def stop_resume(tag, np_, extra, after, want_pass, base=BASE):
     """Stop at poll `after` by SIGUSR1, resume, compare with an uninterrupted run."""
     ref, out, ck, rep = (f"{W}/{tag}_ref.npy", f"{W}/{tag}.npy", f"{W}/{tag}_ck",
                          f"{W}/{tag}.json")
-    rc, err = run(np_, BASE + extra + ["--out", ref])
+    rc, err = run(np_, base + extra + ["--out", ref])
     if not ok(rc == 0, f"{tag}: uninterrupted run exit {rc} {err.strip()[-200:]}"):
         return
-    args = BASE + extra + ["--out", out, "--checkpoint", ck, "--report", rep]
+    args = base + extra + ["--out", out, "--checkpoint", ck, "--report", rep]
     rc, err = run(np_, args, env={"LINATTN_TEST_SIGNAL_AFTER": str(after)})
     ok(rc == 75 and not os.path.exists(out) and os.path.exists(out + ".partial")
        and "linattn: error" not in err and len(ckpts(ck)) >= 1,
@@ -131,6 +132,18 @@ stop_resume("decay_segments_p2", 3, dec + ["--segments", segs], 12, 2)
 gat = ["--gates", "synthetic", "--decay", "0.99,0.9,0.5", "--feature-map", "favor+", "--features", "16"]
 stop_resume("gates_p1", 2, gat, 3, 1)
 stop_resume("gates_segments_p2", 3, gat + ["--segments", segs], 12, 2)
+# per-feature gates [N, H, r] (§1.2 "Per-feature gates"): a lane's record holds its summary in
+# row form, m, f and a per head and feature; files, since they come from a file only
+frng = np.random.default_rng(7)
+for nm, d in (("q", 16), ("k", 16), ("v", 8)):
+    np.save(f"{W}/pf_{nm}.npy", (0.7 * frng.standard_normal((6000, 3, d))).astype(np.float32))
+gfe = -np.log1p(np.exp(-(2.0 + frng.standard_normal((6000, 3, 16)))))
+gfe[::500, :, ::3] -= 20.0
+np.save(f"{W}/pf_g.npy", gfe)
+pfb = ["--q", f"{W}/pf_q.npy", "--k", f"{W}/pf_k.npy", "--v", f"{W}/pf_v.npy",
+       "--gates", f"{W}/pf_g.npy", "--block-tokens", "256"]
+stop_resume("gates_feature_p1", 2, ["--decay", "0.99,0.9,0.5"], 3, 1, base=pfb)
+stop_resume("gates_feature_segments_p2", 3, ["--segments", segs], 12, 2, base=pfb)
 
 # 2. an external SIGTERM to one rank of a running job
 out, ck, ref = f"{W}/term.npy", f"{W}/term_ck", f"{W}/term_ref.npy"
@@ -179,6 +192,18 @@ for src, dst, after in [(4, 1, 8), (4, 2, 8), (4, 3, 8), (2, 4, 14), (2, 4, 3)]:
     e = rel(out, ref) if good else float("nan")
     ok(good and e < 2e-6, f"{tag}: exits {rc}/{rc1}/{rc2}, max rel diff {e:.2e} (< 2e-6) "
        f"{err.strip()[-200:] if not good else ''}")
+
+# per-feature gates from 4 ranks to 2, stopped in pass 2
+tag = "gates_feature_4to2"
+ref, out, ck = f"{W}/{tag}_ref.npy", f"{W}/{tag}.npy", f"{W}/{tag}_ck"
+rc, _ = run(4, pfb + ["--out", ref])
+args = pfb + ["--out", out, "--checkpoint", ck]
+rc1, _ = run(4, args, env={"LINATTN_TEST_SIGNAL_AFTER": "8"})
+rc2, err = run(2, args)
+good = rc == 0 and rc1 == 75 and rc2 == 0
+e = rel(out, ref) if good else float("nan")
+ok(good and e < 2e-6, f"{tag}: exits {rc}/{rc1}/{rc2}, max rel diff {e:.2e} (< 2e-6) "
+   f"{err.strip()[-200:] if not good else ''}")
 
 # 4. SIGKILL at random moments: up to six kills (the first moments of a start included), then a
 # start left to finish. A kill can land after the run has renamed its output into place (and

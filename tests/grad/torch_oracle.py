@@ -102,10 +102,14 @@ def _violation(bad):
     return DenominatorViolation(f"{int(bad.sum())} bad denominators, first at token {t}, head {h}")
 
 
-def operator(pq, pk, v, msk, normalize=True, policy="error", weights=None):
+def operator(pq, pk, v, msk, normalize=True, policy="error", weights=None, fweights=None):
     """Masked quadratic operator on features: returns (out [N,H,dv], den [N,H]); weights
-    [H,N,N] multiply the pairs (decay, docs/design.md §1.2)."""
-    a = torch.einsum("ihr,jhr->hij", pq, pk)
+    [H,N,N] multiply the pairs (decay, docs/design.md §1.2), fweights [H,r,N,N] each feature's
+    share of them (per-feature gates, §1.2 "Per-feature gates")."""
+    if fweights is None:
+        a = torch.einsum("ihr,jhr->hij", pq, pk)
+    else:
+        a = torch.einsum("ihr,jhr,hrij->hij", pq, pk, fweights)
     if weights is not None:
         a = a * weights
     a = torch.where(msk[None], a, torch.zeros((), dtype=a.dtype))   # masked entries exactly 0
@@ -137,7 +141,8 @@ def gradients(q, k, v, g, feature_map, omega=None, scale=None, mode="causal", no
               gates=None):
     """Autograd of L = sum(out * g). Inputs are NumPy arrays [N,H,d] (or [N,d]); returns a
     dict of float64 NumPy arrays out, den, dq, dk, dv (dq/dk/dv in the input's shape), and dg
-    with gates (log-gates [N, H]: pair weights exp(g_{j+1} + ... + g_i), causal)."""
+    with gates (log-gates [N, H]: pair weights exp(g_{j+1} + ... + g_i), causal; or per
+    feature [N, H, r]: each feature's product weighed by its own sum)."""
     shapes = [np.shape(x) for x in (q, k, v)]
     t = [torch.tensor(np.asarray(x, dtype=np.float64)) for x in (q, k, v, g)]
     t = [x[:, None, :] if x.dim() == 2 else x for x in t]
@@ -150,8 +155,15 @@ def gradients(q, k, v, g, feature_map, omega=None, scale=None, mode="causal", no
         n = tq.shape[0]
         d = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs().double()
         w = torch.tensor(np.asarray(decay, dtype=np.float64))[:, None, None] ** d[None]
-    tgate = None
-    if gates is not None:  # exp(C_i - C_j), C the cumulative log-gates, j <= i
+    tgate, fw = None, None
+    if gates is not None and np.ndim(gates) == 3:  # per feature [N, H, r]: exp(C_i,f - C_j,f)
+        tgate = torch.tensor(np.asarray(gates, dtype=np.float64)).requires_grad_(True)
+        cs = torch.cumsum(tgate, 0).permute(1, 2, 0)                       # [H, r, N]
+        lw = cs[..., :, None] - cs[..., None, :]
+        n = tq.shape[0]
+        low = (torch.arange(n)[None, :] <= torch.arange(n)[:, None])[None, None]
+        fw = torch.exp(torch.where(low, lw, torch.full_like(lw, -1e300)))
+    elif gates is not None:  # exp(C_i - C_j), C the cumulative log-gates, j <= i
         tgate = torch.tensor(np.asarray(gates, dtype=np.float64)).requires_grad_(True)
         cs = torch.cumsum(tgate, 0).T                                      # [H, N]
         lw = cs[:, :, None] - cs[:, None, :]
@@ -160,7 +172,8 @@ def gradients(q, k, v, g, feature_map, omega=None, scale=None, mode="causal", no
         gw = torch.exp(torch.where(low, lw, torch.full_like(lw, -1e300)))
         w = gw if w is None else w * gw
     out, den = operator(phi(feature_map, tq, omega, scale, features),
-                        phi(feature_map, tk, omega, scale, features), tv, msk, normalize, policy, w)
+                        phi(feature_map, tk, omega, scale, features), tv, msk, normalize, policy, w,
+                        fw)
     (out * tg).sum().backward()
     res = dict(out=out.detach().numpy(), den=den.detach().numpy())
     for name, x, shp in zip(("dq", "dk", "dv"), (tq, tk, tv), shapes):

@@ -16,7 +16,8 @@ N in {3, 97, 1000} (so N < P and N not divisible by P occur). Also:
   with segments on one rank and refused on more;
 - --gates (causal log-gates [N, H], alone, with segments, with --decay on top, every
   --scan-algorithm on one case) against the reference with weights exp(g_{j+1} + ... + g_i);
-  --gates synthetic gives the one-rank output;
+  per-feature --gates [N, H, r] likewise, each feature's product weighed by its own sums
+  (refused with --window); --gates synthetic gives the one-rank output;
 - a non-finite value in the last rank's rows: every rank exits 2, one error line, no output,
   no hang and no MPI abort trace.
 
@@ -257,6 +258,36 @@ def main():
                           "ogw.npy", policy="zero-empty" if zero else "error",
                           decay=gam if extra else None, offsets=offs if seg else None, window=W,
                           gates=gts)
+    # per-feature gates [N, H, r] (GLA's form, docs/design.md §1.2 "Per-feature gates"): the
+    # summaries in row form (one scan element per head and feature), streamed in blocks of 40
+    # (lane starts corrected by their prefix), every scan algorithm on one case; some features
+    # nearly reset (-20) at some tokens; r = dk for elu1 and relu, 16 for favor+
+    fcases = [("elu1", dk, 97, False, [], "exscan"), ("relu", dk, 1000, False, [], "doubling"),
+              ("favor+", 16, 1000, True, ["--decay", "0.9,0.995,0.5"], "chain")]
+    fcases += [("elu1", dk, 1000, True, ["--decay", "0.9,0.995,0.5"], alg)
+               for alg in ("exscan", "allgather", "pipelined", "auto")]
+    for mp, r, nn, seg, extra, alg in fcases:
+        gf = -np.log1p(np.exp(-(2.0 + rng.normal(size=(n, H3, r)))))
+        gf[::97, :, ::3] -= 20.0
+        common.save(par.path(f"gatesf{r}.npy"), gf[:nn], "f64")
+        zero = mp == "relu"
+        against_reference(f"--gates [N,H,{r}] {mp} n={nn}{' segments' if seg else ''} "
+                          f"{' '.join(extra)} ({alg})", mp, nn,
+                          ["--gates", f"gatesf{r}.npy", "--block-tokens", "40",
+                           "--scan-algorithm", alg, *extra]
+                          + (["--segments", "seg.npy"] if seg else [])
+                          + (["--denominator", "zero-empty"] if zero else []),
+                          "ogf.npy", policy="zero-empty" if zero else "error",
+                          decay=gam if extra else None, offsets=offs if seg else None,
+                          gates=gf[:nn])
+    # ... refused with a window (exit 2, the reason named, no output)
+    common.rm(par.path("ogfw.npy"))
+    rcp, _, ep = par(*inputs(n), "--gates", f"gatesf{dk}.npy", "--window", "9", "--force",
+                     "--no-progress", "--out", "ogfw.npy")
+    probs = common.error_line_problems(rcp, ep) + ([] if rcp == 2 else [f"exit {rcp}, want 2"])
+    probs += [] if "window" in ep and "per-feature" in ep else ["the reason does not name both"]
+    probs += ["ogfw.npy was written"] if os.path.exists(par.path("ogfw.npy")) else []
+    report(not probs, "--gates [N,H,r] with --window: refused", "; ".join(probs) or common.first_error(ep))
     syn = ["--n", "999", "--heads", "2", "--dk", "8", "--dv", "8", "--gates", "synthetic",
            "--block-tokens", "64", "--dtype", "f64", "--force", "--no-progress", "--out"]
     rcp, _, ep = par(*syn, "osyn.npy")

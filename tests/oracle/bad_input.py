@@ -79,6 +79,7 @@ def write_inputs(run):
     common.save(run.path("g_nan.npy"), gn, "f32")
     common.save(run.path("g_shape.npy"), -rng.random((N, H + 1)), "f64")
     common.save(run.path("g_feat.npy"), -rng.random((N, H, 4)), "f64")  # GLA's [N, H, r]
+    common.save(run.path("g_feat8.npy"), -rng.random((N, H, DK)), "f64")  # r = dk: elu1's
     with open(run.path("meminfo_1m"), "w") as f:  # a node with 1 MiB available
         f.write("MemTotal:        2048 kB\nMemFree:         1024 kB\nMemAvailable:    1024 kB\n")
 
@@ -172,8 +173,10 @@ CASES = [
      ["--gates", "g_pos.npy", "(token 37, head 1)", "<= 0"]),
     ("--gates nan", FILES + ["--gates", "g_nan.npy"], 2, ["--gates", "g_nan.npy", "(token 38, head 0)"]),
     ("--gates shape", FILES + ["--gates", "g_shape.npy"], 2, ["--gates", "g_shape.npy", "[N=40, H=2]"]),
-    ("--gates per feature", FILES + ["--gates", "g_feat.npy"], 2,
-     ["--gates", "g_feat.npy", "per-feature", "not built yet", "[N=40, H=2]"]),
+    ("--gates per feature of the wrong width", FILES + ["--gates", "g_feat.npy"], 2,
+     ["--gates", "g_feat.npy", "per-feature", "r = 4", "r = 8"]),
+    ("--gates per feature with --window", FILES + ["--gates", "g_feat8.npy", "--window", "5"], 2,
+     ["--gates", "g_feat8.npy", "per-feature", "--window", "not built yet"]),
     ("--gates missing file", FILES + ["--gates", "nothere.npy"], 2, ["--gates", "nothere.npy"]),
     ("--gates file with the synthetic workload", ["--n", "40", "--gates", "g.npy"], 2,
      ["--gates g.npy", "--gates synthetic"]),

@@ -118,6 +118,25 @@ def pair_weights(n, H, mode, decay=None, offsets=None, window=None, gates=None):
     return w
 
 
+def feature_gated_kernel(phiq, phik, gates, mode):
+    """[H, N, N] pair kernels with per-feature log-gates [N, H, r] (docs/design.md §1.2
+    "Per-feature gates"), causal: sum_f phi(q_i)_f phi(k_j)_f exp(g_{j+1,f} + ... + g_{i,f})
+    for j <= i, each pair's sums taken directly from i down to j + 1 (no prefix differences),
+    0 above the diagonal. Decay, segments and windows multiply it as pair_weights does."""
+    if mode != "causal":
+        raise ValueError("gates are causal")
+    n, H, r = phiq.shape
+    g = np.asarray(gates, dtype=np.float64).reshape(n, H, r)
+    a = np.zeros((H, n, n))
+    for h in range(H):
+        for i in range(n):
+            L = np.zeros((i + 1, r))        # L[j] = g_{j+1} + ... + g_i, L[i] = 0
+            if i:
+                L[:i] = np.cumsum(g[i:0:-1, h], axis=0)[::-1]
+            a[h, i, :i + 1] = (phik[:i + 1, h] * np.exp(L)) @ phiq[i, h]
+    return a
+
+
 def parse_policy(policy):
     """'error' | 'zero-empty' | 'add:E' | 'clamp:E' -> (kind, E)."""
     if policy in ("error", "zero-empty"):
@@ -143,7 +162,10 @@ def quadratic(phiq, phik, v, mode, normalize=True, policy="error", decay=None, o
     Raises DenominatorError when the policy is violated (normalized mode only).
     """
     phiq, phik, v = as3d(phiq), as3d(phik), as3d(v)
-    a = kernel_matrix(phiq, phik, mode)                      # [H, N, N]
+    if gates is not None and np.ndim(gates) == 3:  # per feature: the kernel itself is gated
+        a, gates = feature_gated_kernel(phiq, phik, gates, mode), None
+    else:
+        a = kernel_matrix(phiq, phik, mode)                  # [H, N, N]
     if decay is not None or offsets is not None or window or gates is not None:
         a = a * pair_weights(phiq.shape[0], phiq.shape[1], mode, decay, offsets, window, gates)
     num = np.matmul(a, v.transpose(1, 0, 2)).transpose(1, 0, 2)  # [N, H, dv]
