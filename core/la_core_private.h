@@ -33,6 +33,10 @@ typedef struct la_decay_ranks {
   la_status (*later)(void *ctx, la_status s, const double *head, int start, double *later);
   /* x[0..n) <- the largest over the ranks (the stabilized maps' common scales) */
   la_status (*allmax)(void *ctx, la_status s, double *x, int n);
+  /* st <- the exclusive scan (§4.1) of the ranks' st in rank order (reversed = 1: in reverse
+   * order, the reversed sequence's): the per-feature gates' value-decayed products' states in
+   * row form (§1.2 "Per-feature gates", "Across ranks") */
+  la_status (*scan)(void *ctx, la_status s, int reversed, la_state *st);
 } la_decay_ranks;
 
 /* la_backward of a decayed engine on this rank's n rows [rk->row0, + n) of a sequence sharded

@@ -260,6 +260,13 @@ static la_status decay_later(void *ctx, la_status s, const double *head, int sta
   return la_dist_agree(d, s);
 }
 
+/* The exclusive scan of the ranks' states in rank order, or in reverse order on the reversed
+ * communicator (the plan's collective, plan_combine.c). */
+static la_status decay_scan(void *ctx, la_status s, int reversed, la_state *st) {
+  decay_ctx *c = ctx;
+  return la_plan_combine(reversed ? &c->rev : c->d, s, 0, 0, st, NULL);
+}
+
 static la_status decay_allmax(void *ctx, la_status s, double *x, int n) {
   decay_ctx *c = ctx;
   const la_dist d = c->d;
@@ -274,8 +281,6 @@ static la_status decay_backward(la_dist d, la_engine eng, int64_t N, int64_t n, 
                                 void *dq, void *dk, void *dv, la_den_stats *stats) {
   int H, r, dvw;
   la_engine_shape(eng, &H, &r, &dvw);
-  if (d->size == 1 && la_engine_gate_width(eng) > 1) /* per-feature gates: the one-process */
-    return la_dist_agree(d, la_backward(eng, n, q, k, v, g, dq, dk, dv, stats)); /* backward */
   decay_ctx c = {d, *d, la_malloc(sizeof(int64_t) * (size_t)(d->size + 1))};
   const double secs0 = d->comm_seconds;
   const int64_t bytes0 = d->bytes;
@@ -286,9 +291,9 @@ static la_status decay_backward(la_dist d, la_engine eng, int64_t N, int64_t n, 
   s = la_dist_agree(d, s);
   if (s == LA_OK && MPI_Allgather(&n, 1, MPI_INT64_T, c.rows, 1, MPI_INT64_T, d->comm) != MPI_SUCCESS)
     s = la_error(LA_ERR_MPI, "backward: MPI_Allgather of the row counts failed");
-  if (s == LA_OK) c.rows[d->size] = H;
+  if (s == LA_OK) c.rows[d->size] = (int64_t)H * la_engine_gate_width(eng); /* gates a row */
   const la_decay_ranks rk = {&c, row0, N, decay_forward, decay_next_gates, decay_later,
-                             decay_allmax};
+                             decay_allmax, decay_scan};
   s = la_dist_agree(d, s);
   if (s == LA_OK) s = la_decay_backward_ranks(eng, n, q, k, v, g, dq, dk, dv, stats, &rk);
   d->comm_seconds += c.rev.comm_seconds - secs0; /* the reversed products' share */

@@ -70,11 +70,6 @@ int la_cmd_grad(la_dist d, la_cli *o) {
     st = la_den_stats_init(&stats);
     st = la_dist_agree(d, st);
   }
-  /* per-feature gates (docs/design.md §1.2 "Per-feature gates"): the backward on one rank */
-  if (st == LA_OK && job.gw > 1 && la_dist_size(d) > 1)
-    st = la_error(LA_ERR_UNSUPPORTED, "--gates %s: the backward of per-feature log-gates "
-                  "[N, H, r] across ranks is not built yet: run grad on one rank (their forward, "
-                  "run, goes on any number)", o->gates);
   /* gradients: each the shape of its input ([N,H,d], or [N,d] when the input was 2-D); the
    * outputs (t = 3) that of V, as run writes them */
   for (int t = 0; t < 4 && st == LA_OK; t++) {

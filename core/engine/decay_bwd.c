@@ -137,6 +137,66 @@ static la_status one_allmax(void *ctx, la_status s, double *x, int n) {
   (void)ctx, (void)x, (void)n; /* one rank: its own maxima */
   return s;
 }
+static la_status one_scan(void *ctx, la_status s, int reversed, la_state *st) {
+  (void)ctx, (void)reversed; /* nothing before the one rank */
+  la_state_reset(st);
+  return s;
+}
+
+/* la_gla_vproduct on this rank's rows of the sequence (reversed: of the reversed sequence,
+ * whose rows here are rk->N - rk->row0 - n..; g, off the gates and segments it reads), with
+ * the state of the earlier ranks' rows: the rank's own state from zero, its row form (element
+ * h r + f: column f of head h's T with the columns' cumulative log-decay over the rows, and
+ * the flag of a segment start among them), the exclusive scan of those (rk->scan), then the
+ * product from it (§1.2 "Per-feature gates", "Across ranks"). One process: the product alone. */
+static la_status vproduct_ranks(const la_engine e, const la_decay_ranks *rk, la_status s,
+                                int reversed, int64_t n, int wx, const void *x, const void *y,
+                                const void *z, const double *g, const int64_t *off,
+                                double *out) {
+  const int H = e->H, r = e->r;
+  const int64_t t0 = reversed ? rk->N - rk->row0 - n : rk->row0;
+  if (rk->scan == one_scan) /* one process: nothing before */
+    return s == LA_OK ? la_gla_vproduct(e->dt, e->T, n, H, wx, r, x, y, z, g, e->dlog, off,
+                                        e->seg_count, t0, NULL, out, NULL) : s;
+  const size_t HWR = (size_t)H * wx * r;
+  double *T = la_malloc(sizeof(double) * (HWR + 1));
+  la_state st = {0};
+  if (s == LA_OK && !T)
+    s = la_error(LA_ERR_NOMEM, "la_backward: out of memory for the per-feature gates' states");
+  if (s == LA_OK) s = la_state_init(&st, H * r, 1, wx - 1);
+  if (s == LA_OK && n > 0)
+    s = la_gla_vproduct(e->dt, e->T, n, H, wx, r, x, y, z, g, e->dlog, off, e->seg_count, t0,
+                        NULL, NULL, T);
+  if (s == LA_OK && n > 0) {
+    int start = 0; /* a segment start among rows [t0, t0 + n) */
+    for (int64_t i = 1; off && i + 1 < e->seg_count; i++) start |= off[i] >= t0 && off[i] < t0 + n;
+    for (int h = 0; h < H; h++)
+      for (int f = 0; f < r; f++) {
+        const size_t el = (size_t)h * r + f;
+        double a = 0.0;
+        for (int64_t t = 0; t < n; t++) a += e->dlog[h] + g[((size_t)t * H + h) * r + f];
+        for (int c = 0; c < wx; c++) st.sz[el * wx + c] = T[((size_t)h * wx + c) * r + f];
+        st.m[el] = 0.0;
+        st.f[el] = start;
+        st.a[el] = a;
+      }
+  }
+  s = rk->scan(rk->ctx, s, reversed, &st);
+  if (s == LA_OK) {
+    for (int h = 0; h < H; h++)
+      for (int f = 0; f < r; f++) {
+        const size_t el = (size_t)h * r + f;
+        const double sc = st.m[el] == -INFINITY ? 0.0 : exp(st.m[el]);
+        for (int c = 0; c < wx; c++) T[((size_t)h * wx + c) * r + f] = st.sz[el * wx + c] * sc;
+      }
+    if (n > 0)
+      s = la_gla_vproduct(e->dt, e->T, n, H, wx, r, x, y, z, g, e->dlog, off, e->seg_count, t0,
+                          T, out, NULL);
+  }
+  la_state_free(&st);
+  free(T);
+  return s;
+}
 
 la_status la_engine_set_gates_grad(la_engine e, double *dg) {
   LA_CHECK(e && (e->gated || !dg), LA_ERR_ARG,
@@ -245,12 +305,9 @@ la_status la_decay_backward(la_engine e, int64_t n, const void *q, const void *k
 la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const void *k,
                                   const void *v, const void *g, void *dq, void *dk, void *dv,
                                   la_den_stats *stats, const la_decay_ranks *rk) {
-  const la_decay_ranks one = {NULL, 0, n, one_forward, one_next, one_later, one_allmax};
+  const la_decay_ranks one = {NULL, 0, n, one_forward, one_next, one_later, one_allmax, one_scan};
   if (!rk) rk = &one;
-  /* every rank refuses alike, before any collective */
   const int pf = e->gate_w > 1; /* per-feature gates (§1.2 "Per-feature gates") */
-  LA_CHECK(!pf || rk == &one, LA_ERR_UNSUPPORTED, "per-feature gates [N, H, r]: the backward "
-           "across ranks is not built yet (docs/design.md §1.2 \"Per-feature gates\")");
   const int64_t row0 = rk->row0, Nt = rk->N;
   const char *what = e->gated ? "--gates" : "--decay";
   if (rk == &one && n == 0) return LA_OK;
@@ -373,10 +430,8 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   /* dphi(q): causal, queries c, keys [V|1], values phi(k); per-feature gates decay it along
    * the values (la_gla_vproduct) */
   if (pf) {
-    if (s == LA_OK)
-      s = la_gla_vproduct(dt, e->T, n, H, dv1, r, cc, v1, stab ? pkt : pk,
-                          e->gates + (row0 - e->gate0) * H * GW, e->dlog, e->seg_off,
-                          e->seg_count, pd);
+    s = vproduct_ranks(e, rk, s, 0, n, dv1, cc, v1, stab ? pkt : pk,
+                       e->gates + (row0 - e->gate0) * H * GW, e->seg_off, pd);
     for (size_t i = 0; s == LA_OK && i < N * H * r; i++) la_wr(dt, dpq, i, pd[i]);
   } else {
     if (s == LA_OK) s = inner_make(e, dv1, r, gam, e->seg_off, e->seg_count, &e2);
@@ -409,7 +464,7 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   }
   /* the reversed gates' first row: the gates of row row0 + n */
   if (e->gated)
-    s = rk->next_gates(rk->ctx, s, n, s == LA_OK && n > 0 ? e->gates + (row0 - e->gate0) * H
+    s = rk->next_gates(rk->ctx, s, n, s == LA_OK && n > 0 ? e->gates + (row0 - e->gate0) * H * GW
                                                            : NULL, next);
   /* dphi(k): anti-causal, queries [V|1], keys c, values phi(q), in reversed time; t1: dphi(k)
    * [n, H, r]. Per-feature gates: la_gla_vproduct on the reversed rows, gates and segments */
@@ -419,8 +474,8 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
       reverse_rows(dt, cc, t3, n, (size_t)H * dv1);
       reverse_rows(dt, pq, t4, n, (size_t)H * r);
       reverse_gates(e, rk, n, gr, next);
-      s = la_gla_vproduct(dt, e->T, n, H, dv1, r, t2, t3, t4, gr, e->dlog, roff, e->seg_count, pd);
     }
+    s = vproduct_ranks(e, rk, s, 1, n, dv1, t2, t3, t4, gr, roff, pd);
     for (int64_t t = 0; s == LA_OK && t < n; t++)
       for (size_t i = 0; i < (size_t)H * r; i++)
         la_wr(dt, t1, (size_t)t * H * r + i, pd[(size_t)(n - 1 - t) * H * r + i]);

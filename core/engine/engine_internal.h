@@ -162,10 +162,13 @@ static inline void la_wr(la_dtype dt, void *p, size_t i, double x) {
 
 /* gla_bwd.c: the per-feature gates' product that decays along its values (out [n, H, r]
  * float64; x, y [n, H, wx] and z [n, H, r] of type dt; g [n, H, r]; docs/design.md §1.2
- * "Per-feature gates"), on T threads. */
+ * "Per-feature gates"), on T threads; rows are global rows t0.. (segments), Tin the state of
+ * the rows before t0 ([H][wx][r], or NULL: none), Tout the state after the last row (or NULL);
+ * out NULL: the state alone. */
 la_status la_gla_vproduct(la_dtype dt, int T, int64_t n, int H, int wx, int r, const void *x,
                           const void *y, const void *z, const double *g, const double *lam,
-                          const int64_t *off, int64_t noff, double *out);
+                          const int64_t *off, int64_t noff, int64_t t0, const double *Tin,
+                          double *out, double *Tout);
 
 /* With check_finite: LA_ERR_NONFINITE when a thread saw a non-finite row since the last call
  * (the flags are cleared), else LA_OK. */

@@ -9,7 +9,10 @@
  *   out_i = E_i o e^{G_0} o (x_i^T T) + E_i o sum_{j<=i} (x_i . y_j) (z_j / E_j),
  *   T <- T diag(E_{L-1} e^{G_0}) + sum_j y_j (z_j o E_{L-1} / E_j)^T,
  * chunks cut where a column's gates after the first row fall below -300 nats, so every factor
- * stays normal. Without a log-scale: the maps it serves are unstabilized (their features and
+ * stays normal. On ranks (decay_bwd.c) the rows are global rows t0.. of the (possibly
+ * reversed) sequence: Tin (per head W x R, or NULL) is the state of the earlier rows, read by
+ * the rows of row t0 - 1's segment, and Tout receives the state after the last row; out NULL
+ * computes the state alone. Without a log-scale: the maps it serves are unstabilized (their features and
  * c finite), and every factor applied is <= 1. */
 #include <math.h>
 #include <stdlib.h>
@@ -29,7 +32,8 @@ static int64_t seg_at(const int64_t *off, int64_t noff, int64_t t, int64_t *s) {
 
 la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, const void *x,
                           const void *y, const void *z, const double *g, const double *lam,
-                          const int64_t *off, int64_t noff, double *out) {
+                          const int64_t *off, int64_t noff, int64_t t0, const double *Tin,
+                          double *out, double *Tout) {
   const size_t C = VP_CHUNK, R = (size_t)r, W = (size_t)wx;
   la_status st = LA_OK;
   (void)T_;
@@ -48,6 +52,10 @@ la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, 
                     "product (head %d)", h);
     } else {
       int64_t sc = 0, sstate = -1; /* the segment cursor; the state's segment (-1: empty) */
+      if (Tin && t0 > 0) { /* the earlier rows' state, in row t0 - 1's segment */
+        memcpy(T, Tin + (size_t)h * W * R, sizeof(double) * W * R);
+        sstate = seg_at(off, noff, t0 - 1, &sc);
+      }
       for (int64_t c0 = 0; c0 < n;) {
         /* the chunk: at most C rows, cut where a column's gates fall VP_SPAN below its first */
         const size_t ld = (size_t)H * R;
@@ -66,7 +74,7 @@ la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, 
           len++;
         }
         for (int i = 0; i < len; i++) {
-          sg[i] = seg_at(off, noff, c0 + i, &sc);
+          sg[i] = seg_at(off, noff, t0 + c0 + i, &sc);
           for (size_t f = 0; f < R; f++) E[i * R + f] = i ? exp(G[i * R + f] - G[f]) : 1.0;
           for (size_t c = 0; c < W; c++) {
             X[i * W + c] = la_rd(dt, x, ((size_t)(c0 + i) * H + h) * W + c);
@@ -76,6 +84,7 @@ la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, 
             Z[i * R + f] = la_rd(dt, z, ((size_t)(c0 + i) * H + h) * R + f) / E[i * R + f];
         }
         for (size_t f = 0; f < R; f++) E0[f] = exp(G[f]);
+        if (out) { /* (out NULL: the state alone) */
         /* the pairs: B = X Y^T on the chunk's mask, O = B Z */
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, wx, 1.0, X, wx, Y, wx,
                     0.0, B, len);
@@ -96,6 +105,7 @@ la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, 
         for (int i = 0; i < len; i++)
           for (size_t f = 0; f < R; f++)
             out[((size_t)(c0 + i) * H + h) * R + f] = O[i * R + f] * E[i * R + f];
+        }
         /* the state continues with the chunk's last segment: decayed if it is the state's */
         const double *EL = E + (size_t)(len - 1) * R;
         int b = len - 1;
@@ -114,6 +124,7 @@ la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, 
         sstate = sg[len - 1];
         c0 += len;
       }
+      if (Tout) memcpy(Tout + (size_t)h * W * R, T, sizeof(double) * W * R);
     }
     free(T), free(G), free(E), free(E0), free(X), free(Y), free(Z), free(B), free(O), free(F);
     free(P);

@@ -93,9 +93,7 @@ static la_status forward_entry(la_dist d, la_py_op *op, int64_t b, int64_t Lloc,
   /* gates= (§1.2 "Gates"): entry b's rows are global tokens [row0, row0 + Lloc), [B, L, H]
    * or per feature [B, L, H, r] (their summaries in row form, la_engine_state_init) */
   if (op->cfg.gates) {
-    int H, r, dv;
-    la_engine_shape(op->eng, &H, &r, &dv);
-    const size_t gw = op->cfg.gates == LA_GATES_FEATURE ? (size_t)r : 1;
+    const size_t gw = (size_t)la_engine_gate_width(op->eng); /* per feature: r */
     LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H%s] (gates=)",
              gw > 1 ? ", r" : "");
     LA_TRY(la_engine_set_gates(op->eng, op->gates + (size_t)b * Lloc * op->H * gw, row0, Lloc));
@@ -109,13 +107,11 @@ static la_status backward_entry(la_dist d, la_py_op *op, int64_t b, int64_t Lloc
                                 const dist_args *a, la_den_stats *st) {
   const size_t es = la_dtype_size(op->dt), rk = (size_t)Lloc * op->H * op->dk * es,
                rv = (size_t)Lloc * op->H * op->dv * es;
-  /* refused alike on every rank, before any collective */
-  LA_CHECK(op->cfg.gates != LA_GATES_FEATURE, LA_ERR_UNSUPPORTED, "the backward of per-feature "
-           "gates [B, L, H, r] across ranks is not built yet; their forward runs across ranks "
-           "(docs/design.md §1.2 \"Per-feature gates\")");
   if (op->cfg.gates) { /* the gates of this rank's rows, and where dL/dg goes */
-    LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H] (gates=)");
-    const size_t at = (size_t)b * Lloc * op->H;
+    const size_t gw = (size_t)la_engine_gate_width(op->eng); /* per feature: r */
+    LA_CHECK(op->gates, LA_ERR_ARG, "gates: this operator takes log-gates [B, L, H%s] (gates=)",
+             gw > 1 ? ", r" : "");
+    const size_t at = (size_t)b * Lloc * op->H * gw;
     LA_TRY(la_engine_set_gates(op->eng, op->gates + at, row0, Lloc));
     LA_TRY(la_engine_set_gates_grad(op->eng, op->dgates ? op->dgates + at : NULL));
   }

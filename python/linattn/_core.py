@@ -112,19 +112,46 @@ def gates_form(garr):
     return False if garr is None else "feature" if garr.ndim == 4 else True
 
 
-def check_gates_width(op, garr, comm=None, grad=False):
-    """Per-feature gates: r must be the map's width; across ranks (comm=) the forward runs,
-    the backward (grad: a gradient will be asked for) not yet."""
+def agree_errors(comm, err):
+    """With an mpi4py communicator: raise on every rank the first failing rank's error of its
+    own checks (err: this rank's linattn.Error or None), before any collective of the engine;
+    the failing rank raises its own, the others the same class with "rank p: " and its reason."""
+    try:
+        every = comm.allgather(None if err is None else (type(err).__name__, str(err)))
+    except AttributeError:
+        raise InputError("comm must be an mpi4py communicator (got %r)" % (comm,))
+    for p, e in enumerate(every):
+        if e is not None:
+            if err is not None:
+                raise err
+            cls = getattr(_lib, e[0], InputError)
+            raise cls("rank %d: %s" % (p, e[1]))
+
+
+def gates_checked(gates, B, L, H, batched, comm, make_op):
+    """The gates (gates_array), the operator make_op(gates_form) and the per-feature width
+    check; with comm, agreed across the ranks (agree_errors). Returns (gates array, op)."""
+    try:
+        g = gates_array(gates, B, L, H, batched=batched)
+        op = make_op(gates_form(g))
+        check_gates_width(op, g)
+        err = None
+    except _lib.Error as e:
+        if comm is None:
+            raise
+        g, op, err = None, None, e
+    if comm is not None:
+        agree_errors(comm, err)
+    return g, op
+
+
+def check_gates_width(op, garr):
+    """Per-feature gates: r must be the map's width."""
     if garr is None or garr.ndim != 4:
         return
     if garr.shape[3] != op.r:
         raise InputError("gates has %d features per token and head; the %s map has r = %d "
                          "(per-feature log-gates are [B, L, H, r])" % (garr.shape[3], op.map, op.r))
-    if comm is not None and grad:
-        raise UnsupportedError("the backward of per-feature gates [B, L, H, r] across ranks "
-                               "(comm=) is not built yet: their forward runs across ranks, their "
-                               "backward on one process (docs/design.md §1.2 \"Per-feature "
-                               "gates\")")
 
 
 def _decay_arg(decay):

@@ -67,10 +67,9 @@ def attention(q, k, v, *, segments=None, comm=None, scan_algorithm="auto", **kw)
     With feature_map="precomputed", q and k are phi(q) and phi(k)."""
     views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v"), (q, k, v))
     gates = kw.pop("gates", None)  # log-gates [B, L, H] or [B, L, H, r] (design.md §1.2 "Gates")
-    g = _core.gates_array(gates, B, L, H, batched=not views[0][2])
+    g, op = _core.gates_checked(gates, B, L, H, not views[0][2], comm,
+                                lambda form: _make_op(dt, H, dk, dv, dict(kw, gates=form)))
     form = _core.gates_form(g)
-    op = _make_op(dt, H, dk, dv, dict(kw, gates=form))
-    _core.check_gates_width(op, g, comm)
     if scan_algorithm not in _core.SCAN_ALGORITHMS:
         raise InputError("scan_algorithm %r is not one of %s" % (scan_algorithm, ", ".join(_core.SCAN_ALGORITHMS)))
     dist = _dist(comm, B, L, H, dk, dv, dt, _key(dict(kw, gates=form)))
@@ -89,9 +88,8 @@ def attention_backward(q, k, v, grad_out, *, segments=None, comm=None, scan_algo
     if views[3][1].shape[3] != dv:
         raise InputError("grad_out has width %d, v has %d" % (views[3][1].shape[3], dv))
     gates = kw.pop("gates", None)  # log-gates [B, L, H] or [B, L, H, r] (design.md §1.2 "Gates")
-    garr = _core.gates_array(gates, B, L, H, batched=not views[0][2])
-    op = _make_op(dt, H, dk, dv, dict(kw, gates=_core.gates_form(garr)))
-    _core.check_gates_width(op, garr, comm, grad=True)
+    garr, op = _core.gates_checked(gates, B, L, H, not views[0][2], comm,
+                                   lambda form: _make_op(dt, H, dk, dv, dict(kw, gates=form)))
     kw = dict(kw, gates=_core.gates_form(garr))
     if scan_algorithm not in _core.SCAN_ALGORITHMS:
         raise InputError("scan_algorithm %r is not one of %s" % (scan_algorithm, ", ".join(_core.SCAN_ALGORITHMS)))

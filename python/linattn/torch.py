@@ -196,16 +196,22 @@ def attention(q, k, v, *, feature_map="elu1", features=None, mode="causal", norm
     tape=False replays the forward instead and keeps nothing.
     gates: log-gates g <= 0 [B, L, H], S_t = e^{g_t} S_{t-1} + phi(k_t) v_t^T (causal;
     docs/design.md §1.2 "Gates"), differentiable; or per feature [B, L, H, r], row f of the
-    state decayed by e^{g_t,f} (GLA's diagonal form, "Per-feature gates"), differentiable on
-    one process; with comm= the forward only (refused when a gradient would be needed)."""
-    garr = _core.gates_array(gates, *q.shape[:3]) if gates is not None else None
-    op, dist = _prepare(q, k, v, comm, scan_algorithm, dict(
-        feature_map=feature_map, features=features, mode=mode, normalize=normalize,
-        denominator=denominator, allow_signed=allow_signed, scale=scale, seed=seed,
-        projection=projection, window=window, chunk=chunk, threads=threads, kernels=kernels,
-        decay=decay, gates=_core.gates_form(garr)))
-    _core.check_gates_width(op, garr, comm, grad=torch.is_grad_enabled() and any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v, gates)))
+    state decayed by e^{g_t,f} (GLA's diagonal form, "Per-feature gates"), differentiable,
+    with or without comm= (not with window)."""
+    opts = dict(feature_map=feature_map, features=features, mode=mode, normalize=normalize,
+                denominator=denominator, allow_signed=allow_signed, scale=scale, seed=seed,
+                projection=projection, window=window, chunk=chunk, threads=threads,
+                kernels=kernels, decay=decay)
+    prep = {}
+
+    def make(form):  # the operator and the ranks' agreement on the shapes (_prepare)
+        prep["op"], prep["dist"] = _prepare(q, k, v, None, scan_algorithm, dict(opts, gates=form))
+        return prep["op"]
+    garr, op = _core.gates_checked(gates, *q.shape[:3], True, comm, make) if gates is not None \
+        else (None, make(False))
+    dist = prep["dist"]
+    if comm is not None:
+        _, dist = _prepare(q, k, v, comm, scan_algorithm, dict(opts, gates=_core.gates_form(garr)))
     seg = _core.segments_array(segments)
     gt = gates if isinstance(gates, torch.Tensor) else None  # autograd: dL/dg for a tensor
     return _LinearFn.apply(q, k, v, op, seg, dist, bool(tape), gt, garr)

@@ -257,13 +257,11 @@ def oracle_cases(P, quick):
             c = base(name, mp, "causal", **{"n": n, "chunk": 8, **kw})
             c["gates"] = -0.3 * np.random.default_rng(c["seed"] + 38).random((c["n"], c["h"]))
             cs.append(c)
-        # per-feature gates [N, H, r] (GLA's form, §1.2 "Per-feature gates"): the backward on
-        # one rank (refused on more: cli_checks), dL/dg [N, H, r]; r = dk for elu1 and relu,
-        # 8 for favor+
+        # per-feature gates [N, H, r] (GLA's form, §1.2 "Per-feature gates"): dL/dg [N, H, r]
+        # on any number of ranks (the value-decayed products' states scanned in row form);
+        # r = dk for elu1 and relu, 8 for favor+
         for mp, kw in (("elu1", {}), ("elu1", {"seg": straddle, "decay": [0.9, 0.6]}),
-                       ("relu", {}), ("elu1", {"dtype": "f32"}), ("favor+", {})):
-            if P > 1:
-                break
+                       ("relu", {}), ("elu1", {"dtype": "f32"}), ("favor+", {"seg": straddle})):
             name = f"{mp} causal --gates [N,H,r] " + " ".join(
                 f"{a}={b}" for a, b in kw.items() if a != "seg") + (" segments" if "seg" in kw else "")
             c = base(name, mp, "causal", **{"n": n, "chunk": 8, **kw})
@@ -354,21 +352,12 @@ def cli_checks(run, tally, P):
     rc, _, err = run(*io, *gout, sub="grad")
     expect("file inputs without --grad-out: exit 2 naming --grad-out", 2, rc, err, ["--grad-out"])
 
-    # per-feature gates [N, H, r] (§1.2 "Per-feature gates"): their backward runs on one rank
-    # (checked against autograd in (a)); on more it is refused before any output, exit 2;
-    # a width that is not the map's is refused naming both, on any number of ranks
-    common.save(run.path("c_gf.npy"), -0.2 * np.ones((40, 2, 6)), "f64")
+    # per-feature gates [N, H, r] (§1.2 "Per-feature gates") whose width is not the map's:
+    # exit 2 naming both, nothing written
     common.save(run.path("c_gf5.npy"), -0.2 * np.ones((40, 2, 5)), "f64")
-    gg = run.path("c_ggf.npy")
-    common.rm(gg)
     rc, _, err = run(*io, "--grad-out", "c_g.npy", "--gates", "c_gf5.npy", *gout, sub="grad")
     expect("--gates [N,H,5] for r = 6: exit 2 naming both", 2, rc, err, ["c_gf5.npy", "r = 5",
                                                                          "r = 6"])
-    if P > 1:
-        rc, _, err = run(*io, "--grad-out", "c_g.npy", "--gates", "c_gf.npy", "--grad-gates",
-                         "c_ggf.npy", *gout, sub="grad")
-        expect("per-feature gates' backward on more than one rank: exit 2, nothing written", 2,
-               rc, err, ["per-feature", "across ranks"], absent=outs + [gg])
 
     for shape, what in (((40, 2, 5), "dv+1"), ((39, 2, 4), "N-1"), ((40, 4), "2-D with H=2")):
         common.save(run.path("c_gbad.npy"), np.ones(shape), "f64")

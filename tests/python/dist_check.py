@@ -196,8 +196,10 @@ def compare_bwd(name, tol, **kw):
     row0, n = linattn.shard(q.shape[1], comm)
     sl = slice(row0, row0 + n)
     g = None
-    if kw.pop("gates", None) == "draw":
-        g = -torch.rand(q.shape[:3], generator=torch.Generator().manual_seed(39),
+    form = kw.pop("gates", None)
+    if form in ("draw", "feature"):  # [B, L, H], or per feature [B, L, H, r] (r = dk here)
+        shape = q.shape[:3] if form == "draw" else q.shape[:3] + (kw.get("features", q.shape[3]),)
+        g = -torch.rand(shape, generator=torch.Generator().manual_seed(39),
                         dtype=torch.float64) * 0.5
 
     def grads(x, gx, **extra):
@@ -260,6 +262,14 @@ compare_bwd("backward decay favor+ causal segments f64", DECAYED_BWD, decay=[0.9
             feature_map="favor+", features=16, segments=[0, 3, 50, 51, 120, 203])
 compare_bwd("backward gates favor-hyp window 9 f64", 1e-12, gates="draw", window=9,
             feature_map="favor-hyp", features=16)
+# per-feature gates (§1.2 "Per-feature gates", "Across ranks"): the value-decayed products'
+# states in row form, scanned over the ranks forward and reversed
+compare_bwd("backward per-feature gates elu1 f64", DECAYED_BWD, gates="feature")
+compare_bwd("backward per-feature gates + decay elu1 segments f64", DECAYED_BWD,
+            gates="feature", decay=[0.9, 0.5], segments=[0, 3, 50, 51, 120, 203],
+            scan_algorithm="pipelined")
+compare_bwd("backward per-feature gates favor+ segments f64", DECAYED_BWD, gates="feature",
+            feature_map="favor+", features=16, segments=[0, 3, 50, 51, 120, 203])
 # gates with a window: the reversed gates' halo too
 compare_bwd("backward gates window 7 elu1 segments f64", 1e-12, gates="draw", window=7,
             segments=[0, 3, 50, 51, 120, 203])
@@ -312,13 +322,10 @@ if P > 1:
     vv = vs if rank else vs[..., :1, :].contiguous()
     expect_raise("heads that differ between ranks", linattn.InputError,
                  lambda: att(hh, kk, vv, comm=comm))
-# per-feature gates across ranks: the backward is refused on every rank, with the reason
-gf = -torch.rand(qs.shape, dtype=torch.float64) * 0.5
-expect_raise("per-feature gates' backward across ranks", linattn.UnsupportedError,
+# per-feature gates of the wrong width on one rank only: raised on every rank
+gf = -torch.rand(qs.shape[:3] + (qs.shape[3] + (rank == P - 1),), dtype=torch.float64) * 0.5
+expect_raise("per-feature gates of another width on the last rank", linattn.InputError,
              lambda: att(qs.clone().requires_grad_(), ks, vs, comm=comm, gates=gf))
-expect_raise("per-feature gates' backward across ranks (numpy)", linattn.UnsupportedError,
-             lambda: linattn.numpy.attention_backward(qs.numpy(), ks.numpy(), vs.numpy(),
-                                                      vs.numpy(), comm=comm, gates=gf.numpy()))
 # after the errors the communicator still works
 compare("causal elu1 f64 after the errors", att, torch.float64, 1e-12)
 

@@ -10,7 +10,7 @@ decay= on top; segments; batches (each sequence its own gates); an unbatched cal
 within 1e-12 and float32 within 3e-6 of the row's sum of |terms| (sum_j w_ij |v_j| / sum_j
 w_ij: the chunk products have at most C + r + 2 terms per rounding chain, here <= 26, and
 26 u32 = 1.6e-6). torch under no_grad equals numpy bitwise. Then the refusals: the gates'
-width not the map's, the backward with comm= (the forward runs across ranks,
+width not the map's, a comm= that is not a communicator (across ranks,
 tests/python/dist_check.py), a window, a positive or NaN log-gate (named by batch, token, head
 and feature).
 
@@ -276,10 +276,10 @@ def main():
 
     raises(linattn.InputError, lambda: ln.attention(q, k, v, gates=g[..., :3], chunk=8),
            ["3 features", "r = 4"], "gates of width 3 for r = 4")
-    # across ranks the forward runs (tests/python/dist_check.py), the backward is refused
-    raises(linattn.UnsupportedError, lambda: ln.attention_backward(q, k, v, v, gates=g,
-                                                                   comm=object()),
-           ["backward", "per-feature", "ranks"], "the backward with comm=")
+    # across ranks (comm=) both run (tests/python/dist_check.py); a comm that is not one
+    raises(linattn.InputError, lambda: ln.attention_backward(q, k, v, v, gates=g,
+                                                             comm=object()),
+           ["comm", "mpi4py"], "a comm= that is not a communicator")
     raises(linattn.UnsupportedError, lambda: ln.attention(q, k, v, gates=g, window=5),
            ["per-feature", "window"], "a window")
     raises(linattn.InputError, lambda: ln.attention(q, k, v, gates=g, mode="bidirectional"),

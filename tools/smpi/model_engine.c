@@ -93,6 +93,11 @@ int la_engine_reproducible(const la_engine eng) { (void)eng; return 0; }
 int64_t la_engine_repro_block(const la_engine eng) { (void)eng; return 1; }
 int la_engine_decayed(const la_engine eng) { (void)eng; return 0; }
 int la_engine_gated(const la_engine eng) { (void)eng; return 0; }
+int la_engine_gate_width(const la_engine eng) { (void)eng; return 1; }
+/* the summaries' form: (H, r, dv), no per-feature gates */
+la_status la_engine_state_init(const la_engine eng, la_state *s) {
+  return la_state_init(s, eng->H, eng->r, eng->dv);
+}
 const double *la_engine_gates(const la_engine eng, int64_t *token0, int64_t *n) {
   (void)eng;
   *token0 = *n = 0; /* no gates */
