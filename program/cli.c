@@ -73,13 +73,16 @@ static la_status den_set(const la_opt *r, const char *val, void *vo) {
   return LA_OK;
 }
 
-/* --gates F | synthetic (docs/cli.md, docs/design.md §1.2 "Gates"): log-gates [N, H] from an
- * .npy, or drawn from --seed with the synthetic workload. */
+/* --gates F | synthetic | synthetic-feature (docs/cli.md, docs/design.md §1.2 "Gates"):
+ * log-gates [N, H] or [N, H, r] from an .npy, or drawn from --seed with the synthetic
+ * workload, one per token and head or (synthetic-feature) per feature. */
 static la_status gates_set(const la_opt *r, const char *val, void *vo) {
   la_cli *o = vo;
-  LA_CHECK(*val, LA_ERR_ARG, "%s: give an .npy file of log-gates [N, H] or synthetic", r->name);
-  o->cfg.gates = 1;
-  o->gates = strcmp(val, "synthetic") ? val : NULL;
+  LA_CHECK(*val, LA_ERR_ARG, "%s: give an .npy file of log-gates [N, H] or [N, H, r], synthetic "
+           "or synthetic-feature", r->name);
+  const int feature = !strcmp(val, "synthetic-feature");
+  o->cfg.gates = feature ? LA_GATES_FEATURE : LA_GATES_HEAD;
+  o->gates = strcmp(val, "synthetic") && !feature ? val : NULL;
   return LA_OK;
 }
 
@@ -255,8 +258,9 @@ static const la_opt rows[] = {
              "--checkpoint; not with --reproducible (not built yet); grad takes it on any "
              "number of ranks, every map as --decay (--grad-gates writes dL/dg). Or one per "
              "feature, an .npy [N,H,r] with r the map's width (GLA's diagonal form: row f of "
-             "the state decays by e^g_t,f): run on any number of ranks, with --segments and "
-             "--checkpoint; grad on one rank (dL/dg [N,H,r]); not with --window"},
+             "the state decays by e^g_t,f), or synthetic-feature (drawn as synthetic, per "
+             "feature): run and grad on any number of ranks, with --segments and "
+             "--checkpoint (dL/dg [N,H,r]); not with --window"},
     {.name = "--segments", .meta = "F", .subs = RG, .group = G_OPERATOR, .kind = LA_OPT_STR,
      F(segments), .help = "packed sequences: int64 offsets [S+1], 0 = o_0 < ... < o_S = N, "
                           "where the state resets"},

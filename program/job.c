@@ -134,7 +134,7 @@ static la_status job_gates_input(la_job *j) {
 
 /* Per-feature gates: r of the file must be the feature map's width. */
 static la_status job_gates_width(la_job *j) {
-  if (j->o->cfg.gates != LA_GATES_FEATURE) return LA_OK;
+  if (j->o->cfg.gates != LA_GATES_FEATURE || !j->o->gates) return LA_OK; /* a file's */
   const int r = la_featmap_width(j->fm);
   char got[96];
   shape_string(&j->in[4].info, got, sizeof got);
@@ -149,10 +149,10 @@ la_status la_job_read_gates(la_job *j, int64_t row0, int64_t n, double *g) {
   la_status st = LA_OK;
   const int H = j->H;
   if (!j->in[4].path) { /* log sigmoid(3 + u), u ~ N(0, 1), |u| <= 7.45: in [-10.5, -5e-6];
-                         * one per token and head (per-feature gates come from a file) */
-    la_synth_rows_threads(j->o->cfg.seed, 4, row0, n, H, 1, 1.0, LA_F64, g,
+                         * one per token and head, or per feature (gw = r: synthetic-feature) */
+    la_synth_rows_threads(j->o->cfg.seed, 4, row0, n, H, j->gw, 1.0, LA_F64, g,
                           j->eng ? la_engine_threads(j->eng) : 0);
-    for (int64_t i = 0; i < n * H; i++) g[i] = -log1p(exp(-(3.0 + g[i])));
+    for (int64_t i = 0; i < n * H * j->gw; i++) g[i] = -log1p(exp(-(3.0 + g[i])));
   } else {
     st = la_name_option(la_pin_read(&j->in[4], row0, n, LA_F64, g), "--gates");
   }
@@ -284,6 +284,14 @@ la_status la_job_setup(la_job *j, la_dist d, la_cli *o, int want_g) {
     la_npy_info I;
     st = la_name_option(la_npy_read_info(o->projection, &I), "--projection");
     if (st == LA_OK) o->cfg.features = la_projection_features(I.ndim, I.shape, o->cfg.features);
+  }
+  /* --gates synthetic-feature: one per feature of the map (r from the projection's m too) */
+  if (st == LA_OK && o->cfg.gates == LA_GATES_FEATURE && !o->gates) {
+    j->gw = la_map_width(o->cfg.map, j->dk, o->cfg.features);
+    if (o->cfg.window > 0)
+      st = la_error(LA_ERR_UNSUPPORTED, "--gates synthetic-feature: per-feature log-gates with "
+                    "--window are not built yet (docs/design.md §1.2 \"Per-feature gates\"); "
+                    "give --gates synthetic for one per token and head");
   }
   if (st == LA_OK && o->segments) st = load_segments(o->segments, j->N, &j->seg, &j->nseg);
   if (st == LA_OK) st = la_config_check(&o->cfg, j->dk);

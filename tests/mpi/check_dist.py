@@ -17,7 +17,7 @@ N in {3, 97, 1000} (so N < P and N not divisible by P occur). Also:
 - --gates (causal log-gates [N, H], alone, with segments, with --decay on top, every
   --scan-algorithm on one case) against the reference with weights exp(g_{j+1} + ... + g_i);
   per-feature --gates [N, H, r] likewise, each feature's product weighed by its own sums
-  (refused with --window); --gates synthetic gives the one-rank output;
+  (refused with --window); --gates synthetic and synthetic-feature give the one-rank output;
 - a non-finite value in the last rank's rows: every rank exits 2, one error line, no output,
   no hang and no MPI abort trace.
 
@@ -297,6 +297,18 @@ def main():
     else:
         e = ref.rel_err(np.load(par.path("osyn.npy")), np.load(one.path("osyn1.npy")))
         report(e <= TOL, "--gates synthetic: the one-rank output", f"{e:.2e}")
+    # --gates synthetic-feature: per-feature gates drawn from the seed, [N, H, r] (r = dk = 8
+    # for elu1), streamed in blocks of 64: the one-rank output, and the report's form
+    synf = [x if x != "synthetic" else "synthetic-feature" for x in syn]
+    rcp, _, ep = par(*synf[:-1], "--report", "osynf.json", "--out", "osynf.npy")
+    rc1, _, e1 = one(*synf, "osynf1.npy")
+    if rcp != 0 or rc1 != 0:
+        report(False, "--gates synthetic-feature", f"rc {rcp}/{rc1}: {common.first_error(ep or e1)}")
+    else:
+        e = ref.rel_err(np.load(par.path("osynf.npy")), np.load(one.path("osynf1.npy")))
+        form = json.load(open(par.path("osynf.json"))).get("gates")
+        report(e <= TOL and form == "token-head-feature",
+               "--gates synthetic-feature: the one-rank output, the report's form", f"{e:.2e}, {form}")
 
     # A NaN in the last rank's rows: all ranks agree, exit 2, one line, no output.
     bad = rng.normal(size=(n, H, dk))
