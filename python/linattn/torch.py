@@ -202,16 +202,13 @@ def attention(q, k, v, *, feature_map="elu1", features=None, mode="causal", norm
                 denominator=denominator, allow_signed=allow_signed, scale=scale, seed=seed,
                 projection=projection, window=window, chunk=chunk, threads=threads,
                 kernels=kernels, decay=decay)
-    prep = {}
 
-    def make(form):  # the operator and the ranks' agreement on the shapes (_prepare)
-        prep["op"], prep["dist"] = _prepare(q, k, v, None, scan_algorithm, dict(opts, gates=form))
-        return prep["op"]
-    garr, op = _core.gates_checked(gates, *q.shape[:3], True, comm, make) if gates is not None \
-        else (None, make(False))
-    dist = prep["dist"]
-    if comm is not None:
-        _, dist = _prepare(q, k, v, comm, scan_algorithm, dict(opts, gates=_core.gates_form(garr)))
+    def make(form):  # the operator; with comm the ranks agree on the shapes below
+        return _prepare(q, k, v, None, scan_algorithm, dict(opts, gates=form))[0]
+    garr, op = (_core.gates_checked(gates, *q.shape[:3], True, comm, make) if gates is not None
+                else (None, make(False)))
+    dist = None if comm is None else _prepare(q, k, v, comm, scan_algorithm,
+                                              dict(opts, gates=_core.gates_form(garr)))[1]
     seg = _core.segments_array(segments)
     gt = gates if isinstance(gates, torch.Tensor) else None  # autograd: dL/dg for a tensor
     return _LinearFn.apply(q, k, v, op, seg, dist, bool(tape), gt, garr)
