@@ -128,21 +128,19 @@ def agree_errors(comm, err):
             raise cls("rank %d: %s" % (p, e[1]))
 
 
-def gates_checked(gates, B, L, H, batched, comm, make_op):
-    """The gates (gates_array), the operator make_op(gates_form) and the per-feature width
-    check; with comm, agreed across the ranks (agree_errors). Returns (gates array, op)."""
+def local_checked(comm, fn):
+    """fn(): this rank's own checks of its arguments (shapes, dtypes, gates, options), made
+    before any collective; returns what fn returns. With comm they are agreed (agree_errors):
+    a failure on any rank is raised on every rank, so none is left waiting in a collective."""
     try:
-        g = gates_array(gates, B, L, H, batched=batched)
-        op = make_op(gates_form(g))
-        check_gates_width(op, g)
-        err = None
+        out, err = fn(), None
     except _lib.Error as e:
         if comm is None:
             raise
-        g, op, err = None, None, e
+        out, err = None, e
     if comm is not None:
         agree_errors(comm, err)
-    return g, op
+    return out
 
 
 def check_gates_width(op, garr):

@@ -33,6 +33,11 @@ def _inputs(names, xs):
     return views, dt, B, L, H, dk, dv
 
 
+def _scan_check(scan_algorithm):
+    if scan_algorithm not in _core.SCAN_ALGORITHMS:
+        raise InputError("scan_algorithm %r is not one of %s" % (scan_algorithm, ", ".join(_core.SCAN_ALGORITHMS)))
+
+
 def _dist(comm, B, L, H, dk, dv, dt, key):
     if comm is None:
         return None
@@ -65,13 +70,17 @@ def _key(kw):
 def attention(q, k, v, *, segments=None, comm=None, scan_algorithm="auto", **kw):
     """The feature-map attention of q, k, v ([B, L, H, dk], [B, L, H, dk], [B, L, H, dv]).
     With feature_map="precomputed", q and k are phi(q) and phi(k)."""
-    views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v"), (q, k, v))
     gates = kw.pop("gates", None)  # log-gates [B, L, H] or [B, L, H, r] (design.md §1.2 "Gates")
-    g, op = _core.gates_checked(gates, B, L, H, not views[0][2], comm,
-                                lambda form: _make_op(dt, H, dk, dv, dict(kw, gates=form)))
+
+    def local():  # agreed across the ranks with comm (_core.local_checked)
+        views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v"), (q, k, v))
+        g = _core.gates_array(gates, B, L, H, batched=not views[0][2])
+        op = _make_op(dt, H, dk, dv, dict(kw, gates=_core.gates_form(g)))
+        _core.check_gates_width(op, g)
+        _scan_check(scan_algorithm)
+        return views, dt, B, L, H, dk, dv, g, op
+    views, dt, B, L, H, dk, dv, g, op = _core.local_checked(comm, local)
     form = _core.gates_form(g)
-    if scan_algorithm not in _core.SCAN_ALGORITHMS:
-        raise InputError("scan_algorithm %r is not one of %s" % (scan_algorithm, ", ".join(_core.SCAN_ALGORITHMS)))
     dist = _dist(comm, B, L, H, dk, dv, dt, _key(dict(kw, gates=form)))
     out = np.empty((B, L, H, dv), dtype=q.dtype)
     seg = _core.segments_array(segments)
@@ -84,15 +93,19 @@ def attention_backward(q, k, v, grad_out, *, segments=None, comm=None, scan_algo
                        **kw):
     """(dq, dk, dv): the gradients of sum(attention(q, k, v, ...) * grad_out); with gates=,
     (dq, dk, dv, dgates), dgates float64 of the gates' shape."""
-    views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v", "grad_out"), (q, k, v, grad_out))
-    if views[3][1].shape[3] != dv:
-        raise InputError("grad_out has width %d, v has %d" % (views[3][1].shape[3], dv))
     gates = kw.pop("gates", None)  # log-gates [B, L, H] or [B, L, H, r] (design.md §1.2 "Gates")
-    garr, op = _core.gates_checked(gates, B, L, H, not views[0][2], comm,
-                                   lambda form: _make_op(dt, H, dk, dv, dict(kw, gates=form)))
+
+    def local():  # agreed across the ranks with comm (_core.local_checked)
+        views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v", "grad_out"), (q, k, v, grad_out))
+        if views[3][1].shape[3] != dv:
+            raise InputError("grad_out has width %d, v has %d" % (views[3][1].shape[3], dv))
+        garr = _core.gates_array(gates, B, L, H, batched=not views[0][2])
+        op = _make_op(dt, H, dk, dv, dict(kw, gates=_core.gates_form(garr)))
+        _core.check_gates_width(op, garr)
+        _scan_check(scan_algorithm)
+        return views, dt, B, L, H, dk, dv, garr, op
+    views, dt, B, L, H, dk, dv, garr, op = _core.local_checked(comm, local)
     kw = dict(kw, gates=_core.gates_form(garr))
-    if scan_algorithm not in _core.SCAN_ALGORITHMS:
-        raise InputError("scan_algorithm %r is not one of %s" % (scan_algorithm, ", ".join(_core.SCAN_ALGORITHMS)))
     dist = _dist(comm, B, L, H, dk, dv, dt, _key(kw))
     g = [np.empty_like(views[i][1]) for i in range(3)]
     seg = _core.segments_array(segments)

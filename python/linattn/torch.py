@@ -203,10 +203,12 @@ def attention(q, k, v, *, feature_map="elu1", features=None, mode="causal", norm
                 projection=projection, window=window, chunk=chunk, threads=threads,
                 kernels=kernels, decay=decay)
 
-    def make(form):  # the operator; with comm the ranks agree on the shapes below
-        return _prepare(q, k, v, None, scan_algorithm, dict(opts, gates=form))[0]
-    garr, op = (_core.gates_checked(gates, *q.shape[:3], True, comm, make) if gates is not None
-                else (None, make(False)))
+    def local():  # this rank's checks, agreed across the ranks with comm; then their shapes
+        garr = _core.gates_array(gates, *q.shape[:3]) if gates is not None else None
+        op = _prepare(q, k, v, None, scan_algorithm, dict(opts, gates=_core.gates_form(garr)))[0]
+        _core.check_gates_width(op, garr)
+        return garr, op
+    garr, op = _core.local_checked(comm, local)
     dist = None if comm is None else _prepare(q, k, v, comm, scan_algorithm,
                                               dict(opts, gates=_core.gates_form(garr)))[1]
     seg = _core.segments_array(segments)

@@ -326,6 +326,14 @@ if P > 1:
 gf = -torch.rand(qs.shape[:3] + (qs.shape[3] + (rank == P - 1),), dtype=torch.float64) * 0.5
 expect_raise("per-feature gates of another width on the last rank", linattn.InputError,
              lambda: att(qs.clone().requires_grad_(), ks, vs, comm=comm, gates=gf))
+# a dtype that differs on rank 0 only (checked by the binding before any collective): raised
+# on every rank (before, the other ranks waited in the shapes' allgather)
+kd = ks.float() if rank == 0 else ks
+expect_raise("k of another dtype on rank 0 (torch)", linattn.InputError,
+             lambda: att(qs, kd, vs, comm=comm))
+expect_raise("k of another dtype on rank 0 (numpy backward)", linattn.InputError,
+             lambda: linattn.numpy.attention_backward(qs.numpy(), kd.numpy(), vs.numpy(),
+                                                      vs.numpy(), comm=comm))
 # after the errors the communicator still works
 compare("causal elu1 f64 after the errors", att, torch.float64, 1e-12)
 
