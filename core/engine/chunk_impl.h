@@ -140,6 +140,69 @@ static int decay_fold(la_engine e, la_work *w, int len, const double *G) {
   return fold;
 }
 
+/* y[i] = e^{x[i]}, x[i] <= 0: the table's vector exp (0 below -708.39, within 2 ulp of libm's)
+ * when the engine has one, else libm's. */
+static void exp_nonpos(la_engine e, size_t n, const double *x, double *y) {
+#ifdef LA_SIMD_ANY
+  const la_simd *t = LA_SIMD_ANY(e);
+  if (t && t->exp_f64) {
+    t->exp_f64(n, x, y);
+    return;
+  }
+#else
+  (void)e;
+#endif
+  for (size_t i = 0; i < n; i++) y[i] = exp(x[i]);
+}
+
+/* decay_fold with per-feature gates (§1.2 "Per-feature gates", "Kernels"): G is len x r (the
+ * chunk's cumulative log-gates by feature), queries get e^{G_i,f} (times e^{M_s} when
+ * unstabilized, as decay_fold) and keys e^{a_k - M_s - G_j,f}, so the undecayed products give
+ * (Phi_q,i o e^{G_i}) . (Phi_k,j o e^{-G_j}) in the chunk and (Phi_q,i o e^{G_i}) (S|z) from
+ * the state; gate_rows_decay then decays the state's rows. The caller bounds -G_{len-1,f} by
+ * LA_DECAY_SPLIT for every f (gla_causal): every factor is as bounded as decay_fold's. */
+static int decay_fold_rows(la_engine e, la_work *w, int len, const double *G) {
+  const int r = e->r, fold = !e->stabilized;
+  double *E = w->gf + (size_t)e->C * r, *qs = w->gc, *ks = w->gc + len;
+  exp_nonpos(e, (size_t)len * r, G, E);
+  for (int i = 0; i < len; i++) {
+    const double M = w->mseg[w->segi[i]];
+    qs[i] = fold ? exp(M) : 1.0;
+    ks[i] = exp(w->ak[i] - M);
+  }
+  LA_REAL *q = w->phiq, *k = w->phik;
+#ifdef LA_SIMD_F32
+  if (e->simd && e->simd->gate_fold) {
+    e->simd->gate_fold(len, r, q, k, E, qs, ks);
+    return fold;
+  }
+#endif
+  for (int i = 0; i < len; i++) {
+    const double *Ei = E + (size_t)i * r;
+    LA_REAL *qi = q + (size_t)i * r, *ki = k + (size_t)i * r;
+    for (int f = 0; f < r; f++) {
+      qi[f] = (LA_REAL)((double)qi[f] * (qs[i] * Ei[f]));
+      ki[f] = (LA_REAL)((double)ki[f] * (ks[i] / Ei[f]));
+    }
+  }
+  return fold;
+}
+
+/* After a chunk folded by decay_fold_rows: row f of (S|z) decays by e^{GL_f} (GL = G_{len-1}),
+ * taken as e^{max_f GL_f} on the log-scale m and e^{GL_f - max} <= 1 on the rows. */
+static void gate_rows_decay(la_engine e, la_work *w, const double *GL, double *sz, double *m) {
+  const int r = e->r, dv1 = e->dv + 1;
+  double gmax = -INFINITY, *x = w->gf + (size_t)2 * e->C * r;
+  for (int f = 0; f < r; f++) gmax = GL[f] > gmax ? GL[f] : gmax;
+  for (int f = 0; f < r; f++) x[f] = GL[f] - gmax;
+  exp_nonpos(e, (size_t)r, x, x);
+  for (int f = 0; f < r; f++) {
+    double *row = sz + (size_t)f * dv1;
+    for (int c = 0; c < dv1; c++) row[c] *= x[f];
+  }
+  *m += gmax;
+}
+
 /* (S|z) += Phi_k[b:]^T [V|1][b:] in float64; with nseg > 1 the state restarts at the last
  * segment of the chunk (row b) and takes that segment's scale. */
 static void state_add(la_engine e, la_work *w, int len, int nseg, double *sz, double *m) {
@@ -433,7 +496,8 @@ static void tape_rows(la_engine e, la_work *w, int h, int64_t c0, int len) {
 static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0, int len,
                         int64_t hi, const LA_REAL *q, const LA_REAL *k, const LA_REAL *v,
                         double *sz, double *m, int *f, LA_REAL *out, LA_REAL *raw, double *lsc,
-                        const double **basep, LA_REAL *sf, int sfok, const double *G) {
+                        const double **basep, LA_REAL *sf, int sfok, const double *G,
+                        int gr) {
   const int r = e->r, dv1 = e->dv + 1, C = e->C;
   const size_t rsz = (size_t)r * dv1;
   LA_REAL *A = w->A, *o = w->o;
@@ -446,7 +510,7 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
   if (rescale_keys(e, w, len, nseg, reset, sz, m, G != NULL)) sfok = 0;
   features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
-  const int folded = G && decay_fold(e, w, len, G);
+  const int folded = G && (gr > 1 ? decay_fold_rows(e, w, len, G) : decay_fold(e, w, len, G));
 #ifdef LA_SIMD_F32
   if (e->simd && nseg == 1) { /* the same products on the table's kernels */
     const int64_t ldv = (int64_t)e->H * e->dv;
@@ -465,6 +529,10 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
     }
     *m = w->mseg[0]; /* state_add_tmp, and sf = base + sz for the next chunk */
     e->simd->add_round(rsz, sz, w->tmp, base, sf);
+    if (G && gr > 1) { /* decay_fold_rows: sf is left behind by the rows' decay */
+      gate_rows_decay(e, w, G + (size_t)(len - 1) * r, sz, m);
+      return 0;
+    }
     if (G) *m += G[len - 1]; /* decay_fold: the state decays over the chunk */
     return 1;
   }
@@ -498,7 +566,8 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   else finalize_rows(e, w, h, token0, c0, len, out);
   if (e->tape) tape_rows(e, w, h, c0, len);
   state_add(e, w, len, nseg, sz, m);
-  if (G) *m += G[len - 1]; /* decay_fold: the state decays over the chunk */
+  if (G && gr > 1) gate_rows_decay(e, w, G + (size_t)(len - 1) * r, sz, m);
+  else if (G) *m += G[len - 1]; /* decay_fold: the state decays over the chunk */
   if (nseg > 1) *basep = NULL;
   return 0;
 }
@@ -510,7 +579,7 @@ static void apply_causal(la_engine e, la_work *w, int h, int64_t token0, int64_t
   for (int64_t c0 = lo; c0 < hi; c0 += e->C) {
     const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
     sfok = causal_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz, m, f, out, raw, lsc, &base,
-                        w->sf, sfok, NULL);
+                        w->sf, sfok, NULL, 0);
   }
 }
 
@@ -531,7 +600,7 @@ static void apply_causal_heads(la_engine e, la_work *w, int h0, int h1, int64_t 
       const double *base = NULL;
       next = causal_chunk(e, w, h, token0, c0, len, hi, q, k, v, sz + (size_t)(h - h0) * rsz,
                           m + (h - h0), f + (h - h0), out, raw, lsc, &base,
-                          (LA_REAL *)e->sfall + (size_t)h * rsz, sfok, NULL);
+                          (LA_REAL *)e->sfall + (size_t)h * rsz, sfok, NULL, 0);
     }
     sfok = next;
   }

@@ -233,7 +233,7 @@ static void decay_causal(la_engine e, la_work *w, int h0, int h1, int64_t token0
       const double *base = NULL;
       if (G)
         next &= causal_chunk(e, w, h, token0, c0, len, hi, q, k, v, szh, mh, fh, out, raw, lsc,
-                             &base, (LA_REAL *)e->sfall + (size_t)h * rsz, sfok, G);
+                             &base, (LA_REAL *)e->sfall + (size_t)h * rsz, sfok, G, 1);
       else {
         decay_chunk(e, w, h, token0, c0, len, hi, q, k, v, szh, mh, fh, out, raw, lsc, NULL);
         next = 0; /* sfall's copy of this head is stale */

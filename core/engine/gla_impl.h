@@ -19,21 +19,6 @@
 #define LA_GLA_SPAN 30.0
 #endif
 
-/* y[i] = e^{x[i]}, x[i] <= 0: the table's vector exp (0 below -708.39, within 2 ulp of libm's)
- * when the engine has one, else libm's. */
-static void gla_exp(la_engine e, size_t n, const double *x, double *y) {
-#ifdef LA_SIMD_ANY
-  const la_simd *t = LA_SIMD_ANY(e);
-  if (t && t->exp_f64) {
-    t->exp_f64(n, x, y);
-    return;
-  }
-#else
-  (void)e;
-#endif
-  for (size_t i = 0; i < n; i++) y[i] = exp(x[i]);
-}
-
 /* The cumulative log-gates of rows [0, len) of head h from global token t0, G in w->gf
  * (len x r); returns the rows the chunk keeps (>= 1): it ends before the first row i >= 1
  * with G_0,f - G_i,f > LA_GLA_SPAN for some feature f. */
@@ -55,6 +40,15 @@ static int gla_cum(la_engine e, la_work *w, int h, int64_t t0, int len) {
     if (over) return i;
   }
   return len;
+}
+
+/* max_f -G_{len-1,f}: how far the chunk's gates decay its most gated feature (decay_split's
+ * bound, for decay_fold_rows). */
+static double gla_span(la_engine e, const la_work *w, int len) {
+  const double *GL = w->gf + (size_t)(len - 1) * e->r;
+  double s = 0.0;
+  for (int f = 0; f < e->r; f++) s = -GL[f] > s ? -GL[f] : s;
+  return s;
 }
 
 /* (S|z) <- diag(e^{G_{len-1}}) (S|z) + the keys [j0, len) (the chunk's last segment), at the
@@ -120,7 +114,7 @@ static void gla_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0
     double *Ei = E + (size_t)i * r;
     for (int c = 0; c < r; c++) Ei[c] = Gi[c] - G[c];
   }
-  gla_exp(e, (size_t)(len - 1) * r, E + r, E + r);
+  exp_nonpos(e, (size_t)(len - 1) * r, E + r, E + r);
   const LA_REAL *pq = (const LA_REAL *)w->phiq, *dk = (const LA_REAL *)w->dphi;
   LA_REAL *Xi = w->phif, *Xs = Xi + cr, *Yi = (LA_REAL *)w->dphi + cr, *o = w->o;
   for (size_t i = 0; i < (size_t)len * r; i++) {
@@ -130,7 +124,7 @@ static void gla_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0
   memset(o, 0, sizeof(LA_REAL) * (size_t)len * dv1);
   if (*m != -INFINITY && n0 > 0) { /* the prefix: rows of the state's segment read e^{G_i} S */
     double *E0 = w->gf + 2 * cr; /* e^{G_0}: may underflow (the prefix is then gated out) */
-    gla_exp(e, (size_t)r, G, E0);
+    exp_nonpos(e, (size_t)r, G, E0);
     for (int i = 0; i < n0; i++)
       for (int c = 0; c < r; c++) {
         const size_t ic = (size_t)i * r + c;
@@ -180,9 +174,16 @@ static void gla_causal(la_engine e, la_work *w, int h0, int h1, int64_t token0, 
       for (int h = g0; h < g1; h++) {
         int64_t *p = &c0[h - g0];
         if (*p >= hi) continue;
-        const int len = gla_cum(e, w, h, token0 + *p, (int)(hi - *p < e->C ? hi - *p : e->C));
-        gla_chunk(e, w, h, token0, *p, len, hi, q, k, v, sz + (size_t)(h - h0) * rsz,
-                  m + (h - h0), f + (h - h0), out, raw, lsc);
+        const int full = (int)(hi - *p < e->C ? hi - *p : e->C);
+        const int len = gla_cum(e, w, h, token0 + *p, full);
+        double *szh = sz + (size_t)(h - h0) * rsz;
+        if (len == full && !e->tape && gla_span(e, w, len) <= LA_DECAY_SPLIT) {
+          const double *base = NULL; /* the undecayed products, the gates folded into rows */
+          causal_chunk(e, w, h, token0, *p, len, hi, q, k, v, szh, m + (h - h0), f + (h - h0),
+                       out, raw, lsc, &base, w->sf, 0, w->gf, e->r);
+        } else
+          gla_chunk(e, w, h, token0, *p, len, hi, q, k, v, szh, m + (h - h0), f + (h - h0),
+                    out, raw, lsc);
         *p += len;
         more |= *p < hi;
       }
@@ -216,7 +217,7 @@ static void gla_accum(la_engine e, la_work *w, int h0, int h1, int64_t token0, i
       double *G = w->gf, *E = w->gf + cr;
       for (int c = 0; c < r; c++) E[c] = 1.0;
       for (size_t i = (size_t)r; i < (size_t)len * r; i++) E[i] = G[i] - G[i % r];
-      gla_exp(e, (size_t)(len - 1) * r, E + r, E + r);
+      exp_nonpos(e, (size_t)(len - 1) * r, E + r, E + r);
       int b = 0; /* the state continues with the chunk's last segment */
       while (w->segi[b] != nseg - 1) b++;
       gla_update(e, w, len, b, nseg == 1, G, E, sz, m);
@@ -261,7 +262,7 @@ static void gla_correct(la_engine e, la_work *w, int h, int64_t token0, int64_t 
       gm[i] = mx;
     }
     if (pm != -INFINITY) {
-      gla_exp(e, (size_t)len * r, X, X);
+      exp_nonpos(e, (size_t)len * r, X, X);
       const LA_REAL *pq = (const LA_REAL *)w->phiq;
       for (size_t i = 0; i < (size_t)len * r; i++) xq[i] = (LA_REAL)((double)pq[i] * X[i]);
       LA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, dv1, r, (LA_REAL)1, xq, r, sf,

@@ -316,6 +316,26 @@ void la_k256_mul_f32(size_t n, float *x, float f) {
   for (; i < n; i++) x[i] *= f;
 }
 
+void la_k256_gate_fold(int len, int r, float *q, float *k, const double *E, const double *qs,
+                       const double *ks) {
+  for (int i = 0; i < len; i++) {
+    const __m256d a = _mm256_set1_pd(qs[i]), b = _mm256_set1_pd(ks[i]);
+    float *qi = q + (size_t)i * r, *ki = k + (size_t)i * r;
+    const double *Ei = E + (size_t)i * r;
+    int f = 0;
+    for (; f + 4 <= r; f += 4) {
+      const __m256d e = _mm256_loadu_pd(Ei + f);
+      const __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(qi + f)), y = _mm256_cvtps_pd(_mm_loadu_ps(ki + f));
+      _mm_storeu_ps(qi + f, _mm256_cvtpd_ps(_mm256_mul_pd(x, _mm256_mul_pd(a, e))));
+      _mm_storeu_ps(ki + f, _mm256_cvtpd_ps(_mm256_mul_pd(y, _mm256_div_pd(b, e))));
+    }
+    for (; f < r; f++) {
+      qi[f] = (float)((double)qi[f] * (qs[i] * Ei[f]));
+      ki[f] = (float)((double)ki[f] * (ks[i] / Ei[f]));
+    }
+  }
+}
+
 /* 8 floats of o times f in float64, rounded once each */
 AI __m256 scale8(const float *o, __m256d f) {
   const __m128 lo = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(o)), f));
@@ -477,6 +497,10 @@ void la_k256_sum_to_f32(size_t n, const double *a, const double *b, float *dst) 
 }
 void la_k256_scale_row(int n, const float *o, double f, float *y) { (void)n, (void)o, (void)f, (void)y; }
 void la_k256_mul_f32(size_t n, float *x, float f) { (void)n, (void)x, (void)f; }
+void la_k256_gate_fold(int len, int r, float *q, float *k, const double *E, const double *qs,
+                       const double *ks) {
+  (void)len, (void)r, (void)q, (void)k, (void)E, (void)qs, (void)ks;
+}
 double la_k256_dot_f64(int n, const float *a, const float *b) {
   (void)n, (void)a, (void)b;
   return 0;

@@ -39,6 +39,9 @@ void la_k256_sum_to_f32(size_t n, const double *a, const double *b, float *dst);
 void la_k256_scale_row(int n, const float *o, double f, float *y);
 /* x[i] *= f in float32. */
 void la_k256_mul_f32(size_t n, float *x, float f);
+/* simd.h's gate_fold, 4 lanes (the generic loop's bits) */
+void la_k256_gate_fold(int len, int r, float *q, float *k, const double *E, const double *qs,
+                       const double *ks);
 /* sum_j a[j] b[j], float64 products and sums (8 lanes in two registers, then the tail). */
 double la_k256_dot_f64(int n, const float *a, const float *b);
 /* y[i] = e^{x[i]}, x[i] <= 0 (la_exp4d_nonpos: 0 below -708.39, 0.89 ulp) */

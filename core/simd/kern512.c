@@ -494,6 +494,26 @@ void la_k512_mul_f32(size_t n, float *x, float f) {
   for (; i < n; i++) x[i] *= f;
 }
 
+void la_k512_gate_fold(int len, int r, float *q, float *k, const double *E, const double *qs,
+                       const double *ks) {
+  for (int i = 0; i < len; i++) {
+    const __m512d a = _mm512_set1_pd(qs[i]), b = _mm512_set1_pd(ks[i]);
+    float *qi = q + (size_t)i * r, *ki = k + (size_t)i * r;
+    const double *Ei = E + (size_t)i * r;
+    int f = 0;
+    for (; f + 8 <= r; f += 8) {
+      const __m512d e = _mm512_loadu_pd(Ei + f);
+      const __m512d x = _mm512_cvtps_pd(_mm256_loadu_ps(qi + f)), y = _mm512_cvtps_pd(_mm256_loadu_ps(ki + f));
+      _mm256_storeu_ps(qi + f, _mm512_cvtpd_ps(_mm512_mul_pd(x, _mm512_mul_pd(a, e))));
+      _mm256_storeu_ps(ki + f, _mm512_cvtpd_ps(_mm512_mul_pd(y, _mm512_div_pd(b, e))));
+    }
+    for (; f < r; f++) {
+      qi[f] = (float)((double)qi[f] * (qs[i] * Ei[f]));
+      ki[f] = (float)((double)ki[f] * (ks[i] / Ei[f]));
+    }
+  }
+}
+
 void la_k512_scale_row(int n, const float *o, double f, float *y) {
   const __m512d fv = _mm512_set1_pd(f);
   int j = 0;
@@ -766,6 +786,10 @@ double la_k512_dot_f64(int n, const float *a, const float *b) {
   return 0;
 }
 void la_k512_mul_f32(size_t n, float *x, float f) { (void)n; (void)x; (void)f; }
+void la_k512_gate_fold(int len, int r, float *q, float *k, const double *E, const double *qs,
+                       const double *ks) {
+  (void)len; (void)r; (void)q; (void)k; (void)E; (void)qs; (void)ks;
+}
 void la_k512_scale_row(int n, const float *o, double f, float *y) {
   (void)n; (void)o; (void)f; (void)y;
 }

@@ -41,6 +41,10 @@ void la_k512_to_f32(size_t n, const double *src, float *dst);
 /* dst = (float)(a + b), the sum in float64 rounded once (--reproducible's base, §4.7). */
 void la_k512_sum_to_f32(size_t n, const double *a, const double *b, float *dst);
 void la_k512_scale_row(int n, const float *o, double f, float *y);
+/* Per-feature gates folded into a chunk's rows (simd.h's gate_fold): q[i,f] *= qs[i] E[i,f],
+ * k[i,f] *= ks[i] / E[i,f], in float64 rounded once; the generic loop's operations, so its bits. */
+void la_k512_gate_fold(int len, int r, float *q, float *k, const double *E, const double *qs,
+                       const double *ks);
 /* x[i] *= f in float32 (the keys' rescaling by the stabilizer, §2.2). */
 void la_k512_mul_f32(size_t n, float *x, float f);
 /* The common case of finalize_rows (docs/design.md §1.1 "Statistics"), len <= 64 rows of

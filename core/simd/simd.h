@@ -81,6 +81,11 @@ typedef struct la_simd_s {
                             ptrdiff_t ldy, const double t16[16], int32_t *bin, double *mn,
                             double *mx);
   void (*prefetch)(const void *base, int rows, ptrdiff_t ld_bytes, int bytes);
+  /* per-feature gates folded into a chunk's rows (docs/design.md §1.2 "Kernels"), len rows
+   * of r: q[i,f] *= qs[i] E[i,f] and k[i,f] *= ks[i] / E[i,f], each product in float64,
+   * rounded once */
+  void (*gate_fold)(int len, int r, float *q, float *k, const double *E, const double *qs,
+                    const double *ks);
 } la_simd;
 
 /* The tables (simd_tables.c); each ISA's kernels are built in their own files. */

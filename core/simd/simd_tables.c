@@ -33,6 +33,7 @@ const la_simd la_simd_avx512 = {
     .finalize_plain = la_k512_finalize_plain,
     .finalize_plain_f64 = la_k512_finalize_plain_f64,
     .prefetch = la_k512_prefetch,
+    .gate_fold = la_k512_gate_fold,
 };
 
 const la_simd la_simd_avx2 = {
@@ -59,4 +60,5 @@ const la_simd la_simd_avx2 = {
     .finalize_plain = la_k256_finalize_plain,
     .finalize_plain_f64 = la_k256_finalize_plain_f64,
     .prefetch = la_k256_prefetch,
+    .gate_fold = la_k256_gate_fold,
 };
