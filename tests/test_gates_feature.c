@@ -454,6 +454,56 @@ static void test_refusals(void) {
   la_featmap_destroy(&fm);
 }
 
+/* The row form's cumulative log-decay: after la_engine_accumulate and la_engine_apply over a
+ * block, a[h r + f] of a row-form state is the block's ln gamma_h + g summed token by token,
+ * bit for bit as this loop sums it (the kernels add it up as they read the gates), whatever
+ * the chunks: mild gates (the undecayed products) and gates of -40 (chunks cut), in float32
+ * and float64, with a block that starts past token 0 of the gates. */
+static void test_row_decay(void) {
+  enum { N = 150, H = 2, D = 4, R = D, T0 = 7 }; /* elu1: r = dk */
+  double *g = malloc(sizeof(double) * (T0 + N) * H * R), q[N * H * D], v[N * H * D];
+  float qf[N * H * D], vf[N * H * D];
+  nv_fill(q, N * H * D, 11, 0.5, 0.0);
+  nv_fill(v, N * H * D, 12, 1.0, 0.0);
+  for (int i = 0; i < N * H * D; i++) qf[i] = (float)q[i], vf[i] = (float)v[i];
+  const double gam[1] = {0.9};
+  int ok = 1, ncase = 0;
+  for (int strong = 0; strong < 2; strong++)
+    for (int f64 = 0; f64 < 2; f64++) {
+      nv_fill(g, (size_t)(T0 + N) * H * R, 13 + ncase, 0.05, 0.0);
+      for (int i = 0; i < (T0 + N) * H * R; i++) g[i] = -fabs(g[i]) - (strong && i % 37 == 0 ? 40.0 : 0.01);
+      la_config c;
+      la_config_default(&c);
+      c.gates = LA_GATES_FEATURE, c.chunk = 16, c.threads = 2;
+      c.decay = gam, c.decay_n = 1;
+      la_featmap fm = NULL;
+      la_engine e = NULL;
+      la_state a = {0}, b = {0};
+      const void *Q = f64 ? (const void *)q : (const void *)qf, *V = f64 ? (const void *)v : (const void *)vf;
+      void *out = malloc(sizeof(double) * N * H * D);
+      ok &= la_featmap_create(&c, H, D, &fm) == LA_OK &&
+            la_engine_create(&c, fm, f64 ? LA_F64 : LA_F32, D, &e) == LA_OK &&
+            la_engine_set_gates(e, g, 0, T0 + N) == LA_OK && la_engine_state_init(e, &a) == LA_OK &&
+            la_engine_state_init(e, &b) == LA_OK &&
+            la_engine_accumulate(e, T0, N, Q, V, &a) == LA_OK &&
+            la_engine_apply(e, T0, N, Q, Q, V, &b, out, NULL) == LA_OK && a.heads == H * R;
+      for (int h = 0; ok && h < H; h++)
+        for (int f = 0; f < R; f++) {
+          double sum = 0.0;
+          for (int t = T0; t < T0 + N; t++) sum += log(0.9) + g[((size_t)t * H + h) * R + f];
+          ok &= a.a[h * R + f] == sum && b.a[h * R + f] == sum;
+        }
+      la_state_free(&a), la_state_free(&b);
+      la_engine_destroy(&e);
+      la_featmap_destroy(&fm);
+      free(out);
+      ncase++;
+    }
+  free(g);
+  CHECK(ok && ncase == 4, "the row form's a: the block's gates summed token by token, bit for "
+        "bit, after the keys pass and the apply (%d cases)", ncase);
+}
+
 /* The backward with more features than its chunk of 64 rows (r = 80, precomputed), in both
  * precisions: finite results (their values are checked against autograd by
  * tests/python/test_gates_feature.py); under the sanitize build (jobs/sanitize.sh) this is
@@ -517,6 +567,7 @@ int main(int argc, char **argv) {
     return nfail != 0;
   }
   test_refusals();
+  test_row_decay();
   test_backward_wide();
   test_equal_features();
   test_matrix(0);

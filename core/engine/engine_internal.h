@@ -71,6 +71,8 @@ struct la_engine_s {
   int gated;              /* --gates (§1.2 "Gates"): dlog is then set (0 without --decay) */
   int gate_w;             /* values per token and head: 1, or r (LA_GATES_FEATURE) */
   const double *gates;    /* la_engine_set_gates: [gate_n, H, gate_w] log-gates of global tokens */
+  double *gsum;           /* per-feature gates: NULL, or H r sums of lambda + g that the kernels'
+                           * chunks add to as they read the gates (gla_cum), token by token */
   int64_t gate0, gate_n;  /* [gate0, gate0 + gate_n) (the caller's buffer) */
   la_state hst, rows;     /* per-feature gates: a head-form state and a row-form block summary
                            * (gla_rows.c), the entry points' scratch */
@@ -134,11 +136,10 @@ la_status la_engine_gates_cover(const la_engine e, int64_t token0, int64_t n, co
  * is a state of H r heads of width 1 and the engine has per-feature gates; the conversions
  * from rows to one log-scale per head (the largest row's; rows far below it underflow as in
  * the kernels, known bug 5) and back (each row taking its head's log-scale and flag; a is
- * left as it was); the block's cumulative log-decay per head and feature, a[h r + f]. */
+ * left as it was). */
 int la_gla_row_form(const la_engine e, const la_state *s);
 void la_gla_rows_to_head(const la_engine e, const la_state *rows, la_state *head);
 void la_gla_head_to_rows(const la_engine e, const la_state *head, la_state *rows);
-void la_gla_block_decay(const la_engine e, int64_t token0, int64_t n, double *a);
 /* The cumulative log-decay of head h over tokens [token0, token0 + n): n ln gamma_h, plus the
  * sum of the log-gates with --gates (the scan element's a, §1.2); scalar gates only. */
 double la_block_log_decay(const la_engine e, int h, int64_t token0, int64_t n);

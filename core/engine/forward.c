@@ -87,6 +87,13 @@ static la_status decay_accumulate(la_engine e, int64_t token0, int64_t n, const 
   return LA_OK;
 }
 
+/* The block's cumulative log-decay per head and feature into e->rows.a, summed by the
+ * kernels as they read the gates (gla_cum) rather than in a pass of its own over them. */
+static void gla_sums_begin(la_engine e) {
+  for (int i = 0; i < e->rows.heads; i++) e->rows.a[i] = 0.0;
+  e->gsum = e->rows.a;
+}
+
 /* Per-feature gates (§1.2 "Per-feature gates"): the block's summary in head form (e->hst),
  * then in row form with each row's cumulative log-decay (e->rows), combined into state. */
 static la_status gla_accumulate(la_engine e, int64_t token0, int64_t n, const void *k,
@@ -94,14 +101,15 @@ static la_status gla_accumulate(la_engine e, int64_t token0, int64_t n, const vo
   const size_t rsz = (size_t)e->r * (e->dv + 1);
   const int G = la_head_groups(e);
   la_state_reset(&e->hst);
+  gla_sums_begin(e);
 #pragma omp parallel for schedule(static, 1) num_threads(e->T)
   for (int g = 0; g < G; g++) {
     const int h0 = la_head_group(e->H, G, g), h1 = la_head_group(e->H, G, g + 1);
     e->kern->gla_accum(e, &e->work[la_thread_id()], h0, h1, token0, 0, n, k, v,
                        e->hst.sz + (size_t)h0 * rsz, e->hst.m + h0, e->hst.f + h0);
   }
-  la_gla_head_to_rows(e, &e->hst, &e->rows);
-  la_gla_block_decay(e, token0, n, e->rows.a);
+  e->gsum = NULL;
+  la_gla_head_to_rows(e, &e->hst, &e->rows); /* the rows' a: the block's gates (gla_cum) */
   la_state_combine(state, &e->rows);
   return LA_OK;
 }
@@ -167,9 +175,11 @@ static la_status causal_apply_rows(la_engine e, int64_t token0, int64_t n, const
   if (!la_gla_row_form(e, state))
     return causal_apply(e, token0, n, q, k, v, state, out, stats, raw, lsc);
   la_gla_rows_to_head(e, state, &e->hst);
-  LA_TRY(causal_apply(e, token0, n, q, k, v, &e->hst, out, stats, raw, lsc));
+  gla_sums_begin(e);
+  const la_status st = causal_apply(e, token0, n, q, k, v, &e->hst, out, stats, raw, lsc);
+  e->gsum = NULL;
+  LA_TRY(st);
   la_gla_head_to_rows(e, &e->hst, state);
-  la_gla_block_decay(e, token0, n, e->rows.a);
   for (int i = 0; i < state->heads; i++) state->a[i] += e->rows.a[i];
   return LA_OK;
 }

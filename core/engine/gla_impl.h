@@ -21,7 +21,10 @@
 
 /* The cumulative log-gates of rows [0, len) of head h from global token t0, G in w->gf
  * (len x r); returns the rows the chunk keeps (>= 1): it ends before the first row i >= 1
- * with G_0,f - G_i,f > LA_GLA_SPAN for some feature f. */
+ * with G_0,f - G_i,f > LA_GLA_SPAN for some feature f (G_0 - G_i grows with i: every
+ * log-gate and ln gamma is <= 0, so the last row tells whether any is cut). With e->gsum the
+ * kept rows' lambda + g are also added to head h's r sums there, token by token
+ * (the block's cumulative log-decay a of the row form, §1.2). */
 static int gla_cum(la_engine e, la_work *w, int h, int64_t t0, int len) {
   const int r = e->r;
   const double lam = e->dlog[h];
@@ -32,14 +35,23 @@ static int gla_cum(la_engine e, la_work *w, int h, int64_t t0, int len) {
   for (int i = 1; i < len; i++) {
     const double *gi = g + (size_t)i * ld, *p = G + (size_t)(i - 1) * r;
     double *Gi = G + (size_t)i * r;
-    int over = 0;
-    for (int f = 0; f < r; f++) {
-      Gi[f] = p[f] + (lam + gi[f]);
-      over |= G[f] - Gi[f] > LA_GLA_SPAN;
-    }
-    if (over) return i;
+    for (int f = 0; f < r; f++) Gi[f] = p[f] + (lam + gi[f]);
   }
-  return len;
+  int keep = len, over = 0;
+  const double *GL = G + (size_t)(len - 1) * r;
+  for (int f = 0; f < r; f++) over |= G[f] - GL[f] > LA_GLA_SPAN;
+  for (int i = 1; over && i < len; i++) { /* the first row past the span */
+    const double *Gi = G + (size_t)i * r;
+    int o = 0;
+    for (int f = 0; f < r; f++) o |= G[f] - Gi[f] > LA_GLA_SPAN;
+    if (o) keep = i, over = 0;
+  }
+  if (e->gsum) {
+    double *a = e->gsum + (size_t)h * r;
+    for (int i = 0; i < keep; i++)
+      for (int f = 0; f < r; f++) a[f] += lam + g[(size_t)i * ld + f];
+  }
+  return keep;
 }
 
 /* max_f -G_{len-1,f}: how far the chunk's gates decay its most gated feature (decay_split's

@@ -43,11 +43,3 @@ void la_gla_head_to_rows(const la_engine e, const la_state *head, la_state *rows
       rows->f[h * r + c] = head->f[h];
     }
 }
-
-void la_gla_block_decay(const la_engine e, int64_t token0, int64_t n, double *a) {
-  const size_t HR = (size_t)e->H * e->r;
-  const double *g = e->gates + (size_t)(token0 - e->gate0) * HR;
-  for (size_t i = 0; i < HR; i++) a[i] = 0.0;
-  for (int64_t t = 0; t < n; t++)
-    for (size_t i = 0; i < HR; i++) a[i] += e->dlog[i / e->r] + g[(size_t)t * HR + i];
-}
