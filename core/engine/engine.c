@@ -1,5 +1,6 @@
 /* The engine object, docs/design.md §5.1: plan once (dtype, kernels, chunk, threads), with
  * per-thread workspaces sized here so that no kernel allocates; accessors; statistics. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,6 +274,15 @@ const double *la_engine_gates(const la_engine e, int64_t *token0, int64_t *n) {
   return e && e->gated ? e->gates : NULL;
 }
 
+/* Whether every g[i] is finite and <= 0: a pass without branches (it vectorizes), the
+ * engine's threads on slices of it (per-feature gates are the largest input, §1.2). */
+static int gates_all_ok(const la_engine e, const double *g, size_t n) {
+  int ok = 1;
+#pragma omp parallel for schedule(static) reduction(& : ok) num_threads(e->T) if (n > (1u << 20))
+  for (size_t i = 0; i < n; i++) ok &= (g[i] <= 0.0) & (g[i] >= -DBL_MAX);
+  return ok;
+}
+
 la_status la_engine_set_gates(la_engine e, const double *g, int64_t token0, int64_t n) {
   LA_CHECK(e, LA_ERR_ARG, "la_engine_set_gates: no engine");
   LA_CHECK(e->gated, LA_ERR_ARG,
@@ -281,7 +291,11 @@ la_status la_engine_set_gates(la_engine e, const double *g, int64_t token0, int6
            "la_engine_set_gates: tokens [%lld, +%lld) with %s", (long long)token0,
            (long long)n, g ? "values" : "no values");
   const int gw = e->gate_w;
-  for (int64_t t = 0; t < n; t++)
+  if (gates_all_ok(e, g, (size_t)n * e->H * gw)) {
+    e->gates = g, e->gate0 = token0, e->gate_n = n;
+    return LA_OK;
+  }
+  for (int64_t t = 0; t < n; t++) /* the first one that is not, for the reason */
     for (int h = 0; h < e->H; h++)
       for (int f = 0; f < gw; f++) {
         const double x = g[(t * e->H + h) * gw + f];

@@ -96,9 +96,13 @@ def gates_array(gates, B, L, H, batched=True):
                          "or %s, one per feature too" % (tuple(a.shape), list(want),
                                                          list(want) + ["r"]))
     a = np.ascontiguousarray(a.reshape((B, L, H) + a.shape[len(want):]))
-    bad = ~(np.isfinite(a) & (a <= 0))
-    if bad.any():
-        at = [int(x) for x in np.argwhere(bad)[0]]
+    flat, step = a.reshape(-1), 1 << 16  # slices that stay in cache: max and min, no temporaries
+    for i in range(0, flat.size, step):
+        s = flat[i:i + step]
+        if s.max() <= 0 and s.min() > -np.inf:  # a NaN fails the first
+            continue
+        j = i + int(np.flatnonzero(~(np.isfinite(s) & (s <= 0)))[0])
+        at = [int(x) for x in np.unravel_index(j, a.shape)]
         raise InputError("gates: log-gate %r at (batch %d, token %d, head %d%s): log-gates must "
                          "be finite and <= 0 (a gate e^g > 1 would grow the state)"
                          % (float(a[tuple(at)]), at[0], at[1], at[2],

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Per-feature gates against the undecayed and per-head gated forward, in memory (docs/performance.md
 "Per-feature gates, first version"). Run: . jobs/env.sh; LINATTN_LIBRARY=build/python/liblinattn_py.so
-/usr/bin/python3 tests/bench/gates_feature_speed.py"""
-import time, numpy as np, linattn.numpy as ln, linattn._core as C
-N,H,d=1<<17,4,64
+/usr/bin/python3 tests/bench/gates_feature_speed.py [log2 N, default 17]"""
+import sys, time, numpy as np, linattn.numpy as ln, linattn._core as C
+N,H,d=1<<(int(sys.argv[1]) if len(sys.argv)>1 else 17),4,64
 rng=np.random.default_rng(0)
 q=rng.standard_normal((1,N,H,d),dtype=np.float32); k=rng.standard_normal((1,N,H,d),dtype=np.float32); v=rng.standard_normal((1,N,H,d),dtype=np.float32)
 gh=-np.log1p(np.exp(-(3+rng.standard_normal((1,N,H)))))
