@@ -160,9 +160,10 @@ static void exp_nonpos(la_engine e, size_t n, const double *x, double *y) {
  * unstabilized, as decay_fold) and keys e^{a_k - M_s - G_j,f}, so the undecayed products give
  * (Phi_q,i o e^{G_i}) . (Phi_k,j o e^{-G_j}) in the chunk and (Phi_q,i o e^{G_i}) (S|z) from
  * the state; gate_rows_decay then decays the state's rows. The caller bounds -G_{len-1,f} by
- * LA_DECAY_SPLIT for every f (gla_causal): every factor is as bounded as decay_fold's. */
-static int decay_fold_rows(la_engine e, la_work *w, int len, const double *G) {
-  const int r = e->r, fold = !e->stabilized;
+ * LA_DECAY_SPLIT for every f (gla_causal): every factor is as bounded as decay_fold's.
+ * keys_only: the keys pass (accum_chunk), the queries left alone. */
+static int decay_fold_rows(la_engine e, la_work *w, int len, const double *G, int keys_only) {
+  const int r = e->r, fold = !e->stabilized && !keys_only;
   double *E = w->gf + (size_t)e->C * r, *qs = w->gc, *ks = w->gc + len;
   exp_nonpos(e, (size_t)len * r, G, E);
   for (int i = 0; i < len; i++) {
@@ -170,7 +171,7 @@ static int decay_fold_rows(la_engine e, la_work *w, int len, const double *G) {
     qs[i] = fold ? exp(M) : 1.0;
     ks[i] = exp(w->ak[i] - M);
   }
-  LA_REAL *q = w->phiq, *k = w->phik;
+  LA_REAL *q = keys_only ? NULL : w->phiq, *k = w->phik;
 #ifdef LA_SIMD_F32
   if (e->simd && e->simd->gate_fold) {
     e->simd->gate_fold(len, r, q, k, E, qs, ks);
@@ -179,11 +180,9 @@ static int decay_fold_rows(la_engine e, la_work *w, int len, const double *G) {
 #endif
   for (int i = 0; i < len; i++) {
     const double *Ei = E + (size_t)i * r;
-    LA_REAL *qi = q + (size_t)i * r, *ki = k + (size_t)i * r;
-    for (int f = 0; f < r; f++) {
-      qi[f] = (LA_REAL)((double)qi[f] * (qs[i] * Ei[f]));
-      ki[f] = (LA_REAL)((double)ki[f] * (ks[i] / Ei[f]));
-    }
+    LA_REAL *qi = q ? q + (size_t)i * r : NULL, *ki = k + (size_t)i * r;
+    for (int f = 0; q && f < r; f++) qi[f] = (LA_REAL)((double)qi[f] * (qs[i] * Ei[f]));
+    for (int f = 0; f < r; f++) ki[f] = (LA_REAL)((double)ki[f] * (ks[i] / Ei[f]));
   }
   return fold;
 }
@@ -315,26 +314,28 @@ static void features_pf(la_engine e, int h, int64_t c0, int len, int64_t hi,
 /* One chunk [c0, c0+len) of accum_range; hi ends the range (the prefetch stops there). */
 static void accum_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t c0, int len,
                         int64_t hi, const LA_REAL *k, const LA_REAL *v, double *sz, double *m,
-                        int *f, const double *G) {
+                        int *f, const double *G, int gr) {
   int reset;
   int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
   if (reset || nseg > 1) *f = 1;
   features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
   rescale_keys(e, w, len, nseg, reset, sz, m, G != NULL);
-  if (G) decay_fold_keys(e, w, len, G); /* decayed (decay_fold): m + G_{len-1} below */
+  if (G && gr > 1) decay_fold_rows(e, w, len, G, 1); /* gate_rows_decay below */
+  else if (G) decay_fold_keys(e, w, len, G); /* decayed (decay_fold): m + G_{len-1} below */
 #ifdef LA_SIMD_F32
   if (e->simd && nseg == 1) {
     const int64_t ldv = (int64_t)e->H * e->dv;
     la_simd_key_summary(e->simd, len, e->r, e->dv, w->phik, v + c0 * ldv + (int64_t)h * e->dv, ldv,
                         w->tmp);
     state_add_tmp(e, w, sz, m);
-    if (G) *m += G[len - 1];
-    return;
-  }
+  } else
 #endif
-  chunk_values(e, h, c0, len, v, w->vp);
-  state_add(e, w, len, nseg, sz, m);
-  if (G) *m += G[len - 1];
+  {
+    chunk_values(e, h, c0, len, v, w->vp);
+    state_add(e, w, len, nseg, sz, m);
+  }
+  if (G && gr > 1) gate_rows_decay(e, w, G + (size_t)(len - 1) * e->r, sz, m);
+  else if (G) *m += G[len - 1];
 }
 
 /* Tail summary of tokens [lo, hi) (global token0 + lo ...), combined onto (sz, m, f). */
@@ -348,7 +349,7 @@ static void accum_heads(la_engine e, la_work *w, int h0, int h1, int64_t token0,
     const int len = (int)(hi - c0 < e->C ? hi - c0 : e->C);
     for (int h = h0; h < h1; h++)
       accum_chunk(e, w, h, token0, c0, len, hi, k, v, sz + (size_t)(h - h0) * rsz,
-                  m + (h - h0), f + (h - h0), NULL);
+                  m + (h - h0), f + (h - h0), NULL, 0);
   }
 }
 
@@ -510,7 +511,7 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
   features_pf(e, h, c0, len, hi, k, w->phik, w->ak, v, e->dv);
   if (rescale_keys(e, w, len, nseg, reset, sz, m, G != NULL)) sfok = 0;
   features_pf(e, h, c0, len, hi, q, w->phiq, w->aq, NULL, 0);
-  const int folded = G && (gr > 1 ? decay_fold_rows(e, w, len, G) : decay_fold(e, w, len, G));
+  const int folded = G && (gr > 1 ? decay_fold_rows(e, w, len, G, 0) : decay_fold(e, w, len, G));
 #ifdef LA_SIMD_F32
   if (e->simd && nseg == 1) { /* the same products on the table's kernels */
     const int64_t ldv = (int64_t)e->H * e->dv;

@@ -252,7 +252,7 @@ static void decay_accum_chunk(la_engine e, la_work *w, int h, int64_t token0, in
                               double *m, int *f) {
   const double *G = decay_split(e, w, h, token0 + c0, len);
   if (G) {
-    accum_chunk(e, w, h, token0, c0, len, hi, k, v, sz, m, f, G);
+    accum_chunk(e, w, h, token0, c0, len, hi, k, v, sz, m, f, G, 1);
     return;
   }
   int reset;

@@ -216,7 +216,13 @@ static void gla_accum(la_engine e, la_work *w, int h0, int h1, int64_t token0, i
     double *sz = sz_ + (size_t)(h - h0) * rsz, *m = m_ + (h - h0);
     int *f = f_ + (h - h0);
     for (int64_t c0 = lo; c0 < hi;) {
-      const int len = gla_cum(e, w, h, token0 + c0, (int)(hi - c0 < e->C ? hi - c0 : e->C));
+      const int full = (int)(hi - c0 < e->C ? hi - c0 : e->C);
+      const int len = gla_cum(e, w, h, token0 + c0, full);
+      if (len == full && !e->tape && gla_span(e, w, len) <= LA_DECAY_SPLIT) {
+        accum_chunk(e, w, h, token0, c0, len, hi, k, v, sz, m, f, w->gf, r); /* folded */
+        c0 += len;
+        continue;
+      }
       int reset;
       const int nseg = la_seg_layout(e, token0 + c0, len, w->segi, &reset);
       if (reset || nseg > 1) *f = 1;

@@ -319,18 +319,21 @@ void la_k256_mul_f32(size_t n, float *x, float f) {
 void la_k256_gate_fold(int len, int r, float *q, float *k, const double *E, const double *qs,
                        const double *ks) {
   for (int i = 0; i < len; i++) {
-    const __m256d a = _mm256_set1_pd(qs[i]), b = _mm256_set1_pd(ks[i]);
-    float *qi = q + (size_t)i * r, *ki = k + (size_t)i * r;
+    const __m256d a = _mm256_set1_pd(q ? qs[i] : 1.0), b = _mm256_set1_pd(ks[i]);
+    float *qi = q ? q + (size_t)i * r : NULL, *ki = k + (size_t)i * r;
     const double *Ei = E + (size_t)i * r;
     int f = 0;
     for (; f + 4 <= r; f += 4) {
       const __m256d e = _mm256_loadu_pd(Ei + f);
-      const __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(qi + f)), y = _mm256_cvtps_pd(_mm_loadu_ps(ki + f));
-      _mm_storeu_ps(qi + f, _mm256_cvtpd_ps(_mm256_mul_pd(x, _mm256_mul_pd(a, e))));
+      const __m256d y = _mm256_cvtps_pd(_mm_loadu_ps(ki + f));
+      if (qi) {
+        const __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(qi + f));
+        _mm_storeu_ps(qi + f, _mm256_cvtpd_ps(_mm256_mul_pd(x, _mm256_mul_pd(a, e))));
+      }
       _mm_storeu_ps(ki + f, _mm256_cvtpd_ps(_mm256_mul_pd(y, _mm256_div_pd(b, e))));
     }
     for (; f < r; f++) {
-      qi[f] = (float)((double)qi[f] * (qs[i] * Ei[f]));
+      if (qi) qi[f] = (float)((double)qi[f] * (qs[i] * Ei[f]));
       ki[f] = (float)((double)ki[f] * (ks[i] / Ei[f]));
     }
   }

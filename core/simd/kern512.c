@@ -497,18 +497,21 @@ void la_k512_mul_f32(size_t n, float *x, float f) {
 void la_k512_gate_fold(int len, int r, float *q, float *k, const double *E, const double *qs,
                        const double *ks) {
   for (int i = 0; i < len; i++) {
-    const __m512d a = _mm512_set1_pd(qs[i]), b = _mm512_set1_pd(ks[i]);
-    float *qi = q + (size_t)i * r, *ki = k + (size_t)i * r;
+    const __m512d a = _mm512_set1_pd(q ? qs[i] : 1.0), b = _mm512_set1_pd(ks[i]);
+    float *qi = q ? q + (size_t)i * r : NULL, *ki = k + (size_t)i * r;
     const double *Ei = E + (size_t)i * r;
     int f = 0;
     for (; f + 8 <= r; f += 8) {
       const __m512d e = _mm512_loadu_pd(Ei + f);
-      const __m512d x = _mm512_cvtps_pd(_mm256_loadu_ps(qi + f)), y = _mm512_cvtps_pd(_mm256_loadu_ps(ki + f));
-      _mm256_storeu_ps(qi + f, _mm512_cvtpd_ps(_mm512_mul_pd(x, _mm512_mul_pd(a, e))));
+      const __m512d y = _mm512_cvtps_pd(_mm256_loadu_ps(ki + f));
+      if (qi) {
+        const __m512d x = _mm512_cvtps_pd(_mm256_loadu_ps(qi + f));
+        _mm256_storeu_ps(qi + f, _mm512_cvtpd_ps(_mm512_mul_pd(x, _mm512_mul_pd(a, e))));
+      }
       _mm256_storeu_ps(ki + f, _mm512_cvtpd_ps(_mm512_mul_pd(y, _mm512_div_pd(b, e))));
     }
     for (; f < r; f++) {
-      qi[f] = (float)((double)qi[f] * (qs[i] * Ei[f]));
+      if (qi) qi[f] = (float)((double)qi[f] * (qs[i] * Ei[f]));
       ki[f] = (float)((double)ki[f] * (ks[i] / Ei[f]));
     }
   }

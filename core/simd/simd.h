@@ -83,7 +83,7 @@ typedef struct la_simd_s {
   void (*prefetch)(const void *base, int rows, ptrdiff_t ld_bytes, int bytes);
   /* per-feature gates folded into a chunk's rows (docs/design.md §1.2 "Kernels"), len rows
    * of r: q[i,f] *= qs[i] E[i,f] and k[i,f] *= ks[i] / E[i,f], each product in float64,
-   * rounded once */
+   * rounded once; q NULL: the keys alone (qs unread) */
   void (*gate_fold)(int len, int r, float *q, float *k, const double *E, const double *qs,
                     const double *ks);
 } la_simd;
