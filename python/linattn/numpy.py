@@ -67,19 +67,35 @@ def _key(kw):
     return repr(sorted((k, v) for k, v in kw.items() if k != "projection")) + repr(ph)
 
 
+def _inputs_grad(names, xs):
+    """_inputs, and a fourth array (grad_out) as wide as v."""
+    views, dt, B, L, H, dk, dv = _inputs(names, xs)
+    if len(xs) == 4 and views[3][1].shape[3] != dv:
+        raise InputError("grad_out has width %d, v has %d" % (views[3][1].shape[3], dv))
+    return views, dt, B, L, H, dk, dv
+
+
+def _checked(names, xs, gates, kw, scan_algorithm, comm):
+    """The rank-local checks of attention's and attention_backward's arguments (arrays, gates,
+    operator, the gates' width, scan_algorithm), agreed across the ranks with comm
+    (_core.local_checked): (views, dt, B, L, H, dk, dv, gates array or None, op)."""
+    def local():
+        views, dt, B, L, H, dk, dv = _inputs_grad(names, xs)
+        garr = _core.gates_array(gates, B, L, H, batched=not views[0][2])
+        op = _make_op(dt, H, dk, dv, dict(kw, gates=_core.gates_form(garr)))
+        _core.check_gates_width(op, garr)
+        _scan_check(scan_algorithm)
+        return views, dt, B, L, H, dk, dv, garr, op
+    return _core.local_checked(comm, local)
+
+
 def attention(q, k, v, *, segments=None, comm=None, scan_algorithm="auto", **kw):
     """The feature-map attention of q, k, v ([B, L, H, dk], [B, L, H, dk], [B, L, H, dv]).
     With feature_map="precomputed", q and k are phi(q) and phi(k)."""
     gates = kw.pop("gates", None)  # log-gates [B, L, H] or [B, L, H, r] (design.md §1.2 "Gates")
 
-    def local():  # agreed across the ranks with comm (_core.local_checked)
-        views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v"), (q, k, v))
-        g = _core.gates_array(gates, B, L, H, batched=not views[0][2])
-        op = _make_op(dt, H, dk, dv, dict(kw, gates=_core.gates_form(g)))
-        _core.check_gates_width(op, g)
-        _scan_check(scan_algorithm)
-        return views, dt, B, L, H, dk, dv, g, op
-    views, dt, B, L, H, dk, dv, g, op = _core.local_checked(comm, local)
+    views, dt, B, L, H, dk, dv, g, op = _checked(("q", "k", "v"), (q, k, v), gates, kw,
+                                                 scan_algorithm, comm)
     form = _core.gates_form(g)
     dist = _dist(comm, B, L, H, dk, dv, dt, _key(dict(kw, gates=form)))
     out = np.empty((B, L, H, dv), dtype=q.dtype)
@@ -95,16 +111,9 @@ def attention_backward(q, k, v, grad_out, *, segments=None, comm=None, scan_algo
     (dq, dk, dv, dgates), dgates float64 of the gates' shape."""
     gates = kw.pop("gates", None)  # log-gates [B, L, H] or [B, L, H, r] (design.md §1.2 "Gates")
 
-    def local():  # agreed across the ranks with comm (_core.local_checked)
-        views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v", "grad_out"), (q, k, v, grad_out))
-        if views[3][1].shape[3] != dv:
-            raise InputError("grad_out has width %d, v has %d" % (views[3][1].shape[3], dv))
-        garr = _core.gates_array(gates, B, L, H, batched=not views[0][2])
-        op = _make_op(dt, H, dk, dv, dict(kw, gates=_core.gates_form(garr)))
-        _core.check_gates_width(op, garr)
-        _scan_check(scan_algorithm)
-        return views, dt, B, L, H, dk, dv, garr, op
-    views, dt, B, L, H, dk, dv, garr, op = _core.local_checked(comm, local)
+    views, dt, B, L, H, dk, dv, garr, op = _checked(("q", "k", "v", "grad_out"),
+                                                    (q, k, v, grad_out), gates, kw,
+                                                    scan_algorithm, comm)
     kw = dict(kw, gates=_core.gates_form(garr))
     dist = _dist(comm, B, L, H, dk, dv, dt, _key(kw))
     g = [np.empty_like(views[i][1]) for i in range(3)]
@@ -118,13 +127,23 @@ def attention_backward(q, k, v, grad_out, *, segments=None, comm=None, scan_algo
     return tuple(x[0] for x in g) if views[0][2] else tuple(g)
 
 
+def _softmax_checked(names, xs, mode, scale, window, threads, comm):
+    """softmax_attention's rank-local checks, agreed across the ranks with comm as
+    attention's are: (views, dt, B, L, H, dk, dv, window, scale, threads)."""
+    def local():
+        views, dt, B, L, H, dk, dv = _inputs_grad(names, xs)
+        w, sc = _core.softmax_checks(mode, scale, window, dk)
+        t = _core._int("threads", threads, 0, 4096, none_ok=True) or 0
+        return views, dt, B, L, H, dk, dv, w, sc, t
+    return _core.local_checked(comm, local)
+
+
 def softmax_attention(q, k, v, *, mode="causal", scale=None, segments=None, window=None,
                       comm=None, threads=None):
     """The engine's exact blocked softmax attention (docs/design.md §4.6): float64 row
     statistics; float32 inputs use float32 products."""
-    views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v"), (q, k, v))
-    window, scale = _core.softmax_checks(mode, scale, window, dk)
-    threads = _core._int("threads", threads, 0, 4096, none_ok=True) or 0
+    views, dt, B, L, H, dk, dv, window, scale, threads = _softmax_checked(
+        ("q", "k", "v"), (q, k, v), mode, scale, window, threads, comm)
     out = np.empty((B, L, H, dv), dtype=q.dtype)
     sarr, ns = _core.segments_array(segments)
     p = [views[i][0].ptr for i in range(3)]
@@ -143,9 +162,8 @@ def softmax_attention_backward(q, k, v, grad_out, *, mode="causal", scale=None, 
                                window=None, comm=None, threads=None):
     """(dq, dk, dv) of sum(softmax_attention(q, k, v) * grad_out), computed in float64 and
     returned in the inputs' dtype."""
-    views, dt, B, L, H, dk, dv = _inputs(("q", "k", "v", "grad_out"), (q, k, v, grad_out))
-    window, scale = _core.softmax_checks(mode, scale, window, dk)
-    threads = _core._int("threads", threads, 0, 4096, none_ok=True) or 0
+    views, dt, B, L, H, dk, dv, window, scale, threads = _softmax_checked(
+        ("q", "k", "v", "grad_out"), (q, k, v, grad_out), mode, scale, window, threads, comm)
     x64 = [np.ascontiguousarray(views[i][1], dtype=np.float64) for i in range(4)]
     g = [np.empty_like(x64[i]) for i in range(3)]
     sarr, ns = _core.segments_array(segments)

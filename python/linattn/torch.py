@@ -273,10 +273,11 @@ def softmax_attention(q, k, v, *, mode="causal", scale=None, segments=None, wind
     """The engine's exact blocked softmax attention (docs/design.md §4.6), differentiable in
     q, k, v: the reference inside one engine. Forward in the inputs' dtype with float64 row
     statistics; backward in float64."""
-    arrs = [_arr("q", q), _arr("k", k), _arr("v", v)]
-    dt, B, L, H, dk, dv = _core.check_arrays(arrs)
-    window, scale = _core.softmax_checks(mode, scale, window, dk)
-    threads = _core._int("threads", _threads(threads), 0, 4096)
+    def local():  # agreed across the ranks with comm (_core.local_checked)
+        dt, B, L, H, dk, dv = _core.check_arrays([_arr("q", q), _arr("k", k), _arr("v", v)])
+        w, sc = _core.softmax_checks(mode, scale, window, dk)
+        return dt, B, L, H, dk, dv, w, sc, _core._int("threads", _threads(threads), 0, 4096)
+    dt, B, L, H, dk, dv, window, scale, threads = _core.local_checked(comm, local)
     dist = None
     if comm is not None:
         dist = _core.dist_args(comm, B, L, H, dk, dv, dt, repr((mode, scale, window)),

@@ -334,6 +334,17 @@ expect_raise("k of another dtype on rank 0 (torch)", linattn.InputError,
 expect_raise("k of another dtype on rank 0 (numpy backward)", linattn.InputError,
              lambda: linattn.numpy.attention_backward(qs.numpy(), kd.numpy(), vs.numpy(),
                                                       vs.numpy(), comm=comm))
+# softmax: a window on the last rank only, and k of another dtype on rank 0 (the binding's own
+# checks, agreed before any collective): raised on every rank
+wbad = 0 if rank == P - 1 else None
+expect_raise("softmax: a window of 0 on the last rank (torch)", linattn.InputError,
+             lambda: sm(qs, ks, vs, comm=comm, window=wbad))
+expect_raise("softmax: k of another dtype on rank 0 (numpy)", linattn.InputError,
+             lambda: linattn.numpy.softmax_attention(qs.numpy(), kd.numpy(), vs.numpy(),
+                                                     comm=comm))
+expect_raise("softmax backward: k of another dtype on rank 0 (numpy)", linattn.InputError,
+             lambda: linattn.numpy.softmax_attention_backward(qs.numpy(), kd.numpy(), vs.numpy(),
+                                                              vs.numpy(), comm=comm))
 # after the errors the communicator still works
 compare("causal elu1 f64 after the errors", att, torch.float64, 1e-12)
 
