@@ -85,26 +85,26 @@ la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, 
         }
         for (size_t f = 0; f < R; f++) E0[f] = exp(G[f]);
         if (out) { /* (out NULL: the state alone) */
-        /* the pairs: B = X Y^T on the chunk's mask, O = B Z */
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, wx, 1.0, X, wx, Y, wx,
-                    0.0, B, len);
-        for (int i = 0; i < len; i++)
-          for (int j = 0; j < len; j++)
-            if (j > i || sg[j] != sg[i]) B[(size_t)i * len + j] = 0.0;
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, 1.0, B, len, Z, r,
-                    0.0, O, r);
-        /* the prefix, for the rows of the state's segment: O += (X T) o e^{G_0} */
-        int n0 = 0;
-        while (n0 < len && sg[n0] == sstate) n0++;
-        if (n0 > 0) {
-          cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, r, wx, 1.0, X, wx, T, r,
-                      0.0, P, r);
-          for (int i = 0; i < n0; i++)
-            for (size_t f = 0; f < R; f++) O[i * R + f] += P[i * R + f] * E0[f];
-        }
-        for (int i = 0; i < len; i++)
-          for (size_t f = 0; f < R; f++)
-            out[((size_t)(c0 + i) * H + h) * R + f] = O[i * R + f] * E[i * R + f];
+          /* the pairs: B = X Y^T on the chunk's mask, O = B Z */
+          cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, wx, 1.0, X, wx, Y, wx,
+                      0.0, B, len);
+          for (int i = 0; i < len; i++)
+            for (int j = 0; j < len; j++)
+              if (j > i || sg[j] != sg[i]) B[(size_t)i * len + j] = 0.0;
+          cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, r, len, 1.0, B, len, Z, r,
+                      0.0, O, r);
+          /* the prefix, for the rows of the state's segment: O += (X T) o e^{G_0} */
+          int n0 = 0;
+          while (n0 < len && sg[n0] == sstate) n0++;
+          if (n0 > 0) {
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n0, r, wx, 1.0, X, wx, T, r,
+                        0.0, P, r);
+            for (int i = 0; i < n0; i++)
+              for (size_t f = 0; f < R; f++) O[i * R + f] += P[i * R + f] * E0[f];
+          }
+          for (int i = 0; i < len; i++)
+            for (size_t f = 0; f < R; f++)
+              out[((size_t)(c0 + i) * H + h) * R + f] = O[i * R + f] * E[i * R + f];
         }
         /* the state continues with the chunk's last segment: decayed if it is the state's */
         const double *EL = E + (size_t)(len - 1) * R;
