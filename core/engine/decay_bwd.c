@@ -217,27 +217,31 @@ static int gates_grad(const la_engine e, int64_t row0, int64_t n, const void *pq
                       const double *lk, double *dg, double *head) {
   const la_dtype dt = e->dt;
   const int H = e->H, r = e->r, gw = e->gate_w;
+  const size_t HG = (size_t)H * gw;
+  double *s = head; /* the running sums of every (head, feature), token by token backwards */
+  for (size_t i = 0; i < HG; i++) s[i] = 0.0;
   int any = 0;
-  for (int h = 0; h < H; h++)
-    for (int f = 0; f < gw; f++) {
-      double s = 0.0;
-      for (int64_t t = n - 1; t >= 0; t--) {
-        const size_t o = ((size_t)t * H + h) * r;
+  for (int64_t t = n - 1; t >= 0; t--) { /* rows in order of memory, each sum in t's order */
+    const int start = la_is_segment_start(e, row0 + t) || row0 + t == 0;
+    any |= start;
+    for (int h = 0; h < H; h++) {
+      const size_t o = ((size_t)t * H + h) * r;
+      const double eq = lq ? exp(lq[t * H + h]) : 1.0, ek = lk ? exp(lk[t * H + h]) : 1.0;
+      for (int f = 0; f < gw; f++) {
         double R = 0.0, K = 0.0;
         for (int c = gw > 1 ? f : 0; c < (gw > 1 ? f + 1 : r); c++) {
           R += la_rd(dt, pq, o + c) * la_rd(dt, dpq, o + c);
           K += la_rd(dt, pk, o + c) * la_rd(dt, dpk, o + c);
         }
-        if (lq) R = R == 0.0 ? 0.0 : R * exp(lq[t * H + h]); /* stabilized: the rows' scales */
-        if (lk) K = K == 0.0 ? 0.0 : K * exp(lk[t * H + h]);
-        const int start = la_is_segment_start(e, row0 + t) || row0 + t == 0;
-        any |= start;
-        s += R - K;
-        if (dg) dg[((size_t)t * H + h) * gw + f] = start ? 0.0 : s;
-        if (start) s = 0.0; /* the segment before sums on its own */
+        if (lq) R = R == 0.0 ? 0.0 : R * eq; /* stabilized: the rows' scales */
+        if (lk) K = K == 0.0 ? 0.0 : K * ek;
+        double *sp = s + (size_t)h * gw + f;
+        *sp += R - K;
+        if (dg) dg[((size_t)t * H + h) * gw + f] = start ? 0.0 : *sp;
+        if (start) *sp = 0.0; /* the segment before sums on its own */
       }
-      head[h * gw + f] = s;
     }
+  }
   return any;
 }
 
@@ -316,37 +320,36 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
   const int H = e->H, r = e->r, DV = e->dv, dk0 = la_engine_input_dim(e), dv1 = DV + 1;
   const size_t es = la_dtype_size(dt), N = (size_t)n, N1 = n > 0 ? N : 1;
   const int bidir = e->cfg.mode == LA_BIDIRECTIONAL; /* all four products in order */
-  double *gam = la_malloc(sizeof(double) * (size_t)H);
-  int64_t *roff = e->seg_off ? la_malloc(sizeof(int64_t) * (size_t)e->seg_count) : NULL;
   /* features, [V|1], the forward's rows and the coefficients, and the three products */
   const size_t wmax = (size_t)(dv1 > r ? dv1 : r);
-  void *pq = la_malloc(es * N1 * H * r), *pk = la_malloc(es * N1 * H * r);
-  void *v1 = la_malloc(es * N1 * H * dv1), *nd = la_malloc(es * N1 * H * dv1);
-  void *out = la_malloc(es * N1 * H * DV), *cc = la_malloc(es * N1 * H * dv1);
-  void *cu = la_malloc(es * N1 * H * DV), *dpq = la_malloc(es * N1 * H * r);
-  void *t1 = la_malloc(es * N1 * H * wmax), *t2 = la_malloc(es * N1 * H * wmax),
-       *t3 = la_malloc(es * N1 * H * wmax), *t4 = la_malloc(es * N1 * H * wmax);
-  void *ph = la_malloc(es * N1 * (size_t)r), *dph = la_malloc(es * N1 * (size_t)r);
-  double *a = la_malloc(sizeof(double) * N1), *sums = la_malloc(sizeof(double) * N1);
-  /* reversed gates, and per head: the gates after the last row, dL/dg's head and later sums */
-  const size_t GW = (size_t)e->gate_w;
-  double *gr = e->gated ? la_malloc(sizeof(double) * N1 * H * GW) : NULL;
-  double *hx = la_calloc(3 * (size_t)H * GW + 1, sizeof(double));
-  /* per-feature gates: dphi(q) and dphi(k) in float64 (la_gla_vproduct) */
-  double *pd = pf ? la_malloc(sizeof(double) * N1 * H * r) : NULL;
-  /* stabilized maps (see the top): the rows' log-scales of q, k and c, phi~(k) on the head's
-   * common key scale, and per head [M, -min a_k, C, -min lc] */
+  const size_t GW = (size_t)e->gate_w, NH = N1 * H;
   const int stab = e->stabilized;
-  double *aq = stab ? la_malloc(sizeof(double) * N1 * H) : NULL;
-  double *ak = stab ? la_malloc(sizeof(double) * N1 * H) : NULL;
-  double *lc = stab ? la_malloc(sizeof(double) * N1 * H) : NULL;
-  double *hs = stab ? la_malloc(sizeof(double) * 4 * (size_t)H) : NULL;
-  void *pkt = stab ? la_malloc(es * N1 * H * r) : NULL;
+  enum { GAM, ROFF, PQ, PK, V1, ND, OUT, CC, CU, DPQ, T1, T2, T3, T4, PH, DPH, A, SUMS, GR, HX,
+         PD, AQ, AK, LC, HS, PKT, NBUF };
+  const size_t hxn = 3 * (size_t)H * GW + 1, bytes[NBUF] = {
+      [GAM] = sizeof(double) * (size_t)H,
+      [ROFF] = e->seg_off ? sizeof(int64_t) * (size_t)e->seg_count : 0,
+      [PQ] = es * NH * r, [PK] = es * NH * r, [V1] = es * NH * dv1, [ND] = es * NH * dv1,
+      [OUT] = es * NH * DV, [CC] = es * NH * dv1, [CU] = es * NH * DV, [DPQ] = es * NH * r,
+      [T1] = es * NH * wmax, [T2] = es * NH * wmax, [T3] = es * NH * wmax, [T4] = es * NH * wmax,
+      [PH] = es * N1 * (size_t)r, [DPH] = es * N1 * (size_t)r,
+      [A] = sizeof(double) * N1, [SUMS] = sizeof(double) * N1,
+      [GR] = e->gated ? sizeof(double) * NH * GW : 0, [HX] = sizeof(double) * hxn,
+      [PD] = pf ? sizeof(double) * NH * r : 0,
+      [AQ] = stab ? sizeof(double) * NH : 0, [AK] = stab ? sizeof(double) * NH : 0,
+      [LC] = stab ? sizeof(double) * NH : 0, [HS] = stab ? sizeof(double) * 4 * (size_t)H : 0,
+      [PKT] = stab ? es * NH * r : 0};
+  void *buf[NBUF];
+  const int have = la_engine_carve(e, bytes, NBUF, buf);
+  double *gam = buf[GAM], *a = buf[A], *sums = buf[SUMS], *gr = buf[GR], *hx = buf[HX], *pd = buf[PD];
+  double *aq = buf[AQ], *ak = buf[AK], *lc = buf[LC], *hs = buf[HS];
+  int64_t *roff = buf[ROFF];
+  void *pq = buf[PQ], *pk = buf[PK], *v1 = buf[V1], *nd = buf[ND], *out = buf[OUT], *cc = buf[CC];
+  void *cu = buf[CU], *dpq = buf[DPQ], *t1 = buf[T1], *t2 = buf[T2], *t3 = buf[T3], *t4 = buf[T4];
+  void *ph = buf[PH], *dph = buf[DPH], *pkt = buf[PKT];
+  if (have) memset(hx, 0, sizeof(double) * hxn);
   inner e1 = {0}, e2 = {0}, e3 = {0}, e4 = {0};
-  if (s == LA_OK && (!gam || (e->seg_off && !roff) || !pq || !pk || !v1 || !nd || !out || !cc ||
-                     !cu || !dpq || !t1 || !t2 || !t3 || !t4 || !ph || !dph || !a || !sums ||
-                     (e->gated && !gr) || !hx || (pf && !pd) ||
-                     (stab && (!aq || !ak || !lc || !hs || !pkt))))
+  if (s == LA_OK && !have)
     s = la_error(LA_ERR_NOMEM, "la_backward: out of memory for the decayed backward's rows "
                  "(%lld tokens x %d heads)", (long long)n, H);
   double *next = hx, *head = hx + H * GW, *later = hx + 2 * H * GW;
@@ -534,8 +537,5 @@ la_status la_decay_backward_ranks(la_engine e, int64_t n, const void *q, const v
       }
     }
   inner_free(&e1), inner_free(&e2), inner_free(&e3), inner_free(&e4);
-  free(gam), free(roff), free(pq), free(pk), free(v1), free(nd), free(out), free(cc), free(cu);
-  free(pd), free(dpq), free(t1), free(t2), free(t3), free(t4), free(ph), free(dph), free(a), free(sums);
-  free(gr), free(hx), free(aq), free(ak), free(lc), free(hs), free(pkt);
-  return s;
+  return s; /* the rows stay with the engine for its next backward (la_engine_carve) */
 }

@@ -225,6 +225,22 @@ nomem:;
                   "(chunk %d, r %d, dv %d, %d threads)", (int)C, (int)r, dv, T);
 }
 
+int la_engine_carve(la_engine e, const size_t *bytes, int n, void **out) {
+  size_t tot = 0;
+  for (int i = 0; i < n; i++) tot += (bytes[i] + 63) & ~(size_t)63;
+  if (tot > e->carve_cap) {
+    free(e->carve);
+    e->carve = la_aligned_alloc(64, tot);
+    e->carve_cap = e->carve ? tot : 0;
+  }
+  char *p = e->carve;
+  for (int i = 0; i < n; i++) {
+    out[i] = p && bytes[i] ? p : NULL;
+    if (p) p += (bytes[i] + 63) & ~(size_t)63;
+  }
+  return p != NULL || tot == 0;
+}
+
 void la_engine_destroy(la_engine *pe) {
   if (!pe || !*pe) return;
   la_engine e = *pe;
@@ -234,6 +250,7 @@ void la_engine_destroy(la_engine *pe) {
   la_state_free(&e->part);
   la_state_free(&e->hst);
   la_state_free(&e->rows);
+  free(e->carve);
   free(e->scratch);
   free(e->sfall);
   free(e->dlog);

@@ -71,6 +71,9 @@ struct la_engine_s {
   int gated;              /* --gates (§1.2 "Gates"): dlog is then set (0 without --decay) */
   int gate_w;             /* values per token and head: 1, or r (LA_GATES_FEATURE) */
   const double *gates;    /* la_engine_set_gates: [gate_n, H, gate_w] log-gates of global tokens */
+  void *carve;            /* la_engine_carve's buffer (the decayed backward's rows), kept
+                           * between calls; carve_cap bytes */
+  size_t carve_cap;
   double *gsum;           /* per-feature gates: NULL, or H r sums of lambda + g that the kernels'
                            * chunks add to as they read the gates (gla_cum), token by token */
   int64_t gate0, gate_n;  /* [gate0, gate0 + gate_n) (the caller's buffer) */
@@ -120,6 +123,12 @@ void la_gemm_f64(const la_engine e, la_work *w, CBLAS_LAYOUT lay, CBLAS_TRANSPOS
 
 /* engine.c */
 int la_thread_id(void);
+/* out[i] = bytes[i] bytes (NULL for 0), 64-byte aligned, for i < n, all carved from one
+ * buffer that the engine keeps for its next call (grown when a call needs more, freed by
+ * la_engine_destroy): a training loop's backward reuses its pages instead of faulting fresh
+ * ones every call. The pointers are valid until the next la_engine_carve. Returns 0 with every
+ * out[i] NULL when the buffer cannot grow. */
+int la_engine_carve(la_engine e, const size_t *bytes, int n, void **out);
 int la_plan_threads(const la_config *cfg); /* the engine's thread count for cfg */
 /* Fold every thread's denominator statistics into stats (may be NULL) and reset them. */
 void la_engine_merge_stats(la_engine e, la_den_stats *stats);
