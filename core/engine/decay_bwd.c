@@ -157,7 +157,7 @@ static la_status vproduct_ranks(const la_engine e, const la_decay_ranks *rk, la_
   const int64_t t0 = reversed ? rk->N - rk->row0 - n : rk->row0;
   if (rk->scan == one_scan) /* one process: nothing before */
     return s == LA_OK ? la_gla_vproduct(e->dt, e->T, n, H, wx, r, x, y, z, g, e->dlog, off,
-                                        e->seg_count, t0, NULL, out, NULL) : s;
+                                        e->seg_count, t0, NULL, out, NULL, la_engine_expv(e)) : s;
   const size_t HWR = (size_t)H * wx * r;
   double *T = la_malloc(sizeof(double) * (HWR + 1));
   la_state st = {0};
@@ -166,7 +166,7 @@ static la_status vproduct_ranks(const la_engine e, const la_decay_ranks *rk, la_
   if (s == LA_OK) s = la_state_init(&st, H * r, 1, wx - 1);
   if (s == LA_OK && n > 0)
     s = la_gla_vproduct(e->dt, e->T, n, H, wx, r, x, y, z, g, e->dlog, off, e->seg_count, t0,
-                        NULL, NULL, T);
+                        NULL, NULL, T, la_engine_expv(e));
   if (s == LA_OK && n > 0) {
     int start = 0; /* a segment start among rows [t0, t0 + n) */
     for (int64_t i = 1; off && i + 1 < e->seg_count; i++) start |= off[i] >= t0 && off[i] < t0 + n;
@@ -191,7 +191,7 @@ static la_status vproduct_ranks(const la_engine e, const la_decay_ranks *rk, la_
       }
     if (n > 0)
       s = la_gla_vproduct(e->dt, e->T, n, H, wx, r, x, y, z, g, e->dlog, off, e->seg_count, t0,
-                          T, out, NULL);
+                          T, out, NULL, la_engine_expv(e));
   }
   la_state_free(&st);
   free(T);

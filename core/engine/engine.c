@@ -225,6 +225,11 @@ nomem:;
                   "(chunk %d, r %d, dv %d, %d threads)", (int)C, (int)r, dv, T);
 }
 
+la_expv_fn la_engine_expv(const la_engine e) {
+  const la_simd *t = e->dt == LA_F32 ? e->simd : e->fm->simd; /* float64: the maps' table */
+  return t ? t->exp_f64 : NULL;
+}
+
 int la_engine_carve(la_engine e, const size_t *bytes, int n, void **out) {
   size_t tot = 0;
   for (int i = 0; i < n; i++) tot += (bytes[i] + 63) & ~(size_t)63;

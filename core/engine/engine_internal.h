@@ -174,11 +174,15 @@ static inline void la_wr(la_dtype dt, void *p, size_t i, double x) {
  * float64; x, y [n, H, wx] and z [n, H, r] of type dt; g [n, H, r]; docs/design.md §1.2
  * "Per-feature gates"), on T threads; rows are global rows t0.. (segments), Tin the state of
  * the rows before t0 ([H][wx][r], or NULL: none), Tout the state after the last row (or NULL);
- * out NULL: the state alone. */
+ * out NULL: the state alone. expv: e^x for x <= 0 on a vector (la_engine_expv), or NULL for
+ * libm's exp. */
+typedef void (*la_expv_fn)(size_t n, const double *x, double *y);
 la_status la_gla_vproduct(la_dtype dt, int T, int64_t n, int H, int wx, int r, const void *x,
                           const void *y, const void *z, const double *g, const double *lam,
                           const int64_t *off, int64_t noff, int64_t t0, const double *Tin,
-                          double *out, double *Tout);
+                          double *out, double *Tout, la_expv_fn expv);
+/* engine.c: the kernel table's y = e^x for x <= 0 (simd.h exp_f64), or NULL (libm's exp) */
+la_expv_fn la_engine_expv(const la_engine e);
 
 /* With check_finite: LA_ERR_NONFINITE when a thread saw a non-finite row since the last call
  * (the flags are cleared), else LA_OK. */

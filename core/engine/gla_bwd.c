@@ -30,10 +30,20 @@ static int64_t seg_at(const int64_t *off, int64_t noff, int64_t t, int64_t *s) {
   return *s;
 }
 
+/* dst[c] = x[o + c], c < n, in float64 from dt (a loop per type, which vectorizes) */
+static void row_f64(la_dtype dt, const void *x, size_t o, size_t n, double *dst) {
+  if (dt == LA_F64) {
+    memcpy(dst, (const double *)x + o, sizeof(double) * n);
+    return;
+  }
+  const float *xf = (const float *)x + o;
+  for (size_t c = 0; c < n; c++) dst[c] = (double)xf[c];
+}
+
 la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, const void *x,
                           const void *y, const void *z, const double *g, const double *lam,
                           const int64_t *off, int64_t noff, int64_t t0, const double *Tin,
-                          double *out, double *Tout) {
+                          double *out, double *Tout, la_expv_fn expv) {
   const size_t C = VP_CHUNK, R = (size_t)r, W = (size_t)wx;
   la_status st = LA_OK;
   (void)T_;
@@ -73,17 +83,22 @@ la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, 
           if (over) break;
           len++;
         }
-        for (int i = 0; i < len; i++) {
-          sg[i] = seg_at(off, noff, t0 + c0 + i, &sc);
-          for (size_t f = 0; f < R; f++) E[i * R + f] = i ? exp(G[i * R + f] - G[f]) : 1.0;
-          for (size_t c = 0; c < W; c++) {
-            X[i * W + c] = la_rd(dt, x, ((size_t)(c0 + i) * H + h) * W + c);
-            Y[i * W + c] = la_rd(dt, y, ((size_t)(c0 + i) * H + h) * W + c);
-          }
-          for (size_t f = 0; f < R; f++)
-            Z[i * R + f] = la_rd(dt, z, ((size_t)(c0 + i) * H + h) * R + f) / E[i * R + f];
+        /* E = e^{G - G_0} (<= 1) and E0 = e^{G_0}, by the table's vector exp where given */
+        for (size_t f = 0; f < R; f++) E[f] = 1.0;
+        for (size_t i = R; i < (size_t)len * R; i++) E[i] = G[i] - G[i % R];
+        if (expv) expv((size_t)(len - 1) * R, E + R, E + R), expv(R, G, E0);
+        else {
+          for (size_t i = R; i < (size_t)len * R; i++) E[i] = exp(E[i]);
+          for (size_t f = 0; f < R; f++) E0[f] = exp(G[f]);
         }
-        for (size_t f = 0; f < R; f++) E0[f] = exp(G[f]);
+        for (int i = 0; i < len; i++) {
+          const size_t row = (size_t)(c0 + i) * H + h;
+          sg[i] = seg_at(off, noff, t0 + c0 + i, &sc);
+          row_f64(dt, x, row * W, W, X + i * W);
+          row_f64(dt, y, row * W, W, Y + i * W);
+          row_f64(dt, z, row * R, R, Z + i * R);
+          for (size_t f = 0; f < R; f++) Z[i * R + f] /= E[i * R + f];
+        }
         if (out) { /* (out NULL: the state alone) */
           /* the pairs: B = X Y^T on the chunk's mask, O = B Z */
           cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, wx, 1.0, X, wx, Y, wx,
