@@ -13,6 +13,7 @@
 #include "../core/engine/denominator.h"
 
 #include "check.h"
+#include "check_gate_fold.h"
 
 static unsigned long long rs = 88172645463325252ULL;
 static float urand(void) { /* xorshift64, uniform in [-1, 1) */
@@ -446,43 +447,6 @@ static void test_exp_f64(void) {
         "below -708.396 %d, nothing written past n %d", worst, under_ok, tail_ok);
 }
 
-/* la_k512_gate_fold (per-feature gates folded into a chunk's rows): r = 1..19 and 64 (the lanes' tails),
- * factors over the fold's range (E in [e^-8, 1], qs, ks in (0, e^8]), bitwise the generic
- * loop's float64 products rounded once, q NULL (every third width) the keys alone; rows past
- * len untouched. */
-static void test_gate_fold(void) {
-  int ok = 1, untouched = 1, ncase = 0;
-  for (int r = 1; r <= 64; r = r < 19 ? r + 1 : 64) {
-    const int len = 1 + (r * 7) % 13, n = len * r;
-    float *q = malloc(sizeof(float) * (n + r)), *k = malloc(sizeof(float) * (n + r));
-    float *q0 = malloc(sizeof(float) * n), *k0 = malloc(sizeof(float) * n);
-    double *E = malloc(sizeof(double) * n), *qs = malloc(sizeof(double) * len),
-           *ks = malloc(sizeof(double) * len);
-    for (int i = 0; i < n + r; i++) {
-      q[i] = (float)(urand() * 3.0);
-      k[i] = (float)(urand() * 3.0);
-      if (i < n) {
-        q0[i] = q[i], k0[i] = k[i];
-        E[i] = exp(4.0 * (urand() - 1.0));
-      }
-    }
-    for (int i = 0; i < len; i++) qs[i] = exp(4.0 * urand() - 4.0), ks[i] = exp(4.0 * urand() + 4.0);
-    const float qt = q[n], kt = k[n];
-    const int konly = r % 3 == 0; /* the keys pass: q NULL */
-    la_k512_gate_fold(len, r, konly ? NULL : q, k, E, qs, ks);
-    for (int i = 0; i < n; i++) {
-      ok &= q[i] == (konly ? q0[i] : (float)((double)q0[i] * (qs[i / r] * E[i])));
-      ok &= k[i] == (float)((double)k0[i] * (ks[i / r] / E[i]));
-    }
-    untouched &= q[n] == qt && k[n] == kt;
-    free(q), free(k), free(q0), free(k0), free(E), free(qs), free(ks);
-    ncase++;
-    if (r == 64) break;
-  }
-  CHECK(ok && untouched && ncase == 20, "gate_fold: the generic loop's bits on %d widths, rows "
-        "past len untouched %d", ncase, untouched);
-}
-
 static void test_transpose(void) {
   int ok = 1;
   for (int t = 0; t < 60; t++) {
@@ -655,7 +619,7 @@ int main(void) {
   test_maps_f64();
   test_elu1_f64();
   test_exp_f64();
-  test_gate_fold();
+  check_gate_fold(la_k512_gate_fold, "la_k512_gate_fold");
   test_transpose();
   test_moves();
   test_finalize_plain();
