@@ -85,7 +85,8 @@ la_status la_gla_vproduct(la_dtype dt, int T_, int64_t n, int H, int wx, int r, 
         }
         /* E = e^{G - G_0} (<= 1) and E0 = e^{G_0}, by the table's vector exp where given */
         for (size_t f = 0; f < R; f++) E[f] = 1.0;
-        for (size_t i = R; i < (size_t)len * R; i++) E[i] = G[i] - G[i % R];
+        for (size_t i = 1; i < (size_t)len; i++)
+          for (size_t f = 0; f < R; f++) E[i * R + f] = G[i * R + f] - G[f];
         if (expv) expv((size_t)(len - 1) * R, E + R, E + R), expv(R, G, E0);
         else {
           for (size_t i = R; i < (size_t)len * R; i++) E[i] = exp(E[i]);
