@@ -529,11 +529,12 @@ static int causal_chunk(la_engine e, la_work *w, int h, int64_t token0, int64_t 
       tape_rows(e, w, h, c0, len);
     }
     *m = w->mseg[0]; /* state_add_tmp, and sf = base + sz for the next chunk */
-    e->simd->add_round(rsz, sz, w->tmp, base, sf);
-    if (G && gr > 1) { /* decay_fold_rows: sf is left behind by the rows' decay */
+    if (G && gr > 1) { /* decay_fold_rows: the rows' decay leaves any rounded sf behind */
+      e->simd->add_to_f64(rsz, sz, w->tmp);
       gate_rows_decay(e, w, G + (size_t)(len - 1) * r, sz, m);
       return 0;
     }
+    e->simd->add_round(rsz, sz, w->tmp, base, sf);
     if (G) *m += G[len - 1]; /* decay_fold: the state decays over the chunk */
     return 1;
   }
