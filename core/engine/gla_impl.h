@@ -54,13 +54,15 @@ static int gla_cum(la_engine e, la_work *w, int h, int64_t t0, int len) {
   return keep;
 }
 
-/* max_f -G_{len-1,f}: how far the chunk's gates decay its most gated feature (decay_split's
- * bound, for decay_fold_rows). */
-static double gla_span(la_engine e, const la_work *w, int len) {
+/* Whether the chunk gla_cum just summed (len of the full rows) runs on the undecayed kernels
+ * with its gates folded into the rows (decay_fold_rows): it was not cut, no tape is recorded,
+ * and its most gated feature falls by at most LA_DECAY_SPLIT (decay_split's bound). */
+static int gla_foldable(la_engine e, const la_work *w, int len, int full) {
+  if (len != full || e->tape) return 0;
   const double *GL = w->gf + (size_t)(len - 1) * e->r;
   double s = 0.0;
   for (int f = 0; f < e->r; f++) s = -GL[f] > s ? -GL[f] : s;
-  return s;
+  return s <= LA_DECAY_SPLIT;
 }
 
 /* (S|z) <- diag(e^{G_{len-1}}) (S|z) + the keys [j0, len) (the chunk's last segment), at the
@@ -189,7 +191,7 @@ static void gla_causal(la_engine e, la_work *w, int h0, int h1, int64_t token0, 
         const int full = (int)(hi - *p < e->C ? hi - *p : e->C);
         const int len = gla_cum(e, w, h, token0 + *p, full);
         double *szh = sz + (size_t)(h - h0) * rsz;
-        if (len == full && !e->tape && gla_span(e, w, len) <= LA_DECAY_SPLIT) {
+        if (gla_foldable(e, w, len, full)) {
           const double *base = NULL; /* the undecayed products, the gates folded into rows */
           causal_chunk(e, w, h, token0, *p, len, hi, q, k, v, szh, m + (h - h0), f + (h - h0),
                        out, raw, lsc, &base, w->sf, 0, w->gf, e->r);
@@ -218,7 +220,7 @@ static void gla_accum(la_engine e, la_work *w, int h0, int h1, int64_t token0, i
     for (int64_t c0 = lo; c0 < hi;) {
       const int full = (int)(hi - c0 < e->C ? hi - c0 : e->C);
       const int len = gla_cum(e, w, h, token0 + c0, full);
-      if (len == full && !e->tape && gla_span(e, w, len) <= LA_DECAY_SPLIT) {
+      if (gla_foldable(e, w, len, full)) {
         accum_chunk(e, w, h, token0, c0, len, hi, k, v, sz, m, f, w->gf, r); /* folded */
         c0 += len;
         continue;
